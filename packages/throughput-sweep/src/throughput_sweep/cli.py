@@ -1,0 +1,12 @@
+"""The throughput-sweep command line."""
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    print("throughput-sweep: not implemented yet", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
