@@ -1,0 +1,65 @@
+"""The scheduler interface (after submitit): submit, poll, find by token, cancel.
+
+A campaign never talks to Slurm or to processes directly; it goes through one of
+these, so the Slurm backend and the local executor are interchangeable and the
+same batch script, watchdog and files serve both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from throughput_schema import AccountingRow
+
+# Slurm's terminal states (sacct). The local executor reports the same names.
+TERMINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+)
+
+
+class SubmitFailed(RuntimeError):
+    """The scheduler refused the job. `permanent` when retrying cannot help (bad account...)."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class QueryFailed(RuntimeError):
+    """squeue/sacct (or the local registry) did not answer: state unknown, not 'gone'."""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    # PENDING, RUNNING, a TERMINAL_STATES member, or UNKNOWN (asked, no answer yet).
+    state: str
+    accounting: AccountingRow | None = None
+    # True once the accounting row is complete (sacct lags a few seconds after the end).
+    accounting_final: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.state.split()[0] in TERMINAL_STATES
+
+
+class Scheduler(Protocol):
+    name: str  # "slurm" or "local"
+
+    async def submit(self, script: Path, *, token: str, workdir: Path) -> str:
+        """Submit `script` (run in `workdir`), naming it by `token`; return the job id."""
+
+    async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """States of these jobs with at most one queue query and one accounting query."""
+
+    async def find_by_token(self, tokens: list[str], since: datetime) -> dict[str, list[str]]:
+        """Job ids whose name or comment is each token, submitted since `since`.
+
+        Raises QueryFailed unless every query answered: an intent may only be
+        declared 'never submitted' when both the queue and accounting said so.
+        """
+
+    async def cancel(self, job_id: str) -> None: ...
