@@ -144,11 +144,21 @@ def _apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
     fields = types[section].__struct_fields__
     if field not in fields:
         raise RecipeError(f"--set {item!r}: unknown key {key!r}; {section} keys are {', '.join(fields)}")
-    try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError:
-        value = text
+    value = _scalar(text.strip(), yaml)
     target = raw.setdefault(section, {})
     if not isinstance(target, dict):
         raise RecipeError(f"{path}: section {section!r} must be a mapping")
     target[field] = value
+
+
+def _scalar(text: str, yaml) -> Any:
+    # YAML 1.1 reads "1e-8" as a string; a user typing --set optimizer.eps=1e-8 means a number.
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    try:
+        return yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return text

@@ -1,0 +1,69 @@
+"""The presets under configs/ and the `--set` override rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from throughput_schema.recipe import RecipeError, load_recipe, override_args, parameter_count, with_point
+from throughput_schema.records import Protocol
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
+
+@pytest.mark.parametrize(
+    "name, exact",
+    [("250m", 251_943_360), ("500m", 516_814_080)],
+)
+def test_large_presets_have_their_exact_counts(name, exact):
+    assert parameter_count(load_recipe(CONFIGS / f"{name}.yaml").model) == exact
+
+
+@pytest.mark.parametrize("name, nominal", [("20m", 20e6), ("50m", 50e6), ("90m", 90e6)])
+def test_small_presets_are_within_ten_percent_and_llama_shaped(name, nominal):
+    model = load_recipe(CONFIGS / f"{name}.yaml").model
+    assert abs(parameter_count(model) / nominal - 1) < 0.10
+    assert model.ffn_dim % 64 == 0 and abs(model.ffn_dim / model.d_model - 8 / 3) < 0.2
+    assert model.vocab_size == 32_000 and model.head_dim == 64
+
+
+def test_guide_overrides_resolve():
+    recipe = load_recipe(
+        CONFIGS / "250m.yaml",
+        ["model.context_length=2048", "training.micro_batch_size=8", "training.batch_tokens=16384", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
+    )
+    assert (recipe.model.context_length, recipe.training.micro_batch_size, recipe.optimizer.beta2) == (2048, 8, 0.99)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.context_lenght=2048", "unknown key 'model.context_lenght'"),
+        ("trainer.micro_batch_size=2", "unknown section 'trainer'"),
+        ("model.context_length=long", r"Expected `int`, got `str` - at `\$.model.context_length`"),
+        ("training.micro_batch_size=0", r"Expected `int` >= 1|Expected `int` > 0"),
+        ("training.micro_batch_size=-4", r"Expected `int` >= 1|Expected `int` > 0"),
+        ("training.micro_batch_size=8", "must equal training.micro_batch_size x model.context_length"),
+        ("model.context_length=1000", "not supported"),
+        ("context_length", "expected SECTION.KEY=VALUE"),
+    ],
+)
+def test_bad_overrides_fail_with_one_line(override, message):
+    with pytest.raises(RecipeError, match=message) as info:
+        load_recipe(CONFIGS / "250m.yaml", [override])
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  n_layers: [1,\n")
+    with pytest.raises(RecipeError, match="malformed YAML at line"):
+        load_recipe(bad)
+
+
+def test_with_point_applies_the_campaign_protocol_and_round_trips_through_overrides():
+    base = load_recipe(CONFIGS / "90m.yaml")
+    point = with_point(base, context_length=1024, batch_size=32, protocol=Protocol(lr=0.002))
+    assert point.training.batch_tokens == 32 * 1024 and point.optimizer.lr == 0.002
+    assert load_recipe(CONFIGS / "90m.yaml", override_args(point)) == point

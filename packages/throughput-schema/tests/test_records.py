@@ -1,0 +1,147 @@
+"""Round trips, strict rejection with the field named, versioning, JSON Schema export."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from throughput_schema import (
+    SCHEMA_VERSION,
+    AccountingRow,
+    CudaOom,
+    Manifest,
+    Ok,
+    Receipt,
+    SchemaError,
+    SubmissionIntent,
+    Timeout,
+    Window,
+    WorkerResult,
+    decode,
+    dumps,
+    read,
+    write_atomic,
+)
+from throughput_schema.cli import json_schemas, main
+from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol
+from throughput_schema.recipe import recipe_from_dict
+
+
+def tiny_recipe():
+    return recipe_from_dict(
+        {
+            "name": "tiny",
+            "model": {"n_layers": 2, "d_model": 128, "n_heads": 2, "ffn_dim": 320, "context_length": 128},
+            "training": {"micro_batch_size": 2, "batch_tokens": 256},
+        }
+    )
+
+
+def sample_result(outcome=Ok()) -> WorkerResult:
+    return WorkerResult(
+        outcome=outcome,
+        recipe=tiny_recipe(),
+        parameters=1234,
+        windows=[Window(updates=20, seconds=1.5, counter_after=45), Window(updates=20, seconds=1.25, counter_after=65)],
+    )
+
+
+@pytest.mark.parametrize("outcome", [Ok(), CudaOom(phase="capture", message="tried to allocate"), Timeout(deadline_seconds=780.0)])
+def test_worker_result_round_trips_with_its_outcome(outcome):
+    result = sample_result(outcome)
+    again = decode(dumps(result), WorkerResult)
+    assert again == result
+    assert type(again.outcome) is type(outcome)
+    assert json.loads(dumps(result))["outcome"]["kind"] == outcome.__struct_config__.tag
+
+
+def test_every_record_kind_round_trips():
+    profile = ClusterProfile(name="local-slurm", scheduler="slurm", account="throughput", partition="gpu")
+    point = PointSpec(model="250m", context_length=2048, batch_size=16, attempt=2)
+    records = [
+        point,
+        SubmissionIntent(token="t1", campaign="c", point=point, script_sha256="ab", created_at="2026-01-01T00:00:00Z", scheduler="slurm"),
+        Receipt(token="t1", job_id="17", submitted_at="2026-01-01T00:00:01Z", scheduler="slurm", accounting=AccountingRow(job_id="17", state="COMPLETED")),
+        Manifest(kind="throughput", name="c", created_at="now", models=["20m"], contexts=[512], protocol=Protocol(), profile=profile, tool_version="0.1.0"),
+    ]
+    for record in records:
+        assert decode(dumps(record), type(record)) == record
+    assert point.curve == "250m-c2048"
+
+
+def test_malformed_field_is_named():
+    data = json.loads(dumps(sample_result()))
+    data["windows"][1]["seconds"] = "fast"
+    with pytest.raises(SchemaError, match=r"result.json: .*\$\.windows\[1\]\.seconds"):
+        decode(json.dumps(data), WorkerResult, source="result.json")
+
+
+def test_constraint_violation_is_named():
+    data = json.loads(dumps(sample_result()))
+    data["windows"][0]["updates"] = 0
+    with pytest.raises(SchemaError, match=r"\$\.windows\[0\]\.updates"):
+        decode(json.dumps(data), WorkerResult)
+
+
+def test_unknown_outcome_kind_is_rejected():
+    data = json.loads(dumps(sample_result()))
+    data["outcome"] = {"kind": "exploded"}
+    with pytest.raises(SchemaError, match="exploded"):
+        decode(json.dumps(data), WorkerResult)
+
+
+def test_truncated_json_says_so():
+    with pytest.raises(SchemaError, match="truncated"):
+        decode(dumps(sample_result())[:40], WorkerResult, source="x.json")
+
+
+def test_newer_schema_version_is_refused_with_upgrade_hint():
+    data = json.loads(dumps(sample_result()))
+    data["schema_version"] = SCHEMA_VERSION + 1
+    data["a_field_from_the_future"] = {"nested": True}
+    with pytest.raises(SchemaError, match="newer than this tool"):
+        decode(json.dumps(data), WorkerResult)
+
+
+def test_older_reader_skips_unknown_result_fields_but_configs_forbid_them():
+    data = json.loads(dumps(sample_result()))
+    data["extra_metric"] = 3
+    assert decode(json.dumps(data), WorkerResult).parameters == 1234
+    with pytest.raises(SchemaError, match="unknown field `acount`"):
+        decode(json.dumps({"name": "x", "scheduler": "slurm", "acount": "a"}), ClusterProfile)
+
+
+def test_missing_field_gets_default_for_schema_evolution():
+    minimal = {"outcome": {"kind": "ok"}, "recipe": msgspec.to_builtins(tiny_recipe()), "parameters": 1}
+    result = decode(json.dumps(minimal), WorkerResult)
+    assert result.schema_version == SCHEMA_VERSION and result.windows == []
+
+
+def test_write_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "deep" / "result.json"
+    write_atomic(path, sample_result())
+    write_atomic(path, sample_result(CudaOom(phase="setup")))
+    assert isinstance(read(path, WorkerResult).outcome, CudaOom)
+    assert [p.name for p in path.parent.iterdir()] == ["result.json"]
+
+
+def test_read_missing_file_is_one_line(tmp_path):
+    with pytest.raises(SchemaError, match="file not found"):
+        read(tmp_path / "nope.json", WorkerResult)
+
+
+def test_json_schema_export_covers_every_record(tmp_path, capsys):
+    schemas = json_schemas()
+    assert set(schemas) == set(RECORD_TYPES)
+    outcome_kinds = json.dumps(schemas["worker-result"])
+    for kind in ("ok", "cuda_oom", "timeout", "host_oom", "compile_error", "nonfinite", "crashed", "cancelled", "node_fail", "capped"):
+        assert f'"{kind}"' in outcome_kinds
+    assert main(["export", "--output", str(tmp_path / "schemas")]) == 0
+    assert len(list((tmp_path / "schemas").glob("*.schema.json"))) == len(RECORD_TYPES)
+    write_atomic(tmp_path / "r.json", sample_result())
+    assert main(["validate", "worker-result", str(tmp_path / "r.json")]) == 0
+    (tmp_path / "bad.json").write_text('{"outcome": {"kind": "ok"}}')
+    assert main(["validate", "worker-result", str(tmp_path / "bad.json")]) == 1
+    assert "missing required field" in capsys.readouterr().err
