@@ -238,6 +238,9 @@ class OptimizerTiming(msgspec.Struct, frozen=True, kw_only=True):
     share_of_wall: Fraction
     share_of_graph: Fraction
     unstable: bool = False
+    # ArenaAdamW.step alone, captured as its own graph and replayed after the windows
+    # (median ms): a cross-check of the in-graph events.
+    separate_step_ms: float | None = None
 
 
 class WorkerResult(_Record):
@@ -261,6 +264,9 @@ class WorkerResult(_Record):
     exit_code: int = 0
     # Optimizer campaigns: the paired uninstrumented worker's result path, if any.
     baseline: str | None = None
+    # Updates run eagerly during setup (before capture): the optimizer counter after
+    # window i is setup_updates + warmup + calibration + (i+1)·N.
+    setup_updates: NonNegInt = 0
 
 
 # ------------------------------------------------------------------------ submission

@@ -1,0 +1,285 @@
+"""One throughput point: build, measure, and always write the result.
+
+Outcomes and exit codes (`throughput_schema.outcomes.EXIT_CODES`):
+
+| outcome         | exit | when |
+|-----------------|------|------|
+| `ok`            | 0    | measured; the result may still be flagged unstable |
+| `crashed`       | 1    | any other exception (including an optimizer-counter mismatch) |
+| (usage)         | 2    | bad command line or recipe; one line on stderr, no result file |
+| `cuda_oom`      | 3    | `torch.cuda.OutOfMemoryError` anywhere; `phase` says where |
+| `compile_error` | 4    | a torch._dynamo / inductor / triton failure (not an OOM) |
+| `nonfinite`     | 5    | the state is not finite after warm-up or after a window |
+
+Phases: `setup` (model, arena, inputs), `compile` (the first eager update, which
+compiles forward and backward), `capture` (the CUDA graph), `warmup` (warm-up and
+calibration updates), `measurement` (the windows). The result JSON is written
+atomically in every case, with whatever was measured before a failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from throughput_schema import (
+    EXIT_CODES,
+    CompileError,
+    Crashed,
+    CudaOom,
+    MemoryPeaks,
+    MemoryReport,
+    NonFinite,
+    Ok,
+    OptimizerTiming,
+    Protocol,
+    Recipe,
+    Throughput,
+    WorkerResult,
+    write_atomic,
+)
+from throughput_schema.recipe import flops_per_token, parameter_count
+from tiny_llm import hardware, stats
+from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure
+
+MFU_FORMULA = "(6*P + 12*layers*width*context) * tokens_per_second / peak_bf16_flops"
+
+
+@dataclass
+class WorkerOptions:
+    protocol: Options
+    device: str = "auto"  # auto | cuda | cpu
+    compile_mode: str | None = None
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class TorchRunner:
+    """The protocol's view of a built update: replays, syncs, checks, event reads."""
+
+    def __init__(self, built) -> None:
+        self.built, self.cuda = built, built.device.type == "cuda"
+        self._run = built.run
+
+    def run(self, updates: int) -> None:
+        run = self._run
+        for _ in range(updates):
+            run()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def check(self) -> tuple[bool, int]:
+        opt = self.built.optimizer
+        return bool(opt.state_is_finite().item()), int(opt.updates.item())
+
+    def read_events(self) -> tuple[float, float]:
+        start, before_step, after_step = self.built.update.events
+        return start.elapsed_time(after_step), before_step.elapsed_time(after_step)
+
+
+def _peaks(device: torch.device) -> MemoryPeaks:
+    return MemoryPeaks(
+        allocated_bytes=torch.cuda.max_memory_allocated(device), reserved_bytes=torch.cuda.max_memory_reserved(device)
+    )
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def classify(exc: BaseException, phase: str):
+    """The outcome for an exception raised in `phase` (OOM wins over everything it is wrapped in)."""
+    chain = list(_chain(exc))
+    for e in chain:
+        if isinstance(e, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(e):
+            return CudaOom(phase=phase, message=_one_line(e))
+    for e in chain:
+        if isinstance(e, NonFiniteState):
+            return NonFinite(phase=e.phase, window=e.window, message=str(e))
+    for e in chain:
+        module = type(e).__module__ or ""
+        if module.startswith(("torch._dynamo", "torch._inductor", "triton")):
+            return CompileError(phase=phase, message=_one_line(exc))
+    return Crashed(phase=phase, message=_one_line(exc), exit_code=EXIT_CODES["crashed"])
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=print) -> WorkerResult:
+    """Measure one point and write its result to `output`; never raises for measurement failures."""
+    started_at = _now()
+    opts = options.protocol
+    device = resolve_device(options.device)
+    cuda = device.type == "cuda"
+    tokens_per_update = recipe.training.batch_tokens
+    fpt = flops_per_token(recipe.model)
+    phase = "setup"
+
+    def on_phase(name: str) -> None:
+        nonlocal phase
+        phase = name
+
+    o = recipe.optimizer
+    protocol = Protocol(
+        warmup=opts.warmup,
+        calibration_updates=opts.calibration_updates,
+        windows=opts.windows,
+        extra_windows=opts.extra_windows,
+        window_seconds=opts.window_seconds,
+        min_updates_per_window=opts.min_updates_per_window,
+        cv_threshold=opts.cv_threshold,
+        lr=o.lr,
+        beta1=o.beta1,
+        beta2=o.beta2,
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        grad_clip=recipe.training.grad_clip,
+        seed=recipe.training.seed,
+        burst_seconds=opts.burst_seconds,
+    )
+    hw = hardware.collect(device)
+    measurement = Measurement(tokens_per_update=tokens_per_update)
+    setup_seconds = None
+    memory = None
+    throughput = None
+    timing = None
+    built = None
+    setup_peaks = None
+    outcome = None
+    try:
+        from tiny_llm.update import build
+
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        t0 = time.perf_counter()
+        built = build(
+            recipe, device, timing_events=opts.optimizer_timing, compile_mode=options.compile_mode, on_phase=on_phase
+        )
+        if cuda:
+            torch.cuda.synchronize()
+        setup_seconds = time.perf_counter() - t0
+        if cuda:
+            setup_peaks = _peaks(device)
+            memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
+            torch.cuda.reset_peak_memory_stats(device)
+
+        measure(
+            TorchRunner(built), opts, measurement, updates_before=built.setup_updates, on_phase=on_phase
+        )
+        if cuda:
+            memory = MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
+        throughput = summarise(measurement, recipe, opts, hw, fpt)
+        if opts.optimizer_timing:
+            timing = optimizer_summary(measurement, opts, separate_step_ms=_separate_step_ms(built))
+        outcome = Ok()
+    except BaseException as exc:  # noqa: BLE001 - every failure must still produce a result file
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        outcome = classify(exc, phase)
+        if outcome.kind in ("crashed", "compile_error"):
+            traceback.print_exc(file=sys.stderr)
+        if cuda and setup_peaks is not None:
+            try:
+                memory = MemoryReport(
+                    setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes
+                )
+            except Exception:  # noqa: BLE001 - the device may be unusable after the failure
+                pass
+        elif cuda and memory is None:
+            try:
+                memory = MemoryReport(setup=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
+            except Exception:  # noqa: BLE001
+                pass
+    kind = outcome.__struct_config__.tag
+    result = WorkerResult(
+        outcome=outcome,
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        mode="optimizer-timing" if opts.optimizer_timing else "throughput",
+        backend=built.backend if built is not None else ("cuda-graph" if cuda else "cpu-eager"),
+        protocol=protocol,
+        setup_seconds=setup_seconds,
+        calibration=measurement.calibration,
+        windows=list(measurement.windows),
+        throughput=throughput,
+        optimizer_timing=timing,
+        memory=memory,
+        hardware=hw,
+        started_at=started_at,
+        finished_at=_now(),
+        exit_code=EXIT_CODES[kind],
+        setup_updates=built.setup_updates if built is not None else 0,
+    )
+    write_atomic(output, result)
+    return result
+
+
+def summarise(m: Measurement, recipe: Recipe, opts: Options, hw, fpt: int) -> Throughput:
+    rates = m.rates()
+    rate = stats.median(rates)
+    cv = stats.sample_cv(rates)
+    peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if hw.gpu_name else None
+    return Throughput(
+        tokens_per_second=rate,
+        sequences_per_second=rate / recipe.model.context_length,
+        window_tokens_per_second=rates,
+        cv=cv,
+        unstable=stats.needs_more_windows(cv, opts.cv_threshold),
+        update_ms=1000.0 * recipe.training.batch_tokens / rate,
+        flops_per_token=float(fpt),
+        mfu=stats.mfu(rate, fpt, peak),
+        peak_flops=peak,
+        mfu_formula=MFU_FORMULA + (f", peak {peak:.4g} FLOP/s ({hw.gpu_name})" if peak else ", peak unknown"),
+    )
+
+
+def optimizer_summary(m: Measurement, opts: Options, *, separate_step_ms: float | None) -> OptimizerTiming:
+    window_opt = m.window_optimizer_ms()
+    window_graph = m.window_graph_ms()
+    wall_ms_per_update = [1000.0 * w.seconds / w.updates for w in m.windows]
+    optimizer_ms = stats.median(window_opt)
+    cv = stats.sample_cv(window_opt)
+    return OptimizerTiming(
+        bursts=list(m.bursts),
+        window_optimizer_ms=window_opt,
+        window_graph_ms=window_graph,
+        optimizer_ms=optimizer_ms,
+        optimizer_cv=cv,
+        share_of_wall=min(1.0, optimizer_ms / stats.median(wall_ms_per_update)),
+        share_of_graph=min(1.0, optimizer_ms / stats.median(window_graph)),
+        unstable=stats.needs_more_windows(cv, opts.cv_threshold),
+        separate_step_ms=separate_step_ms,
+    )
+
+
+def _separate_step_ms(built) -> float | None:
+    """ArenaAdamW.step captured alone and replayed (after all windows, so the result is unaffected)."""
+    if built.device.type != "cuda":
+        return None
+    from tiny_llm.graph import capture, time_replays
+
+    graph = capture(built.optimizer.step)
+    return stats.median(time_replays(graph.replay, replays=20, rounds=5))
