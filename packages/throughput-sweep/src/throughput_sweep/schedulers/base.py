@@ -3,6 +3,19 @@
 A campaign never talks to Slurm or to processes directly; it goes through one of
 these, so the Slurm backend and the local executor are interchangeable and the
 same batch script, watchdog and files serve both.
+
+Changes since the first version (all backward compatible: new fields have defaults):
+  * `SubmitFailed.maybe_submitted`: True when the failure may hide an accepted job
+    (sbatch timed out, or a transient error and the token lookup could not prove
+    absence). The caller must keep the intent and reconcile it by token; never
+    treat it as "not submitted".
+  * `JobStatus.reason`: the scheduler's reason for a PENDING job (e.g. "Resources"),
+    or a short note; informational only.
+  * `Scheduler.slots`: how many jobs the backend can run at once (Slurm: the
+    profile's max_concurrent_jobs; local: the GPU slots, 1 without a GPU). The
+    watcher should never have more than `slots` jobs out.
+  * `cancel` raises `QueryFailed` when the cancel command itself failed; cancelling
+    a job that already ended is not an error.
 """
 
 from __future__ import annotations
@@ -23,9 +36,11 @@ TERMINAL_STATES = frozenset(
 class SubmitFailed(RuntimeError):
     """The scheduler refused the job. `permanent` when retrying cannot help (bad account...)."""
 
-    def __init__(self, message: str, *, permanent: bool) -> None:
+    def __init__(self, message: str, *, permanent: bool, maybe_submitted: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
+        # The job may exist anyway: reconcile the intent by token before resubmitting.
+        self.maybe_submitted = maybe_submitted
 
 
 class QueryFailed(RuntimeError):
@@ -40,6 +55,8 @@ class JobStatus:
     accounting: AccountingRow | None = None
     # True once the accounting row is complete (sacct lags a few seconds after the end).
     accounting_final: bool = False
+    # Why a PENDING job waits (squeue's reason), or a short note; informational.
+    reason: str = ""
 
     @property
     def finished(self) -> bool:
@@ -48,6 +65,7 @@ class JobStatus:
 
 class Scheduler(Protocol):
     name: str  # "slurm" or "local"
+    slots: int  # jobs the backend runs at once; keep at most this many out
 
     async def submit(self, script: Path, *, token: str, workdir: Path) -> str:
         """Submit `script` (run in `workdir`), naming it by `token`; return the job id."""
