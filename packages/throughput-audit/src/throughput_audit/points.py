@@ -91,31 +91,27 @@ def check_windows(
             expected=protocol.calibration_updates,
         )
 
-    # The counter after window i must be the counter after window i-1 plus window i's updates;
-    # before the first window, warm-up and calibration updates have run.
-    # (Graph capture may run a few more eager updates, so the offset before the first
-    # window is bounded from below; from then on every window's count is exact.)
+    # The counter after window i must be setup_updates (eager updates before graph
+    # capture) + warm-up + calibration + the updates of windows 0..i, exactly.
     counters = [w.counter_after for w in windows]
-    minimum = protocol.warmup + (calib.updates if calib else protocol.calibration_updates)
-    offset = counters[0] - windows[0].updates
+    setup = getattr(result, "setup_updates", 0)
+    start = setup + protocol.warmup + (calib.updates if calib else protocol.calibration_updates)
     expected_counters = []
-    running = max(offset, minimum)
+    running = start
     for w in windows:
         running += w.updates
         expected_counters.append(running)
     mismatch = [i for i, (a, e) in enumerate(zip(counters, expected_counters)) if a != e]
     checks.expect(
         "windows.update_counter",
-        not mismatch and offset >= minimum,
+        not mismatch,
         file,
         f"{file}: optimizer counter after windows {counters}, expected {expected_counters} "
-        f"(at least {protocol.warmup} warm-up + {minimum - protocol.warmup} calibration updates before "
-        f"the first window, found {offset}; then exactly each window's updates)"
-        + (f"; first mismatch at window {mismatch[0]}" if mismatch else ""),
+        f"({setup} setup + {protocol.warmup} warm-up + {start - setup - protocol.warmup} calibration updates, "
+        f"then each window's updates)" + (f"; first mismatch at window {mismatch[0]}" if mismatch else ""),
         actual=counters,
         expected=expected_counters,
-        offset=offset,
-        minimum_offset=minimum,
+        setup_updates=setup,
     )
     return rates
 

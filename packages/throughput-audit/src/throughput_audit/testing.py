@@ -93,7 +93,8 @@ def throughput_result(
     jitter = 0.2 if unstable else 0.002
     n = protocol.windows + (protocol.extra_windows if unstable else 0)
     seconds = [s * slower for s in window_seconds(batch, n, jitter=jitter)]
-    start = protocol.warmup + protocol.calibration_updates
+    setup_updates = 3
+    start = setup_updates + protocol.warmup + protocol.calibration_updates
     windows = [Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)]
     tokens = batch * context
     rates = [updates * tokens / s for s in seconds]
@@ -106,6 +107,7 @@ def throughput_result(
         mode=mode,
         protocol=protocol,
         setup_seconds=30.0,
+        setup_updates=setup_updates,
         calibration=Calibration(updates=protocol.calibration_updates, seconds=1.25, updates_per_window=updates),
         windows=windows,
         throughput=Throughput(
@@ -365,7 +367,7 @@ def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int
     opt, graph = per_window("optimizer_ms"), per_window("graph_ms")
     opt_ms = statistics.median(opt)
     cv = statistics.stdev(opt) / statistics.fmean(opt)
-    wall_ms = 1000.0 * batch * context / result.throughput.tokens_per_second
+    wall_ms = statistics.median(1000.0 * w.seconds / w.updates for w in result.windows)
     return OptimizerTiming(
         bursts=bursts,
         window_optimizer_ms=opt,
