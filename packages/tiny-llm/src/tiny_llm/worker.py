@@ -124,6 +124,11 @@ def classify(exc: BaseException, phase: str):
     return Crashed(phase=phase, message=_one_line(exc), exit_code=EXIT_CODES["crashed"])
 
 
+def kind_of(outcome) -> str:
+    """The outcome's tag (`ok`, `cuda_oom`, ...), as written in the result's `kind` field."""
+    return type(outcome).__struct_config__.tag
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -199,7 +204,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         if isinstance(exc, KeyboardInterrupt):
             raise
         outcome = classify(exc, phase)
-        if outcome.kind in ("crashed", "compile_error"):
+        if kind_of(outcome) in ("crashed", "compile_error"):
             traceback.print_exc(file=sys.stderr)
         if cuda and setup_peaks is not None:
             try:
@@ -213,7 +218,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
                 memory = MemoryReport(setup=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
             except Exception:  # noqa: BLE001
                 pass
-    kind = outcome.__struct_config__.tag
+    kind = kind_of(outcome)
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,

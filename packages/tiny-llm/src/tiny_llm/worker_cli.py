@@ -97,7 +97,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def summary_line(result, output: Path) -> str:
-    kind = result.outcome.__struct_config__.tag
+    from tiny_llm.worker import kind_of
+
+    kind = kind_of(result.outcome)
     head = f"{result.recipe.name} L={result.recipe.model.context_length} B={result.recipe.training.micro_batch_size}"
     if kind != "ok":
         return f"{head}: {kind} in {result.outcome.phase or '?'}: {result.outcome.message}; result: {output}"

@@ -1,0 +1,117 @@
+"""The worker CLI end to end on the CPU (tiny recipe), and its bad-input handling."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from throughput_schema import EXIT_CODES, WorkerResult, read
+from tiny_llm.cli import main
+from tiny_llm.hardware import GIB, peak_bf16_flops
+from tiny_llm.protocol import NonFiniteState
+from tiny_llm.worker import classify, kind_of
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = [
+    "--config", str(ROOT / "configs" / "tiny.yaml"),
+    "--set", "model.vocab_size=512",
+    "--set", "training.micro_batch_size=2",
+    "--set", "training.batch_tokens=256",
+]
+FAST = ["--warmup", "2", "--windows", "5", "--window-seconds", "0.2", "--min-updates-per-window", "2", "--device", "cpu"]
+
+
+def test_cpu_worker_end_to_end(tmp_path, capsys):
+    out = tmp_path / "point" / "result.json"
+    assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
+    result = read(out, WorkerResult)
+    assert kind_of(result.outcome) == "ok" and result.exit_code == 0
+    assert result.backend == "cpu-eager" and result.mode == "throughput"
+    assert result.parameters == 4_473_472 - (32_000 - 512) * 128
+    assert result.recipe.training.micro_batch_size == 2
+    assert result.calibration.updates == 5 and result.calibration.updates_per_window >= 2
+    assert len(result.windows) in (5, 10)
+    n = result.calibration.updates_per_window
+    assert [w.counter_after for w in result.windows] == [2 + 5 + n * (i + 1) for i in range(len(result.windows))]
+    t = result.throughput
+    rates = [w.updates * 256 / w.seconds for w in result.windows]
+    assert t.window_tokens_per_second == pytest.approx(rates)
+    assert t.tokens_per_second == pytest.approx(sorted(rates)[len(rates) // 2] if len(rates) % 2 else
+                                                (sorted(rates)[len(rates) // 2 - 1] + sorted(rates)[len(rates) // 2]) / 2)
+    assert t.sequences_per_second == pytest.approx(t.tokens_per_second / 128)
+    assert t.mfu is None and t.peak_flops is None and "peak unknown" in t.mfu_formula
+    assert result.setup_seconds > 0 and result.memory is None
+    assert result.hardware.torch == torch.__version__ and result.hardware.cpu_count > 0
+    assert result.protocol.warmup == 2 and result.protocol.seed == 42
+    line = capsys.readouterr().out
+    assert "tokens/s" in line and "sequences/s" in line and "MFU" in line and "CV" in line
+
+
+def test_python_m_guide_style_command(tmp_path):
+    """`python -m tiny_llm` itself, as the guide runs it (here on the CPU, tiny recipe)."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tiny_llm", "benchmark-throughput-worker", *TINY,
+         "--set", "optimizer.lr=0.001", "--set", "optimizer.beta2=0.99", "--output", str(out), *FAST],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert kind_of(read(out, WorkerResult).outcome) == "ok"
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--set", "model.context_length=100"], "context_length"),
+        (["--set", "training.batch_tokens=999"], "batch_tokens"),
+        (["--set", "model.nope=1"], "unknown key"),
+        (["--windows", "0"], "--windows"),
+        (["--window-seconds", "0"], "--window-seconds"),
+        (["--min-updates-per-window", "0"], "--min-updates-per-window"),
+        (["--optimizer-timing"], "needs a CUDA device"),
+    ],
+)
+def test_bad_input_one_line_exit_2(tmp_path, capsys, extra, needle):
+    out = tmp_path / "r.json"
+    args = ["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST, *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_missing_config(tmp_path, capsys):
+    args = ["benchmark-throughput-worker", "--config", str(tmp_path / "nope.yaml"), "--output", str(tmp_path / "r.json")]
+    assert main(args) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_output_is_directory(tmp_path, capsys):
+    assert main(["benchmark-throughput-worker", *TINY, "--output", str(tmp_path), *FAST]) == 2
+    assert "directory" in capsys.readouterr().err
+
+
+def test_classify_outcomes():
+    oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert kind_of(classify(oom, "capture")) == "cuda_oom"
+    assert classify(oom, "capture").phase == "capture"
+    wrapped = RuntimeError("backend failed")
+    wrapped.__cause__ = oom
+    assert kind_of(classify(wrapped, "compile")) == "cuda_oom"
+    assert classify(NonFiniteState("measurement", 3), "measurement").window == 3
+    from torch._dynamo.exc import TorchDynamoException
+
+    assert kind_of(classify(TorchDynamoException("inductor failed"), "compile")) == "compile_error"
+    assert kind_of(classify(ValueError("x"), "warmup")) == "crashed"
+    assert EXIT_CODES["cuda_oom"] == 3
+
+
+def test_peak_lookup_needs_name_and_memory():
+    assert peak_bf16_flops("NVIDIA H200", int(140.4 * GIB)) == 989e12
+    assert peak_bf16_flops("NVIDIA H200", int(80 * GIB)) is None
+    assert peak_bf16_flops("NVIDIA H100 80GB HBM3", int(79.1 * GIB)) == 989e12
+    assert peak_bf16_flops("NVIDIA GH200 480GB", int(95.0 * GIB)) == 989e12
+    assert peak_bf16_flops("NVIDIA H100 PCIe", int(79.1 * GIB)) is None
+    assert peak_bf16_flops("", 0) is None
