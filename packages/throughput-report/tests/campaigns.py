@@ -1,0 +1,326 @@
+"""Writes consistent throughput + optimizer-timing campaign pairs from schema records.
+
+A small, deterministic model of a GPU: the rate saturates with batch, memory grows
+with batch until the capacity, the optimizer costs a fixed time per update. Every
+derived figure a worker records (window rates, medians, CVs, event-weighted
+optimizer milliseconds) is written so that it agrees with its raw inputs, so the
+report's checks pass unless a test breaks a file on purpose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+from throughput_schema import codec
+from throughput_schema.layout import attempt_dir
+from throughput_schema.outcomes import CudaOom, Ok, Timeout
+from throughput_schema.recipe import load_recipe, parameter_count, with_point
+from throughput_schema.records import (
+    BurstSample,
+    Calibration,
+    ClusterProfile,
+    Hardware,
+    Manifest,
+    MemoryPeaks,
+    MemoryReport,
+    OptimizerTiming,
+    ParentCampaign,
+    Protocol,
+    Receipt,
+    Throughput,
+    Window,
+    WorkerResult,
+)
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+GPU_BYTES = 150_754_820_096  # an H200's reported total memory
+HARDWARE = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=GPU_BYTES, gpu_count=1, hostname="gpu-test")
+PROTOCOL = Protocol()
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """How fast and how large the pretend GPU is."""
+
+    peak_flops: float = 989e12
+    mfu: float = 0.42
+    half_batch_tokens: float = 4096.0  # tokens per update at half the saturated rate
+    optimizer_bandwidth: float = 0.6e12  # bytes/s for the weight, gradient and moment traffic
+    capacity: int = GPU_BYTES
+
+
+def recipe_for(model: str, context: int, batch: int):
+    return with_point(load_recipe(CONFIGS / f"{model}.yaml"), context_length=context, batch_size=batch, protocol=PROTOCOL)
+
+
+def memory_bytes(recipe, batch: int) -> int:
+    m = recipe.model
+    per_token = m.vocab_size * 6 + m.n_layers * m.d_model * 40
+    return 16 * parameter_count(m) + batch * m.context_length * per_token + 600_000_000
+
+
+def largest_fitting(model: str, context: int, gpu: Gpu = Gpu()) -> int:
+    batch = 1
+    while memory_bytes(recipe_for(model, context, 2 * batch), 2 * batch) <= gpu.capacity:
+        batch *= 2
+    return batch
+
+
+def _rate(recipe, batch: int, gpu: Gpu, *, factor: float = 1.0) -> float:
+    m = recipe.model
+    flops = 6 * parameter_count(m) + 12 * m.n_layers * m.d_model * m.context_length
+    tokens = batch * m.context_length
+    return factor * gpu.peak_flops * gpu.mfu / flops * tokens / (tokens + gpu.half_batch_tokens)
+
+
+def _jitter(seed: str, i: int, spread: float) -> float:
+    digest = hashlib.sha256(f"{seed}/{i}".encode()).digest()
+    return 1.0 + spread * (int.from_bytes(digest[:4], "big") / 2**32 - 0.5)
+
+
+def _cv(values):
+    return statistics.stdev(values) / statistics.fmean(values)
+
+
+def worker_result(
+    model: str,
+    context: int,
+    batch: int,
+    *,
+    gpu: Gpu = Gpu(),
+    seed: str = "",
+    instrumented: bool = False,
+    rate_factor: float = 1.0,
+    spread: float = 0.01,
+) -> tuple[WorkerResult, list[BurstSample]]:
+    """A fitting worker's result; instrumented results carry optimizer timing and bursts."""
+    recipe = recipe_for(model, context, batch)
+    P = parameter_count(recipe.model)
+    rate = _rate(recipe, batch, gpu, factor=rate_factor * (0.985 if instrumented else 1.0))
+    tokens = batch * context
+    per_window = max(PROTOCOL.min_updates_per_window, round(PROTOCOL.window_seconds * rate / tokens))
+    rates, windows = [], []
+    counter = PROTOCOL.warmup + PROTOCOL.calibration_updates
+    for i in range(PROTOCOL.windows):
+        r = rate * _jitter(seed, i, spread)
+        seconds = per_window * tokens / r
+        counter += per_window
+        windows.append(Window(updates=per_window, seconds=seconds, counter_after=counter))
+    rates = [w.updates * tokens / w.seconds for w in windows]
+    median = statistics.median(rates)
+    cv = _cv(rates)
+    update_ms = 1000.0 * tokens / median
+    throughput = Throughput(
+        tokens_per_second=median,
+        sequences_per_second=median / context,
+        window_tokens_per_second=rates,
+        cv=cv,
+        unstable=cv > PROTOCOL.cv_threshold,
+        update_ms=update_ms,
+    )
+    bursts: list[BurstSample] = []
+    timing = None
+    if instrumented:
+        opt_ms = 1000.0 * 16 * P / gpu.optimizer_bandwidth
+        for i, w in enumerate(windows):
+            per_burst = max(1, round(PROTOCOL.burst_seconds * 1000.0 / (w.seconds * 1000.0 / w.updates)))
+            left = w.updates
+            j = 0
+            while left:
+                n = min(per_burst, left)
+                left -= n
+                bursts.append(
+                    BurstSample(
+                        window=i,
+                        updates=n,
+                        wall_seconds=n * w.seconds / w.updates,
+                        graph_ms=update_ms * 0.97 * _jitter(seed + "g", 1000 * i + j, 0.01),
+                        optimizer_ms=opt_ms * _jitter(seed + "o", 1000 * i + j, 0.02),
+                    )
+                )
+                j += 1
+        window_opt, window_graph = [], []
+        for i in range(len(windows)):
+            mine = [b for b in bursts if b.window == i]
+            total = sum(b.updates for b in mine)
+            window_opt.append(sum(b.updates * b.optimizer_ms for b in mine) / total)
+            window_graph.append(sum(b.updates * b.graph_ms for b in mine) / total)
+        optimizer_ms = statistics.median(window_opt)
+        opt_cv = _cv(window_opt)
+        timing = OptimizerTiming(
+            bursts=bursts,
+            window_optimizer_ms=window_opt,
+            window_graph_ms=window_graph,
+            optimizer_ms=optimizer_ms,
+            optimizer_cv=opt_cv,
+            share_of_wall=optimizer_ms / update_ms,
+            share_of_graph=optimizer_ms / statistics.median(window_graph),
+            unstable=opt_cv > PROTOCOL.cv_threshold,
+        )
+    mem = memory_bytes(recipe, batch)
+    result = WorkerResult(
+        outcome=Ok(),
+        recipe=recipe,
+        parameters=P,
+        mode="optimizer-timing" if instrumented else "throughput",
+        backend="cuda-graph",
+        protocol=PROTOCOL,
+        setup_seconds=60.0,
+        calibration=Calibration(updates=PROTOCOL.calibration_updates, seconds=1.0, updates_per_window=per_window),
+        windows=windows,
+        throughput=throughput,
+        optimizer_timing=timing,
+        memory=MemoryReport(
+            setup=MemoryPeaks(allocated_bytes=int(mem * 0.8), reserved_bytes=int(mem * 0.9)),
+            measurement=MemoryPeaks(allocated_bytes=int(mem * 0.85), reserved_bytes=mem),
+            device_total_bytes=gpu.capacity,
+        ),
+        hardware=HARDWARE,
+        started_at="2026-10-08T10:00:00Z",
+        finished_at="2026-10-08T10:05:00Z",
+    )
+    return result, bursts
+
+
+def oom_result(model: str, context: int, batch: int) -> WorkerResult:
+    recipe = recipe_for(model, context, batch)
+    return WorkerResult(
+        outcome=CudaOom(phase="graph-capture", message="CUDA out of memory. Tried to allocate 2.00 GiB"),
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        protocol=PROTOCOL,
+        hardware=HARDWARE,
+        exit_code=3,
+    )
+
+
+def timeout_result(model: str, context: int, batch: int) -> WorkerResult:
+    recipe = recipe_for(model, context, batch)
+    return WorkerResult(
+        outcome=Timeout(phase="measurement", deadline_seconds=780.0),
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        protocol=PROTOCOL,
+        hardware=HARDWARE,
+        exit_code=6,
+    )
+
+
+def _receipt(where: Path, n: int) -> None:
+    codec.write_atomic(
+        where / "receipt.json",
+        Receipt(token=f"tok-{n}", job_id=str(1000 + n), submitted_at="2026-10-08T09:59:00Z", scheduler="slurm"),
+    )
+
+
+def _manifest(kind, name, models, contexts, **extra) -> Manifest:
+    return Manifest(
+        kind=kind,
+        name=name,
+        created_at="2026-10-08T09:00:00Z",
+        models=list(models),
+        contexts=list(contexts),
+        protocol=PROTOCOL,
+        profile=ClusterProfile(name="test", scheduler="slurm"),
+        tool_version="0.1.0",
+        **extra,
+    )
+
+
+def write_throughput(root: Path, models, contexts, *, gpu: Gpu = Gpu(), largest=None) -> Path:
+    """A completed throughput campaign: every curve doubles from 1 to a confirmed OOM."""
+    root = Path(root)
+    codec.write_atomic(root / "manifest.json", _manifest("throughput", root.name, models, contexts))
+    n = 0
+    for model in models:
+        for context in contexts:
+            top = (largest or {}).get((model, context)) or largest_fitting(model, context, gpu)
+            batch = 1
+            while batch <= top:
+                where = attempt_dir(root, model, context, batch, 1)
+                result, _ = worker_result(model, context, batch, gpu=gpu, seed=f"t/{model}/{context}/{batch}")
+                codec.write_atomic(where / "result.json", result)
+                _receipt(where, n := n + 1)
+                batch *= 2
+            where = attempt_dir(root, model, context, batch, 1)
+            codec.write_atomic(where / "result.json", oom_result(model, context, batch))
+            _receipt(where, n := n + 1)
+    return root
+
+
+def fitting_batches(throughput: Path) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    manifest = codec.read(Path(throughput) / "manifest.json", Manifest)
+    for model in manifest.models:
+        for context in manifest.contexts:
+            curve = Path(throughput) / "curves" / f"{model}-c{context}"
+            batches = sorted(int(p.name[1:]) for p in curve.iterdir())
+            out[f"{model}-c{context}"] = [
+                b
+                for b in batches
+                if codec.read(curve / f"b{b}" / "attempt-1" / "result.json", WorkerResult).outcome == Ok()
+            ]
+    return out
+
+
+def write_optimizer(root: Path, throughput: Path, *, gpu: Gpu = Gpu(), baseline_factor: float = 1.0) -> Path:
+    """An optimizer-timing follow-up of `throughput`: baseline + instrumented worker per point."""
+    root, throughput = Path(root), Path(throughput)
+    parent = codec.read(throughput / "manifest.json", Manifest)
+    inherited = fitting_batches(throughput)
+    sha = hashlib.sha256((throughput / "manifest.json").read_bytes()).hexdigest()
+    codec.write_atomic(
+        root / "manifest.json",
+        _manifest(
+            "optimizer-timing",
+            root.name,
+            parent.models,
+            parent.contexts,
+            parent=ParentCampaign(path=str(throughput), manifest_sha256=sha, name=parent.name),
+            inherited_batches=inherited,
+            parallel_points=True,
+        ),
+    )
+    n = 0
+    for curve, batches in inherited.items():
+        model, _, context = curve.rpartition("-c")
+        for batch in batches:
+            where = attempt_dir(root, model, int(context), batch, 1)
+            seed = f"o/{curve}/{batch}"
+            base, _ = worker_result(model, int(context), batch, gpu=gpu, seed=seed + "b", rate_factor=baseline_factor)
+            result, bursts = worker_result(model, int(context), batch, gpu=gpu, seed=seed, instrumented=True)
+            codec.write_atomic(where / "baseline.json", base)
+            codec.write_atomic(where / "result.json", msgspec.structs.replace(result, baseline="baseline.json"))
+            codec.write_atomic(where / "bursts.jsonl", b"".join(msgspec.json.encode(b) + b"\n" for b in bursts))
+            _receipt(where, n := n + 1)
+    return root
+
+
+def write_pair(root: Path, name: str, models, contexts, **kw) -> tuple[Path, Path]:
+    t = write_throughput(Path(root) / f"{name}-throughput", models, contexts, **kw)
+    o = write_optimizer(Path(root) / f"{name}-optimizer", t, **{k: v for k, v in kw.items() if k == "gpu"})
+    return t, o
+
+
+def rewrite(path: Path, type_, **changes) -> None:
+    """Replace fields of a record file in place (tests break files on purpose)."""
+    record = codec.read(path, type_)
+    codec.write_atomic(path, msgspec.structs.replace(record, **changes))
+
+
+__all__ = [
+    "Gpu",
+    "largest_fitting",
+    "oom_result",
+    "recipe_for",
+    "rewrite",
+    "timeout_result",
+    "worker_result",
+    "write_optimizer",
+    "write_pair",
+    "write_throughput",
+]
