@@ -352,3 +352,10 @@ def test_sacct_parsing_keeps_pipes_in_comments():
     assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 14
     assert slurm.timelimit_minutes("1-00:00:00") == 1440 and slurm.timelimit_minutes("14:00") == 14
     assert slurm.mem_mib("65536M") == slurm.mem_mib("64G")
+
+
+def test_local_campaign_concurrency_comes_from_recorded_accounting(tmp_path):
+    built = build_throughput(tmp_path / "tp", scheduler="local", max_concurrent=1)
+    bad = failures(audit(built))
+    assert [c.name for c in bad] == ["local.peak_concurrency"]
+    assert bad[0].values["peak"] == 2 and bad[0].values["limit"] == 1

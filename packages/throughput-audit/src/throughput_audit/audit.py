@@ -104,6 +104,8 @@ def run_audit(
             MANIFEST,
         )
         accounting = f"# {manifest.name}: scheduler {manifest.profile.scheduler}; Slurm accounting not applicable\n"
+        if manifest.profile.scheduler == "local":
+            accounting += check_local_concurrency(loaded, checks)
         slurm_state = "not_applicable"
     else:
         accounting = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
@@ -450,7 +452,28 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
 
 
 def _incomplete(row: AccountingRow) -> bool:
-    return row.job_name in ("", "allocation") or not row.partition or not row.timelimit
+    return row.job_name in ("", "allocation") or not row.partition or not row.timelimit or not row.alloc_tres
+
+
+def check_local_concurrency(loaded: Loaded, checks: Checks) -> str:
+    """Local campaigns: peak concurrency from the executor's recorded start/end times."""
+    rows = [r.attempt.receipt.accounting for r in loaded.attempts if r.attempt.receipt and r.attempt.receipt.accounting]
+    if not rows:
+        return ""
+    limit = loaded.manifest.profile.max_concurrent_jobs
+    peak = slurm.peak_concurrency(rows)
+    checks.expect(
+        "local.peak_concurrency",
+        peak.jobs <= limit,
+        "accounting.txt",
+        f"peak {peak.jobs} local jobs running at once (recorded in receipts)"
+        + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
+        + f"; the campaign's limit is {limit}",
+        peak=peak.jobs,
+        limit=limit,
+        job_ids=peak.job_ids,
+    )
+    return "# local executor accounting recorded in receipts\n" + slurm.format_rows(rows)
 
 
 def _settle(rows: dict[str, AccountingRow], runner, settle_seconds: float):

@@ -140,10 +140,14 @@ def timelimit_minutes(text: str) -> float | None:
 
 
 def parse_time(text: str) -> datetime | None:
+    """Slurm's ISO timestamps (local time, naive); None for Unknown/None/empty."""
     try:
-        return datetime.fromisoformat(text.strip())
+        when = datetime.fromisoformat(text.strip())
     except (ValueError, AttributeError):
         return None
+    if when.tzinfo is not None:  # compare everything as naive local time
+        when = when.astimezone().replace(tzinfo=None)
+    return when
 
 
 def exit_status(exit_code: str) -> tuple[int | None, int | None]:

@@ -1,0 +1,141 @@
+"""The audit against a real Slurm: jobs submitted with real sbatch, read back with real sacct.
+
+Needs the local cluster of tools/local-slurm.sh (fixture `local_slurm`). A campaign built
+on disk gets its receipts pointed at real jobs submitted with the profile's resources and
+exiting as the recorded outcomes say; the audit passes. Then one receipt is pointed at a
+real job with other resources (--cpus-per-task=2) and the audit must catch it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from throughput_schema import Receipt, read, write_atomic
+from throughput_audit import slurm
+from throughput_audit.audit import run_audit, write_outputs
+from throughput_audit.testing import build_throughput
+
+pytestmark = pytest.mark.slurm
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
+
+
+def sbatch(*args: str) -> str:
+    out = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True, timeout=30, check=True)
+    return out.stdout.strip().split(";")[0]
+
+
+def wait_accounted(job_ids: list[str], timeout: float = 120.0) -> dict[str, "slurm.AccountingRow"]:
+    """Until every job has ended and its sacct row is complete (sacct lags a few seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows, _ = slurm.query(job_ids)
+        done = [
+            j for j in job_ids
+            if j in rows and rows[j].state.split()[0] in TERMINAL and rows[j].partition and rows[j].job_name != "allocation"
+        ]
+        if len(done) == len(job_ids):
+            return rows
+        if time.monotonic() > deadline:
+            raise AssertionError(f"jobs not accounted after {timeout} s: {sorted(set(job_ids) - set(done))}")
+        time.sleep(1.0)
+
+
+def submit_campaign_jobs(built, account: str, partition: str) -> dict[Path, str]:
+    """Resubmit every attempt as a real job with the profile's resources; rewrite receipts."""
+    p = built.manifest.profile
+    jobs = {}
+    for points in built.points.values():
+        for folder in points.values():
+            receipt = read(folder / "receipt.json", Receipt)
+            code = receipt.accounting.exit_code.split(":")[0]
+            job = sbatch(
+                f"--job-name={receipt.token}",
+                f"--comment={receipt.token}",
+                f"--account={account}",
+                f"--partition={partition}",
+                f"--gpus={p.gpus_per_job}",
+                f"--cpus-per-task={p.cpus_per_task}",
+                f"--mem={p.mem}",
+                f"--time={p.time_limit_minutes}",
+                f"--output={folder}/slurm-%j.out",
+                f"--wrap=sleep 1; exit {code}",
+            )
+            jobs[folder] = job
+    rows = wait_accounted(list(jobs.values()))
+    for folder, job in jobs.items():
+        receipt = read(folder / "receipt.json", Receipt)
+        write_atomic(
+            folder / "receipt.json",
+            msgspec.structs.replace(receipt, job_id=job, accounting=rows[job], accounting_final=True),
+        )
+    return jobs
+
+
+@pytest.fixture
+def real_campaign(local_slurm, tmp_path):
+    account, partition = getattr(local_slurm, "account", "throughput"), getattr(local_slurm, "partition", "gpu")
+    built = build_throughput(tmp_path / "real", contexts=(512, 1024), first_oom=4)
+    if (built.manifest.profile.account, built.manifest.profile.partition) != (account, partition):
+        manifest = msgspec.structs.replace(
+            built.manifest,
+            profile=msgspec.structs.replace(built.manifest.profile, account=account, partition=partition),
+        )
+        write_atomic(built.root / "manifest.json", manifest)
+        built.manifest = manifest
+    jobs = submit_campaign_jobs(built, account, partition)
+    return built, jobs
+
+
+def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_campaign):
+    built, jobs = real_campaign
+    out = run_audit(built.root, settle_seconds=20)
+    write_outputs(built.root, out)
+    failed = [c for c in out.report.checks if c.status == "fail"]
+    assert failed == [], [c.message for c in failed]
+    assert out.report.slurm == "checked"
+    queries = next(c for c in out.report.checks if c.name == "slurm.queries")
+    assert queries.values == {"jobs": 6, "queries": 1, "rereads": 0}
+    accounting = (built.root / "accounting.txt").read_text()
+    assert all(job in accounting for job in jobs.values()) and "gres/gpu=1" in accounting
+
+    # A receipt pointing at a real job with other resources.
+    folder = built.points["20m-c512"][2]
+    receipt = read(folder / "receipt.json", Receipt)
+    other = sbatch(
+        f"--job-name={receipt.token}",
+        f"--comment={receipt.token}",
+        f"--account={built.manifest.profile.account}",
+        f"--partition={built.manifest.profile.partition}",
+        "--gpus=1",
+        "--cpus-per-task=2",
+        "--mem=2G",
+        f"--time={built.manifest.profile.time_limit_minutes}",
+        f"--output={folder}/slurm-%j.out",
+        "--wrap=sleep 1",
+    )
+    row = wait_accounted([other])[other]
+    write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=other, accounting=row))
+    out = run_audit(built.root, settle_seconds=20)
+    failed = [c for c in out.report.checks if c.status == "fail"]
+    assert [c.name for c in failed] == ["slurm.allocation"]
+    msg = failed[0].message
+    assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {other} ")
+    assert "cpu '2', profile requires 8" in msg and "mem '2G', profile requires '64G'" in msg
+
+
+def test_job_unknown_to_accounting_is_a_finding(real_campaign):
+    built, jobs = real_campaign
+    folder = built.points["20m-c1024"][1]
+    receipt = read(folder / "receipt.json", Receipt)
+    missing = str(int(max(jobs.values(), key=int)) + 100000)
+    write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=missing))
+    out = run_audit(built.root, settle_seconds=0)
+    failed = [c for c in out.report.checks if c.status == "fail"]
+    assert [c.name for c in failed] == ["slurm.accounted"]
+    assert failed[0].message == f"curves/20m-c1024/b1/attempt-1/receipt.json: job {missing} is missing from Slurm accounting"
