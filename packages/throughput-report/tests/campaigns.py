@@ -104,7 +104,8 @@ def worker_result(
     tokens = batch * context
     per_window = max(PROTOCOL.min_updates_per_window, round(PROTOCOL.window_seconds * rate / tokens))
     rates, windows = [], []
-    counter = PROTOCOL.warmup + PROTOCOL.calibration_updates
+    setup_updates = 3
+    counter = setup_updates + PROTOCOL.warmup + PROTOCOL.calibration_updates
     for i in range(PROTOCOL.windows):
         r = rate * _jitter(seed, i, spread)
         seconds = per_window * tokens / r
@@ -157,7 +158,7 @@ def worker_result(
             window_graph_ms=window_graph,
             optimizer_ms=optimizer_ms,
             optimizer_cv=opt_cv,
-            share_of_wall=optimizer_ms / update_ms,
+            share_of_wall=optimizer_ms / statistics.median(1000.0 * w.seconds / w.updates for w in windows),
             share_of_graph=optimizer_ms / statistics.median(window_graph),
             unstable=opt_cv > PROTOCOL.cv_threshold,
         )
@@ -180,6 +181,7 @@ def worker_result(
             device_total_bytes=gpu.capacity,
         ),
         hardware=HARDWARE,
+        setup_updates=setup_updates,
         started_at="2026-10-08T10:00:00Z",
         finished_at="2026-10-08T10:05:00Z",
     )

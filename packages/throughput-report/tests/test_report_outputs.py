@@ -1,0 +1,102 @@
+"""A whole report: six pages with their text, 450-dpi PNGs, joined data, exact input hashes."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pypdf import PdfReader
+
+from throughput_report.cli import main
+from throughput_report.report import FIGURE_FILES, REPORT_FILES
+
+import campaigns
+
+
+@pytest.fixture(scope="module")
+def report(two_pairs, tmp_path_factory) -> Path:
+    throughput, optimizer = two_pairs
+    out = tmp_path_factory.mktemp("reports") / "combined"
+    argv = ["--throughput", *map(str, throughput), "--optimizer", *map(str, optimizer), "--output", str(out)]
+    assert main(argv) == 0
+    return out
+
+
+def test_every_output_is_written(report):
+    assert sorted(p.name for p in report.iterdir()) == sorted(REPORT_FILES)
+    assert len(FIGURE_FILES) == 15
+    assert not [p for p in report.parent.iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_pdf_has_six_pages_with_expected_text(report, two_pairs):
+    pages = [page.extract_text() for page in PdfReader(report / "report.pdf").pages]
+    assert len(pages) == 6
+    expected = [
+        ["Training-time estimates at 20 tokens per parameter", "20m", "250m", "Window range", "Complete",
+         "Optimizer", "exclude startup", "orig-throughput"],
+        ["Throughput vs batch", "Memory vs batch", "capacity: NVIDIA H200", "first CUDA OOM", "original sweep"],
+        ["Optimizer share vs batch", "Share of", "Baseline", "20m-c512", "250m-c2048"],
+        ["Projected training time", "not a confidence interval", "complete final updates", "checkpointing"],
+        ["Context comparison", "tokens per update", "optimizer 2× faster", "optimizer 4× faster"],
+        ["Methods and inputs", "inputs.sha256", "manifest.json SHA-256", "convergence"],
+    ]
+    for number, (text, needles) in enumerate(zip(pages, expected), start=1):
+        for needle in needles:
+            assert needle in text, f"page {number} lacks {needle!r}"
+    # Page 6 carries the exact manifest hash of every input campaign.
+    for campaign in [*two_pairs[0], *two_pairs[1]]:
+        digest = hashlib.sha256((campaign / "manifest.json").read_bytes()).hexdigest()
+        assert digest in pages[5]
+
+
+def test_every_png_is_450_dpi(report):
+    pngs = sorted(report.glob("*.png"))
+    assert len(pngs) == 5
+    for png in pngs:
+        with Image.open(png) as image:
+            assert [round(v) for v in image.info["dpi"]] == [450, 450], png.name
+            assert image.size[0] >= 11 * 450 * 0.99
+
+
+def test_inputs_sha256_lists_every_input_file_exactly(report, two_pairs):
+    lines = (report / "inputs.sha256").read_text().splitlines()
+    listed = {}
+    for line in lines:
+        digest, path = line.split("  ", 1)
+        listed[path] = digest
+        assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest
+    for campaign in [*two_pairs[0], *two_pairs[1]]:
+        wanted = [campaign / "manifest.json"]
+        for name in ("result.json", "baseline.json", "bursts.jsonl", "receipt.json"):
+            wanted += list(campaign.glob(f"curves/*/*/*/{name}"))
+        assert {str(p) for p in wanted} <= set(listed)
+
+
+def test_points_csv_and_json_join_every_point(report, two_pairs):
+    rows = list(csv.DictReader((report / "points.csv").open()))
+    doc = json.loads((report / "points.json").read_text())
+    fitting = sum(len(b) for t in two_pairs[0] for b in campaigns.fitting_batches(t).values())
+    assert len(rows) == len(doc["points"]) == fitting
+    assert len(doc["curves"]) == 6
+    for row in doc["points"]:
+        assert row["projected_seconds"] == pytest.approx(20 * row["parameters"] / row["tokens_per_second"])
+        assert row["complete_updates"] == -(-20 * row["parameters"] // (row["batch"] * row["context"]))
+        assert row["throughput_campaign"] in map(str, two_pairs[0])
+    assert float(rows[0]["tokens_per_second"]) == doc["points"][0]["tokens_per_second"]
+
+
+@pytest.mark.slow
+def test_sixteen_curve_pair_renders_in_under_a_minute(tmp_path, capsys):
+    throughput, optimizer = campaigns.write_pair(tmp_path, "full", ["20m", "90m", "250m", "500m"], [512, 1024, 2048, 4096])
+    started = time.monotonic()
+    code = main(["--throughput", str(throughput), "--optimizer", str(optimizer), "--output", str(tmp_path / "out")])
+    seconds = time.monotonic() - started
+    assert code == 0
+    assert "16 curves" in capsys.readouterr().out
+    assert seconds < 60, f"16-curve report took {seconds:.1f} s"
+    assert len(PdfReader(tmp_path / "out" / "report.pdf").pages) == 6

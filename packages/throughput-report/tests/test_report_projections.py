@@ -1,0 +1,67 @@
+"""The projection formulas against a small table computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+from throughput_schema.recipe import ceil_updates, load_recipe, parameter_count
+
+from throughput_report import projections as pj
+
+from campaigns import CONFIGS
+
+# P, B, L, R | T = 20·P/R, 1e9/R, U = ceil(20·P/(B·L)), U·B·L, U·B·L/R  (all worked out by hand)
+HAND = [
+    # 20m: 20·19,912,000 = 398,240,000 tokens; 65,536 × 6,076 = 398,196,736 < budget, so U = 6,077.
+    (19_912_000, 128, 512, 1_000_000, 398.24, 1000.0, 6_077, 398_262_272, 398.262272),
+    # 500m: 10,336,281,600 tokens / 65,536 = 157,719.1...; 157,720 × 65,536 = 10,336,337,920.
+    (516_814_080, 16, 4096, 100_000, 103_362.816, 10_000.0, 157_720, 10_336_337_920, 103_363.3792),
+    # 20,000,000 / 16,384 = 1,220.7 -> 1,221 updates, 20,004,864 tokens.
+    (1_000_000, 8, 2048, 50_000, 400.0, 20_000.0, 1_221, 20_004_864, 400.09728),
+    # Exact: 20 × 16,384 = 327,680 = 20 updates of 16,384 tokens; R = 327,680 tokens/s -> 1 s.
+    (16_384, 32, 512, 327_680, 1.0, 1e9 / 327_680, 20, 327_680, 1.0),
+]
+
+
+@pytest.mark.parametrize("P,B,L,R,T,per_billion,U,tokens,seconds", HAND)
+def test_hand_checked_projections(P, B, L, R, T, per_billion, U, tokens, seconds):
+    assert pj.budget_tokens(P) == 20 * P
+    assert pj.ideal_seconds(P, R) == pytest.approx(T, rel=1e-12)
+    assert pj.seconds_per_billion(R) == pytest.approx(per_billion, rel=1e-12)
+    assert pj.complete_updates(P, B, L) == U == ceil_updates(P, B * L)
+    assert U * B * L == tokens
+    assert U * B * L / R == pytest.approx(seconds, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "T,f,k,expected",
+    [(100.0, 0.2, 2, 90.0), (100.0, 0.2, 4, 85.0), (100.0, 0.0, 4, 100.0), (100.0, 0.5, 1, 100.0), (3600.0, 0.1, 2, 3420.0)],
+)
+def test_counterfactual_optimizer_speedup(T, f, k, expected):
+    assert pj.counterfactual_seconds(T, f, k) == pytest.approx(expected)
+
+
+def test_preset_parameter_counts_used_by_the_hand_table():
+    assert parameter_count(load_recipe(CONFIGS / "20m.yaml").model) == 19_912_000
+    assert parameter_count(load_recipe(CONFIGS / "500m.yaml").model) == 516_814_080
+
+
+def test_context_comparison_holds_tokens_per_update_fixed(pair):
+    from throughput_report.checks import run_checks
+    from throughput_report.inputs import load_campaign
+    from throughput_report.pairing import pair_campaigns
+
+    pairs = pair_campaigns([load_campaign(pair[0])], [load_campaign(pair[1])])
+    run_checks(pairs)
+    proj = pj.project(pairs, tokens_per_update=16_384)
+    assert {(m, c) for m, c in proj.comparison} == {(m, c) for m in ("20m", "90m") for c in (512, 1024)}
+    for (model, context), p in proj.comparison.items():
+        assert p.batch * context == 16_384
+        assert p.budget_tokens == 20 * p.parameters
+        assert p.projected_seconds == pytest.approx(20 * p.parameters / p.tokens_per_second)
+        assert p.counterfactual_2x_seconds == pytest.approx(p.projected_seconds * (1 - p.optimizer_share / 2))
+    # Each model's budget is the same at every context.
+    for model in ("20m", "90m"):
+        assert len({p.budget_tokens for p in proj.points if p.model == model}) == 1
+    # The window range brackets the median-rate time.
+    for p in proj.points:
+        assert p.projected_seconds_fastest_window <= p.projected_seconds <= p.projected_seconds_slowest_window
