@@ -113,7 +113,7 @@ _PERMANENT = re.compile(
 _TRANSIENT = re.compile(
     r"socket timed out|timed out|unable to contact slurm controller|"
     r"slurm controller not responding|connection refused|connection reset|"
-    r"temporarily unavailable|try again|busy|zero bytes were transmitted|"
+    r"temporarily unavailable|temporarily unable|try again|busy|zero bytes were transmitted|"
     r"transport endpoint|communication connection failure|slurm_persist_conn|"
     r"slurmctld.*(down|not responding)|resource temporarily unavailable|"
     r"job submit/allocate failed: (slurm )?(temporarily|controller)",

@@ -1,0 +1,133 @@
+"""Pure parts of the Slurm backend: argv, output parsing, error classification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from throughput_schema import AccountingRow, ClusterProfile
+from throughput_sweep.schedulers.slurm import (
+    SACCT_FIELDS,
+    accounting_is_final,
+    classify_sbatch_error,
+    normalize_state,
+    parse_sacct,
+    parse_squeue,
+    sbatch_argv,
+    slurm_minutes,
+)
+
+DATA = Path(__file__).parent / "data"
+PROFILE = ClusterProfile(name="gh200", scheduler="slurm", account="throughput", partition="gpu",
+                         extra_sbatch_args=["--constraint=gh200"])
+
+
+def test_sbatch_argv_is_a_list_with_every_resource():
+    argv = sbatch_argv(PROFILE, Path("/c/a b/job.sh"), token="tok", workdir=Path("/c/a b"))
+    assert argv == [
+        "sbatch", "--parsable", "--job-name=tok", "--comment=tok", "--account=throughput", "--partition=gpu",
+        "--gpus=1", "--cpus-per-task=8", "--mem=64G", "--time=14", "--output=/c/a b/slurm-%j.out",
+        "--chdir=/c/a b", "--constraint=gh200", "/c/a b/job.sh",
+    ]
+
+
+def test_sbatch_argv_leaves_out_empty_values():
+    profile = ClusterProfile(name="x", scheduler="slurm", mem="")
+    argv = sbatch_argv(profile, Path("/j.sh"), token="t", workdir=Path("/w"))
+    assert not any(a.startswith(("--account", "--partition", "--mem")) for a in argv)
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+        "sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified",
+        "sbatch: error: Batch job submission failed: Job has invalid qos",
+        "sbatch: error: Batch job submission failed: Invalid qos specification",
+        "sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+        "sbatch: error: Invalid generic resource (gres) specification",
+        "sbatch: error: Memory specification can not be satisfied",
+        "sbatch: error: Invalid --time specification",
+        "sbatch: error: Unable to open file /no/such/job.sh",
+        "sbatch: unrecognized option '--bogus'",
+        "something nobody has seen before",
+    ],
+)
+def test_permanent_sbatch_errors(stderr):
+    assert classify_sbatch_error(stderr, 1) is True
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+        "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+        "sbatch: error: Batch job submission failed: Slurm controller is busy, try again later",
+        "sbatch: error: slurm_persist_conn_open_without_init: failed to open persistent connection",
+        "sbatch: error: Batch job submission failed: Zero Bytes were transmitted or received",
+    ],
+)
+def test_transient_sbatch_errors(stderr):
+    assert classify_sbatch_error(stderr, 1) is False
+
+
+def test_sbatch_that_did_not_finish_is_transient():
+    assert classify_sbatch_error("", None) is False
+
+
+def test_normalize_state():
+    assert normalize_state("CANCELLED by 0") == "CANCELLED"
+    assert normalize_state("") == "UNKNOWN"
+    assert normalize_state("RUNNING") == "RUNNING"
+
+
+def test_slurm_minutes():
+    assert slurm_minutes("00:14:00") == 14
+    assert slurm_minutes("1-00:00:00") == 1440
+    assert slurm_minutes("UNLIMITED") is None
+
+
+def test_squeue_parsing_keeps_odd_names_whole():
+    text = "101|RUNNING|None|tok-a\n102|PENDING|Resources|name|with|bars\n\n103|COMPLETED|None|tok-c\n"
+    rows = parse_squeue(text)
+    assert rows["101"].state == "RUNNING" and rows["102"].reason == "Resources"
+    assert rows["102"].name == "name|with|bars" and rows["103"].state == "COMPLETED"
+
+
+def test_sacct_parsing_rejoins_a_comment_with_bars_and_skips_steps():
+    line = "7|tok|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|" \
+           "2026-01-01T00:00:00|2026-01-01T00:00:02|00:00:02|a|b|c|node1"
+    rows = parse_sacct(line + "\n7.batch|batch|COMPLETED|0:0||throughput||cpu=8|||||||node1\n")
+    assert list(rows) == ["7"] and rows["7"].comment == "a|b|c" and rows["7"].node_list == "node1"
+
+
+def test_accounting_final_needs_the_late_fields():
+    full = AccountingRow(job_id="7", job_name="tok", state="COMPLETED", exit_code="0:0", partition="gpu",
+                         account="throughput", timelimit="00:14:00", alloc_tres="cpu=8,gres/gpu=1", start="s",
+                         end="e", elapsed="00:00:02")
+    assert accounting_is_final(full)
+    import msgspec
+
+    for change in ({"job_name": "allocation"}, {"partition": ""}, {"timelimit": ""}, {"alloc_tres": ""},
+                   {"state": "RUNNING"}, {"end": "Unknown"}):
+        assert not accounting_is_final(msgspec.structs.replace(full, **change)), change
+
+
+def test_sacct_fields_match_the_row_type():
+    assert len(SACCT_FIELDS) == len(AccountingRow.__struct_fields__)
+
+
+@pytest.mark.skipif(not (DATA / "sacct-completed.txt").exists(), reason="captured text not present")
+def test_captured_sacct_text():
+    """Text captured from the local Slurm 22.05 (see data/README)."""
+    lagging = parse_sacct((DATA / "sacct-lagging.txt").read_text())
+    done = parse_sacct((DATA / "sacct-completed.txt").read_text())
+    assert lagging and not any(accounting_is_final(r) for r in lagging.values())
+    assert done and all(accounting_is_final(r) for r in done.values())
+    states = {normalize_state(r.state) for r in parse_sacct((DATA / "sacct-states.txt").read_text()).values()}
+    assert {"COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY"} <= states
+    queue = parse_squeue((DATA / "squeue.txt").read_text())
+    assert queue and {e.state for e in queue.values()} <= {"RUNNING", "PENDING", "COMPLETED", "COMPLETING"}
