@@ -184,3 +184,22 @@ def test_watchdog_imports_no_anyio_or_torch(tmp_path):
     code = ("import sys, throughput_sweep.watchdog; bad = {'anyio', 'torch', 'matplotlib', 'yaml'} & set(sys.modules);"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
+
+
+def test_sigterm_to_every_process_at_once_is_cancelled(tmp_path, recipe):
+    """Slurm's scancel signals all processes of the job together, the worker included."""
+    result = tmp_path / "result.json"
+    pidfile = tmp_path / "worker.pid"
+    code = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(60)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "throughput_sweep.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path),
+         "--time-limit-minutes", "14", "--result", str(result), "--", sys.executable, "-c", code],
+        stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(int(pidfile.read_text()), signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == EXIT_CODES["cancelled"]
+    assert read(result, WorkerResult).outcome.__struct_config__.tag == "cancelled"

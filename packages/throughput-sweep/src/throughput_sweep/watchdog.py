@@ -281,6 +281,13 @@ class Watchdog:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if stop is None and proc.returncode in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP):
+            # Slurm signals every process of the job at once: ours may still be in flight.
+            end = time.monotonic() + 1.0
+            while self.state.stop_signal is None and time.monotonic() < end:
+                time.sleep(0.05)
+        if stop is None and self.state.stop_signal is not None:
+            stop = self._stop_outcome(self.state.stop_signal)
         own = _written_result(spec.result, before)
         if own is not None:
             return own, None

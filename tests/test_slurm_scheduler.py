@@ -1,0 +1,211 @@
+"""SlurmScheduler against the real local Slurm (tools/local-slurm.sh, fixture `local_slurm`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+import yaml
+
+from throughput_schema import ClusterProfile, ModelConfig, Recipe, TrainingConfig, WorkerResult, read, write_atomic
+from throughput_sweep.jobscript import WorkerStep, render_job_script
+from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
+from throughput_sweep.schedulers.slurm import SlurmScheduler
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def profile() -> ClusterProfile:
+    raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
+    return msgspec.convert(raw, ClusterProfile)
+
+
+def token() -> str:
+    return f"tst-{uuid.uuid4().hex[:12]}"
+
+
+def job_script(folder: Path, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.sh"
+    path.write_text("#!/bin/bash\nset -euo pipefail\n" + body + "\n")
+    return path
+
+
+async def until_final(sched: SlurmScheduler, job_id: str, timeout: float = 60, cycles: list | None = None) -> JobStatus:
+    with anyio.fail_after(timeout):
+        while True:
+            status = (await sched.poll([job_id]))[job_id]
+            if cycles is not None:
+                cycles.append(list(sched.commands_last_poll))
+            if status.finished and status.accounting_final:
+                return status
+            await anyio.sleep(0.5)
+
+
+def test_submit_poll_completed_with_final_accounting_and_find(local_slurm, profile, tmp_path):
+    tok = token()
+    script = job_script(tmp_path, 'echo "gpu=${CUDA_VISIBLE_DEVICES:-none} job=$SLURM_JOB_ID"')
+    cycles: list[list[str]] = []
+
+    async def main():
+        sched = SlurmScheduler(profile)
+        since = datetime.now()
+        job_id = await sched.submit(script, token=tok, workdir=tmp_path)
+        status = await until_final(sched, job_id, cycles=cycles)
+        found = await sched.find_by_token([tok, token()], since)
+        return job_id, status, found
+
+    job_id, status, found = anyio.run(main)
+    assert job_id.isdigit()
+    assert status.state == "COMPLETED" and status.accounting_final
+    row = status.accounting
+    assert row.job_name == tok and row.exit_code == "0:0"
+    assert row.account == profile.account and row.partition == profile.partition
+    assert row.timelimit == "00:14:00"
+    tres = dict(item.split("=", 1) for item in row.alloc_tres.split(","))
+    assert tres["cpu"] == "8" and tres["gres/gpu"] == "1" and tres["mem"] == "64G"
+    assert row.start and row.end and row.elapsed
+    assert (tmp_path / f"slurm-{job_id}.out").read_text().startswith("gpu=")
+    assert list(found.values()) == [[job_id], []]
+    for cycle in cycles:
+        assert cycle.count("squeue") <= 1 and cycle.count("sacct") <= 1, cycle
+
+
+def test_poll_cycle_issues_at_most_one_squeue_and_one_sacct(local_slurm, profile, tmp_path):
+    async def main():
+        sched = SlurmScheduler(profile)
+        ids = []
+        for i in range(4):
+            body = "true" if i % 2 == 0 else "sleep 20"
+            ids.append(await sched.submit(job_script(tmp_path / f"j{i}", body), token=token(), workdir=tmp_path))
+        ids.append("99999999")  # an id Slurm never had: answered as UNKNOWN, never 'gone'
+        seen = []
+        for _ in range(6):
+            before = sched.command_counts.copy()
+            statuses = await sched.poll(ids)
+            spent = sched.command_counts - before
+            seen.append((dict(spent), {k: v.state for k, v in statuses.items()}))
+            await anyio.sleep(1)
+        for job_id in ids[:4]:
+            await sched.cancel(job_id)
+        return ids, seen
+
+    ids, seen = anyio.run(main)
+    for spent, states in seen:
+        assert spent.get("squeue", 0) <= 1 and spent.get("sacct", 0) <= 1, spent
+        assert set(spent) <= {"squeue", "sacct"}
+        assert states["99999999"] == "UNKNOWN"
+    assert seen[-1][1][ids[0]] == "COMPLETED"
+    assert seen[-1][1][ids[1]] in ("RUNNING", "PENDING")
+
+
+def test_single_unknown_id_is_asked_of_sacct(local_slurm, profile):
+    async def main():
+        sched = SlurmScheduler(profile)
+        statuses = await sched.poll(["99999998"])
+        return statuses, sched.commands_last_poll
+
+    statuses, commands = anyio.run(main)
+    assert statuses["99999998"].state == "UNKNOWN"
+    assert commands == ["squeue", "sacct"]
+
+
+def test_scancel_gives_cancelled(local_slurm, profile, tmp_path):
+    async def main():
+        sched = SlurmScheduler(profile)
+        job_id = await sched.submit(job_script(tmp_path, "sleep 120"), token=token(), workdir=tmp_path)
+        with anyio.fail_after(30):
+            while (await sched.poll([job_id]))[job_id].state != "RUNNING":
+                await anyio.sleep(0.3)
+        await sched.cancel(job_id)
+        status = await until_final(sched, job_id)
+        await sched.cancel(job_id)  # a finished job: no error
+        return status
+
+    assert anyio.run(main).state == "CANCELLED"
+
+
+def test_job_over_its_memory_is_out_of_memory(local_slurm, profile, tmp_path):
+    small = msgspec.structs.replace(profile, mem="100M")
+    body = f"{sys.executable} -c 'import time; b = b\"x\" * (500 * 2**20); time.sleep(5)'"
+
+    async def main():
+        sched = SlurmScheduler(small)
+        job_id = await sched.submit(job_script(tmp_path, body), token=token(), workdir=tmp_path)
+        return job_id, await until_final(sched, job_id, timeout=90)
+
+    job_id, status = anyio.run(main)
+    assert status.state == "OUT_OF_MEMORY", status
+    assert status.accounting.req_mem.startswith("100M")
+
+
+@pytest.mark.parametrize(("field", "value"), [("account", "no-such-account"), ("partition", "no-such-partition")])
+def test_bad_account_or_partition_is_permanent(local_slurm, profile, tmp_path, field, value):
+    bad = msgspec.structs.replace(profile, **{field: value})
+
+    async def main():
+        sched = SlurmScheduler(bad, backoff_seconds=0.1)
+        await sched.submit(job_script(tmp_path, "true"), token=token(), workdir=tmp_path)
+
+    with pytest.raises(SubmitFailed) as info:
+        anyio.run(main)
+    assert info.value.permanent and not info.value.maybe_submitted
+    assert "sbatch refused the job" in str(info.value)
+
+
+def test_watchdog_deadline_inside_a_real_allocation(local_slurm, profile, tmp_path):
+    """job.sh -> watchdog -> a worker that hangs: the watchdog's timeout result, job FAILED 6:0."""
+    import throughput_schema
+    import throughput_sweep
+
+    campaign = tmp_path / "camp"
+    attempt = campaign / "curves/tiny-c128/b1/attempt-1"
+    attempt.mkdir(parents=True)
+    recipe = write_atomic(
+        campaign / "recipe.json",
+        Recipe(name="tiny", model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
+               training=TrainingConfig(micro_batch_size=1, batch_tokens=128)),
+    )
+    result = attempt / "result.json"
+    srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1]]
+    text = render_job_script(profile, campaign=campaign, recipe=recipe, python=sys.executable, pythonpath=srcs,
+                             steps=[WorkerStep([sys.executable, "-c", "import time; time.sleep(120)"], result)],
+                             deadline_seconds=2)
+    script = attempt / "job.sh"
+    script.write_text(text)
+
+    async def main():
+        sched = SlurmScheduler(profile)
+        job_id = await sched.submit(script, token=token(), workdir=attempt)
+        return job_id, await until_final(sched, job_id, timeout=60)
+
+    job_id, status = anyio.run(main)
+    assert status.state == "FAILED" and status.accounting.exit_code == "6:0"
+    assert read(result, WorkerResult).outcome.__struct_config__.tag == "timeout"
+    assert "deadline" in (attempt / f"slurm-{job_id}.out").read_text()
+
+
+@pytest.mark.slow
+def test_job_over_its_time_limit_is_timeout(local_slurm, profile, tmp_path):
+    short = msgspec.structs.replace(profile, time_limit_minutes=1)
+
+    async def main():
+        sched = SlurmScheduler(short)
+        job_id = await sched.submit(job_script(tmp_path, "sleep 300"), token=token(), workdir=tmp_path)
+        return await until_final(sched, job_id, timeout=180)
+
+    t0 = time.monotonic()
+    status = anyio.run(main)
+    assert status.state == "TIMEOUT"
+    assert status.accounting.timelimit == "00:01:00"
+    assert time.monotonic() - t0 < 180
