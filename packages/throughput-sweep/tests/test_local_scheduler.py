@@ -188,3 +188,34 @@ def test_detect_gpus_respects_cuda_visible_devices(monkeypatch):
 def test_slot_count(tmp_path, gpus, per, slots):
     profile = ClusterProfile(name="local", scheduler="local", gpus_per_job=per)
     assert LocalScheduler(profile, tmp_path, gpus=gpus).slots == slots
+
+
+def test_job_outlives_a_sigkilled_watcher(tmp_path):
+    """The submitting process dies hard; the job finishes and a new scheduler reports it."""
+    import subprocess
+    import sys
+
+    job = script(tmp_path / "a", "sleep 1; echo done")
+    code = (
+        "import anyio, os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from throughput_schema import ClusterProfile\n"
+        "from throughput_sweep.schedulers.local import LocalScheduler\n"
+        "async def main():\n"
+        "    s = LocalScheduler.for_campaign(ClusterProfile(name='l', scheduler='local'), Path(sys.argv[1]), gpus=[])\n"
+        "    print(await s.submit(Path(sys.argv[2]), token='tok-k', workdir=Path(sys.argv[2]).parent), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "anyio.run(main)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(job)], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    job_id = proc.stdout.strip()
+
+    async def main():
+        sched = LocalScheduler.for_campaign(PROFILE, tmp_path, gpus=[])
+        assert (await sched.find_by_token(["tok-k"], since=None)) == {"tok-k": [job_id]}
+        return await wait_finished(sched, job_id)
+
+    assert anyio.run(main).state == "COMPLETED"
+    assert (job.parent / f"slurm-{job_id}.out").read_text() == "done\n"
