@@ -100,3 +100,36 @@ def test_sixteen_curve_pair_renders_in_under_a_minute(tmp_path, capsys):
     assert "16 curves" in capsys.readouterr().out
     assert seconds < 60, f"16-curve report took {seconds:.1f} s"
     assert len(PdfReader(tmp_path / "out" / "report.pdf").pages) == 6
+
+
+def test_capped_curve_counts_as_complete(tmp_path):
+    """A curve that reached the manifest's batch cap without an OOM is ended, not incomplete."""
+    import msgspec
+    import shutil
+    from throughput_schema import codec
+    from throughput_schema.records import Manifest
+
+    from throughput_report.checks import run_checks
+    from throughput_report.inputs import load_campaign
+    from throughput_report.pairing import pair_campaigns
+    from throughput_report.projections import project
+
+    t = campaigns.write_throughput(tmp_path / "t", ["20m"], [4096], largest={("20m", 4096): 4})
+    shutil.rmtree(t / "curves" / "20m-c4096" / "b8")
+    manifest = codec.read(t / "manifest.json", Manifest)
+    codec.write_atomic(t / "manifest.json", msgspec.structs.replace(manifest, max_batch=4))
+    o = campaigns.write_optimizer(tmp_path / "o", t)
+    pairs = pair_campaigns([load_campaign(t)], [load_campaign(o)])
+    run_checks(pairs)
+    (curve,) = project(pairs).curves
+    assert (curve.capped, curve.first_oom_batch, curve.fitting_batches) == (True, None, [1, 2, 4])
+
+
+def test_audited_output_directory_is_refused(tmp_path, pair, capsys):
+    out = tmp_path / "audited"
+    out.mkdir()
+    (out / "audit.json").write_text("{}")
+    code = main(["--throughput", str(pair[0]), "--optimizer", str(pair[1]), "--output", str(out)])
+    assert code == 2
+    assert "choose a new output directory" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["audit.json"]

@@ -26,6 +26,8 @@ REPORT_PDF = "report.pdf"
 DATA_FILES = ("points.csv", "points.json", "inputs.sha256")
 FIGURE_FILES = tuple(f"{name}.{ext}" for name in figures.FIGURES for ext in ("pdf", "svg", "png"))
 REPORT_FILES = (REPORT_PDF, *DATA_FILES, *FIGURE_FILES)
+# An output folder holding any of these (ours, or an audit's record of it) is never reused.
+HELD = (*REPORT_FILES, "audit.json", "accounting.txt")
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ def refuse_output(out: Path, campaigns: list[Path]) -> None:
     if out.exists() and not out.is_dir():
         raise Refused(f"output {out} exists and is not a directory; choose a new output directory")
     if out.is_dir():
-        held = [name for name in REPORT_FILES if (out / name).exists()]
+        held = [name for name in HELD if (out / name).exists()]
         if held:
             raise Refused(
                 f"output {out} already holds a report ({held[0]}); reports are never overwritten, "
