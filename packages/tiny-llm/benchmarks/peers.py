@@ -1,0 +1,273 @@
+"""Our complete-update graph against the updates a user would write instead (GPU only).
+
+Cases, on identical shapes, seed, inputs and optimizer settings, in one process:
+- ours:   the worker's update (compiled model, ArenaAdamW, whole update as one CUDA graph);
+- peer A: plain compiled PyTorch: the same model module, torch.compile (default mode),
+          clip_grad_norm_(foreach=True), torch.optim.AdamW(fused=True), no CUDA graph;
+- peer B: transformers' LlamaForCausalLM with SDPA attention (if transformers imports),
+          no compile, same optimizer and clipping.
+Also: the matmul ceiling (8192^3 BF16), the copy ceiling (2 GiB device-to-device),
+ArenaAdamW.step alone as its own graph vs its floor (32 bytes/parameter at the measured
+copy bandwidth), and peer A's clip + fused AdamW alone.
+
+Each case runs in try/except and a failure is recorded, not fatal. Usage:
+
+    python packages/tiny-llm/benchmarks/peers.py --output runs/peers-h200.json [--quick] \
+        [--points 250m@2048x16 500m@2048x16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
+
+from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
+from tiny_llm import hardware  # noqa: E402
+from tiny_llm.graph import capture, time_replays  # noqa: E402
+from tiny_llm.model import build_model  # noqa: E402
+from tiny_llm.update import build, make_inputs  # noqa: E402
+
+# Issue 8's targets: (model, context, batch).
+DEFAULT_POINTS = ["20m@512x8", "20m@512x128", "90m@1024x32", "250m@2048x16", "500m@2048x16", "250m@4096x8"]
+CUDA = torch.device("cuda")
+
+
+def parse_point(text: str):
+    model, rest = text.split("@")
+    context, batch = rest.split("x")
+    return model, int(context), int(batch)
+
+
+def recipe_for(model: str, context: int, batch: int):
+    return load_recipe(
+        ROOT / "configs" / f"{model}.yaml",
+        [f"model.context_length={context}", f"training.micro_batch_size={batch}",
+         f"training.batch_tokens={context * batch}", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
+    )
+
+
+def timed_rate(step, tokens: int, seconds: float, windows: int) -> dict:
+    """Warm up, size a window to `seconds`, return the median of `windows` window rates."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    per = (time.perf_counter() - t0) / 3
+    n = max(3, round(seconds / per))
+    rates = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        rates.append(n * tokens / (time.perf_counter() - t0))
+    return {"tokens_per_second": statistics.median(rates), "window_rates": rates, "updates_per_window": n}
+
+
+def free():
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def case_ours(recipe, seconds, windows) -> dict:
+    t0 = time.perf_counter()
+    built = build(recipe, CUDA)
+    setup = time.perf_counter() - t0
+    out = timed_rate(built.run, recipe.training.batch_tokens, seconds, windows)
+    out["setup_seconds"] = setup
+    # ArenaAdamW.step alone, as its own graph (clip, finite check, AdamW, counters).
+    g = capture(built.optimizer.step)
+    out["optimizer_ms"] = statistics.median(time_replays(g.replay, 20, 5))
+    out["loss"] = built.update.loss.item()
+    del built, g
+    return out
+
+
+def case_peer_a(recipe, seconds, windows) -> dict:
+    model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
+    compiled = torch.compile(model)
+    o = recipe.optimizer
+    params = list(model.parameters())
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=True,
+    )
+    inputs, targets = make_inputs(recipe, CUDA)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = compiled(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    t0 = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    setup = time.perf_counter() - t0
+    out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
+    out["setup_seconds"] = setup
+    # Peer A's optimizer alone (clip + fused AdamW) with events, on gradients left by a backward.
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        compiled(inputs, targets).backward()
+
+    def opt_only():
+        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
+        opt.step()
+
+    out["optimizer_ms"] = statistics.median(time_replays(opt_only, 20, 5))
+    del model, compiled, opt
+    return out
+
+
+def case_peer_b(recipe, seconds, windows) -> dict:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    m, o = recipe.model, recipe.optimizer
+    cfg = LlamaConfig(
+        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.ffn_dim,
+        num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
+        head_dim=m.head_dim, max_position_embeddings=m.context_length, rms_norm_eps=m.norm_eps,
+        rope_theta=m.rope_theta, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+    )
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(recipe.training.seed)
+    model = LlamaForCausalLM(cfg).to(CUDA)
+    params = list(model.parameters())
+    n_params = sum(p.numel() for p in params)
+    opt = torch.optim.AdamW(
+        [{"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
+         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
+        lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=True,
+    )
+    inputs, targets = make_inputs(recipe, CUDA)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(input_ids=inputs).logits
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
+    out["parameters"] = n_params
+    del model, opt
+    return out
+
+
+def ceilings(quick: bool) -> dict:
+    n = 8192
+    a = torch.randn(n, n, device=CUDA, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=CUDA, dtype=torch.bfloat16)
+    ms = statistics.median(time_replays(lambda: torch.mm(a, b), 5 if quick else 10, 3))
+    matmul = 2 * n**3 / (ms / 1e3)
+    del a, b
+    src = torch.empty(2 * 1024**3 // 4, device=CUDA, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    ms = statistics.median(time_replays(lambda: dst.copy_(src), 10, 3))
+    copy_bw = 2 * src.numel() * 4 / (ms / 1e3)  # bytes read + written
+    del src, dst
+    free()
+    return {"matmul_bf16_flops": matmul, "copy_bytes_per_second": copy_bw}
+
+
+def run_case(name, fn, *args) -> dict:
+    free()
+    try:
+        return {"ok": True, **fn(*args)}
+    except Exception as exc:  # noqa: BLE001 - record and continue with the next case
+        traceback.print_exc()
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]}
+    finally:
+        torch._dynamo.reset()
+        free()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output", type=Path, required=True)
+    ap.add_argument("--points", nargs="*", default=DEFAULT_POINTS, help="MODEL@CONTEXTxBATCH, e.g. 250m@2048x16")
+    ap.add_argument("--quick", action="store_true", help="shorter windows (about 1 s x 3)")
+    ap.add_argument("--no-peer-b", action="store_true")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("peers.py: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    seconds, windows = (1.0, 3) if args.quick else (3.0, 3)
+    hw = hardware.collect(CUDA)
+    peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes)
+    report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
+                           "driver": hw.driver}, "peak_bf16_flops": peak, "ceilings": ceilings(args.quick),
+              "points": []}
+    copy_bw = report["ceilings"]["copy_bytes_per_second"]
+    print(f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
+          f"copy {copy_bw / 1e12:.2f} TB/s, peak {peak}")
+    try:
+        import transformers  # noqa: F401
+
+        have_hf = not args.no_peer_b
+    except Exception:  # noqa: BLE001
+        have_hf = False
+    for text in args.points:
+        model, context, batch = parse_point(text)
+        recipe = recipe_for(model, context, batch)
+        P, fpt = parameter_count(recipe.model), flops_per_token(recipe.model)
+        point = {"point": text, "parameters": P, "flops_per_token": fpt,
+                 "optimizer_floor_ms": 32 * P / copy_bw * 1e3}
+        point["ours"] = run_case("ours", case_ours, recipe, seconds, windows)
+        point["peer_a"] = run_case("peer_a", case_peer_a, recipe, seconds, windows)
+        if have_hf:
+            point["peer_b"] = run_case("peer_b", case_peer_b, recipe, seconds, windows)
+        for key in ("ours", "peer_a", "peer_b"):
+            c = point.get(key)
+            if c and c.get("ok") and peak:
+                c["mfu"] = fpt * c["tokens_per_second"] / peak
+        report["points"].append(point)
+        print_point(point)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2))  # after every point: partial runs keep data
+    print(f"wrote {args.output}")
+    return 0
+
+
+def print_point(p: dict) -> None:
+    def fmt(c):
+        if not c:
+            return "-"
+        if not c.get("ok"):
+            return f"FAILED ({c['error'][:80]})"
+        mfu = f" {c['mfu']:.1%}" if "mfu" in c else ""
+        return f"{c['tokens_per_second']:,.0f} tok/s{mfu}"
+
+    ours, a, b = p.get("ours"), p.get("peer_a"), p.get("peer_b")
+    line = f"{p['point']:>14}: ours {fmt(ours)} | peer A {fmt(a)} | peer B {fmt(b)}"
+    if ours and ours.get("ok") and a and a.get("ok"):
+        line += f" | ours/A {ours['tokens_per_second'] / a['tokens_per_second']:.2f}x"
+        line += (f" | optimizer ours {ours['optimizer_ms']:.2f} ms, A {a['optimizer_ms']:.2f} ms, "
+                 f"floor {p['optimizer_floor_ms']:.2f} ms ({ours['optimizer_ms'] / p['optimizer_floor_ms']:.2f}x)")
+    if ours and ours.get("ok"):
+        line += f" | setup {ours['setup_seconds']:.1f} s"
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
