@@ -133,3 +133,11 @@ def test_audited_output_directory_is_refused(tmp_path, pair, capsys):
     assert code == 2
     assert "choose a new output directory" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["audit.json"]
+
+
+def test_report_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, throughput_report.cli, throughput_report.report; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

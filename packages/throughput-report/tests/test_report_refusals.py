@@ -208,3 +208,11 @@ def test_check_memory_boundary(capsys, tmp_path):
     codec.write_atomic(attempt(t, "20m-c2048", 256) / "result.json", campaigns.oom_result("20m", 2048, 256))
     o = campaigns.write_optimizer(tmp_path / "o", t)
     failed(capsys, [t], [o], tmp_path / "out", "first OOM b256", "twice the largest fitting batch b64")
+
+
+def test_tokens_per_update_with_no_point(capsys, tmp_path, pair):
+    argv = ["--throughput", str(pair[0]), "--optimizer", str(pair[1]), "--output", str(tmp_path / "out"),
+            "--tokens-per-update", "3"]
+    assert main(argv) == 2
+    assert "no fitting point has B·L = 3" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -87,6 +87,8 @@ def build_report(
     pairs = pair_campaigns(tc, oc)
     tally = run_checks(pairs)
     projection = project(pairs, tokens_per_update)
+    if tokens_per_update and not projection.comparison:
+        raise Refused(f"--tokens-per-update {tokens_per_update}: no fitting point has B·L = {tokens_per_update}")
 
     hash_text, digests = _hash_lines([c for pair in pairs for c in (pair.throughput, pair.optimizer)])
     inputs_digest = hashlib.sha256(hash_text.encode()).hexdigest()
