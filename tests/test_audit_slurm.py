@@ -15,12 +15,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from throughput_schema import Receipt, read, write_atomic
+from throughput_schema import ClusterProfile, Receipt, read, write_atomic
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_audit.testing import build_throughput
 
 pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
 
@@ -46,7 +48,7 @@ def wait_accounted(job_ids: list[str], timeout: float = 120.0) -> dict[str, "slu
         time.sleep(1.0)
 
 
-def submit_campaign_jobs(built, account: str, partition: str) -> dict[Path, str]:
+def submit_campaign_jobs(built) -> dict[Path, str]:
     """Resubmit every attempt as a real job with the profile's resources; rewrite receipts."""
     p = built.manifest.profile
     jobs = {}
@@ -57,8 +59,8 @@ def submit_campaign_jobs(built, account: str, partition: str) -> dict[Path, str]
             job = sbatch(
                 f"--job-name={receipt.token}",
                 f"--comment={receipt.token}",
-                f"--account={account}",
-                f"--partition={partition}",
+                *([f"--account={p.account}"] if p.account else []),
+                *([f"--partition={p.partition}"] if p.partition else []),
                 f"--gpus={p.gpus_per_job}",
                 f"--cpus-per-task={p.cpus_per_task}",
                 f"--mem={p.mem}",
@@ -77,18 +79,26 @@ def submit_campaign_jobs(built, account: str, partition: str) -> dict[Path, str]
     return jobs
 
 
+def local_profile():
+    """The repository's local-Slurm profile when present, else the cluster script's defaults."""
+    path = ROOT / "configs" / "clusters" / "local-slurm.yaml"
+    if path.is_file():
+        import yaml
+
+        raw = yaml.safe_load(path.read_text())
+        raw.setdefault("name", "local-slurm")
+        return msgspec.convert(raw, ClusterProfile)
+    return ClusterProfile(name="local-slurm", scheduler="slurm", account="throughput", partition="gpu")
+
+
 @pytest.fixture
 def real_campaign(local_slurm, tmp_path):
-    account, partition = getattr(local_slurm, "account", "throughput"), getattr(local_slurm, "partition", "gpu")
     built = build_throughput(tmp_path / "real", contexts=(512, 1024), first_oom=4)
-    if (built.manifest.profile.account, built.manifest.profile.partition) != (account, partition):
-        manifest = msgspec.structs.replace(
-            built.manifest,
-            profile=msgspec.structs.replace(built.manifest.profile, account=account, partition=partition),
-        )
-        write_atomic(built.root / "manifest.json", manifest)
-        built.manifest = manifest
-    jobs = submit_campaign_jobs(built, account, partition)
+    profile = local_profile()
+    manifest = msgspec.structs.replace(built.manifest, profile=profile)
+    write_atomic(built.root / "manifest.json", manifest)
+    built.manifest = manifest
+    jobs = submit_campaign_jobs(built)
     return built, jobs
 
 
@@ -110,8 +120,8 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     other = sbatch(
         f"--job-name={receipt.token}",
         f"--comment={receipt.token}",
-        f"--account={built.manifest.profile.account}",
-        f"--partition={built.manifest.profile.partition}",
+        *([f"--account={built.manifest.profile.account}"] if built.manifest.profile.account else []),
+        *([f"--partition={built.manifest.profile.partition}"] if built.manifest.profile.partition else []),
         "--gpus=1",
         "--cpus-per-task=2",
         "--mem=2G",

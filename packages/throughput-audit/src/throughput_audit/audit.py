@@ -253,7 +253,8 @@ def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded
         if s.get("first_oom_batch") is not None and c.first_oom_batch is None:
             b = s.get("first_oom_batch")
             outcome = _outcome_at(groups.get(c.curve, []), b)
-            detail = f"; only a cuda_oom sets the boundary, batch {b} ended {outcome}"
+            if not outcome.startswith("cuda_oom"):
+                detail = f"; only a cuda_oom sets the boundary, batch {b} ended {outcome}"
         checks.expect(
             "summary.curve",
             state_ok and got == want,
