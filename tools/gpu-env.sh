@@ -1,0 +1,12 @@
+# Source on a GPU machine that has torch but not this workspace installed (no network):
+#   source tools/gpu-env.sh   # installs carried wheels from .whl/ and puts packages/*/src on PYTHONPATH
+# The lent H200 image ships torch, triton, pyyaml, anyio, matplotlib; msgspec travels as a wheel.
+_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if compgen -G "$_root/.whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$_root"/.whl/*.whl
+fi
+_pp=/tmp/site
+for _src in "$_root"/packages/*/src; do _pp="$_pp:$_src"; done
+export PYTHONPATH="$_pp${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+unset _root _pp _src
