@@ -347,6 +347,10 @@ class Manifest(_Record):
     # Optimizer campaigns: curve name -> the parent's fitting batches, in order.
     inherited_batches: dict[str, list[int]] = {}
     parallel_points: bool = False
+    # The module run with `python -m` inside each job (the throughput worker by default).
+    worker: str = "tiny_llm"
+    # The repository the campaign was created from (frozen copies come from here).
+    source_root: str = ""
 
 
 class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):

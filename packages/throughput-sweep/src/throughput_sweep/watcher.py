@@ -1,0 +1,333 @@
+"""The login-side watcher: an anyio program that submits and polls concurrently.
+
+Two tasks share the campaign folder as their only state: the submitter derives the
+curves from the files and submits ready points while fewer than `scheduler.slots` jobs
+are out; the poller asks the scheduler about every job without final accounting (one
+`poll` per cycle, its interval growing to a cap while nothing changes), writes the
+result of a job that ended without one, and adds the final accounting to receipts.
+Ctrl-C leaves submitted jobs running and prints the resume command.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from throughput_sweep.campaign import Campaign
+from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
+from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
+from throughput_sweep.submission import (
+    record_accounting,
+    settle_intents,
+    submit_point,
+    write_missing_result,
+)
+
+
+@dataclass
+class Options:
+    retry_failed: bool = False
+    poll_min: float = 1.0
+    poll_max: float = 30.0
+    # Wait this long for sacct to complete a finished job's row before keeping what it has.
+    accounting_grace: float = 30.0
+    # Failed token lookups tolerated before an unsettled intent becomes ambiguous.
+    settle_attempts: int = 5
+    submit_backoff_max: float = 120.0
+    progress: bool = True
+    resume_command: str = ""
+
+
+@dataclass
+class _State:
+    finished: dict[str, str] = field(default_factory=dict)  # job id -> terminal state
+    first_seen_finished: dict[str, float] = field(default_factory=dict)
+    accounting_given_up: set[str] = field(default_factory=set)
+    # Held while submitting, so the poller never settles an intent whose sbatch is in flight.
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    settle_failures: int = 0
+    durations: list[float] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    wake_poller: anyio.Event = field(default_factory=anyio.Event)
+    wake_submitter: anyio.Event = field(default_factory=anyio.Event)
+    done: bool = False
+    submit_error: str = ""
+    interrupted: bool = False
+    last_line: str = ""
+
+
+def _terminal(state: str) -> bool:
+    return (state.split()[0] if state else "") in TERMINAL_STATES
+
+
+def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
+    """Jobs that may occupy a slot: unsettled intents and receipts not known to have ended."""
+    out = 0
+    for info in infos:
+        status = info.status
+        if status == "unsettled":
+            out += 1
+            continue
+        receipt = info.attempt.receipt
+        if receipt is None:
+            continue
+        if receipt.job_id in finished or (receipt.accounting and _terminal(receipt.accounting.state)):
+            continue
+        out += 1
+    return out
+
+
+def to_poll(infos: list[AttemptInfo], st: _State) -> list[AttemptInfo]:
+    return [
+        i
+        for i in infos
+        if i.attempt.receipt is not None
+        and not i.attempt.receipt.accounting_final
+        and i.attempt.receipt.job_id not in st.accounting_given_up
+    ]
+
+
+def retry_set(campaign: Campaign) -> frozenset[Path]:
+    """Failed attempts that are the latest at their point: `--retry-failed` retries these."""
+    curves = campaign.curves()
+    paths = set()
+    for curve in curves:
+        for info in curve.failed:
+            if curve.points.get(info.batch) is info and info.status != "ambiguous":
+                paths.add(info.attempt.path)
+    return frozenset(paths)
+
+
+class Watcher:
+    def __init__(self, campaign: Campaign, scheduler: Scheduler, options: Options, script_for) -> None:
+        self.campaign = campaign
+        self.scheduler = scheduler
+        self.options = options
+        self.script_for = script_for
+        self.retry = retry_set(campaign) if options.retry_failed else frozenset()
+        self.st = _State()
+        self.slots = getattr(scheduler, "slots", campaign.manifest.profile.max_concurrent_jobs)
+
+    # ----------------------------------------------------------------- main
+
+    async def run(self) -> int:
+        """0 when every curve has ended (bounded, capped, complete or blocked), 130 on Ctrl-C."""
+        await self.startup()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._signals, tg.cancel_scope)
+            tg.start_soon(self._poller)
+            await self._submitter()
+            tg.cancel_scope.cancel()
+        return 130 if self.st.interrupted else 0
+
+    async def startup(self) -> None:
+        """Before anything is submitted: learn every recorded job's state, settle every intent."""
+        infos = self.campaign.infos()
+        await self._poll_once(infos)
+        for attempt in range(self.options.settle_attempts):
+            infos = self.campaign.infos()
+            give_up = attempt == self.options.settle_attempts - 1
+            _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
+            if not error:
+                break
+            self._say(f"cannot settle submission intents yet ({error}); retrying")
+            await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
+        await self._poll_once(self.campaign.infos())
+
+    def curves(self) -> tuple[list[AttemptInfo], list[Curve]]:
+        infos = self.campaign.infos()
+        return infos, derive(self.campaign.manifest, infos, self.retry)
+
+    def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
+        if any(not c.done for c in curves):
+            return False
+        if any(i.status == "unsettled" for i in infos):
+            return False
+        return not to_poll(infos, self.st)
+
+    # ------------------------------------------------------------ submitter
+
+    async def _submitter(self) -> None:
+        backoff = 0.0
+        while True:
+            infos, curves = self.curves()
+            self._progress(infos, curves)
+            if self.finished_all(infos, curves):
+                self.st.done = True
+                self.st.wake_poller.set()
+                return
+            free = self.slots - jobs_out(infos, self.st.finished)
+            submitted = 0
+            for point in pick(curves, free):
+                script = self.script_for(self.campaign, point)
+                with anyio.CancelScope(shield=True):
+                    async with self.st.lock:
+                        outcome = await submit_point(self.campaign, self.scheduler, point, script)
+                if outcome.job_id:
+                    submitted += 1
+                    backoff = 0.0
+                    continue
+                self.st.submit_error = outcome.error
+                self._say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
+                if outcome.retry_later:
+                    backoff = min(self.options.submit_backoff_max, max(2.0, backoff * 2))
+                break
+            if submitted:
+                self.st.wake_poller.set()
+            self.st.wake_submitter = anyio.Event()
+            with anyio.move_on_after(backoff or self.options.poll_max):
+                await self.st.wake_submitter.wait()
+            if backoff:
+                await anyio.sleep(0)  # let the poller settle the failed intent first
+
+    # --------------------------------------------------------------- poller
+
+    async def _poller(self) -> None:
+        interval = self.options.poll_min
+        while not self.st.done:
+            self.st.wake_poller = anyio.Event()
+            with anyio.move_on_after(interval):
+                await self.st.wake_poller.wait()
+            if self.st.done:
+                return
+            changed = await self._poll_once(self.campaign.infos())
+            changed |= await self._settle_in_loop()
+            if changed:
+                interval = self.options.poll_min
+                self.st.wake_submitter.set()
+            else:
+                interval = min(self.options.poll_max, interval * 1.5)
+
+    async def _settle_in_loop(self) -> bool:
+        async with self.st.lock:
+            infos = self.campaign.infos()
+            if not any(i.status == "unsettled" for i in infos):
+                return False
+            give_up = self.st.settle_failures + 1 >= self.options.settle_attempts
+            count, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
+        if error:
+            self.st.settle_failures += 1
+            self._say(f"cannot settle submission intents yet: {error}")
+        else:
+            self.st.settle_failures = 0
+        return count > 0
+
+    async def _poll_once(self, infos: list[AttemptInfo]) -> bool:
+        wanted = to_poll(infos, self.st)
+        if not wanted:
+            return False
+        try:
+            statuses = await self.scheduler.poll([i.attempt.receipt.job_id for i in wanted])
+        except QueryFailed as exc:
+            self._say(f"cannot query the scheduler: {exc}; retrying")
+            return False
+        changed = False
+        clock = time.monotonic()
+        for info in wanted:
+            receipt = info.attempt.receipt
+            status = statuses.get(receipt.job_id)
+            if status is None or not status.finished:
+                continue
+            if receipt.job_id not in self.st.finished:
+                self.st.finished[receipt.job_id] = status.state
+                self.st.first_seen_finished[receipt.job_id] = clock
+                changed = True
+                if status.accounting and status.accounting.elapsed:
+                    self.st.durations.append(_seconds(status.accounting.elapsed))
+            if info.attempt.result is None:
+                write_missing_result(self.campaign, info, status.state, status.accounting)
+                changed = True
+            overdue = clock - self.st.first_seen_finished[receipt.job_id] >= self.options.accounting_grace
+            if status.accounting_final or overdue:
+                record_accounting(info, status.accounting, status.accounting_final)
+                if not status.accounting_final:
+                    self.st.accounting_given_up.add(receipt.job_id)
+                changed = True
+        return changed
+
+    # -------------------------------------------------------------- signals
+
+    async def _signals(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.st.interrupted = True
+                infos = self.campaign.infos()
+                out = jobs_out(infos, self.st.finished)
+                self._end_progress()
+                print(
+                    f"\nInterrupted. {out} submitted job(s) keep running. Resume with:\n  {self.options.resume_command}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                scope.cancel()
+                return
+
+    # ------------------------------------------------------------- progress
+
+    def _progress(self, infos: list[AttemptInfo], curves: list[Curve]) -> None:
+        if not self.options.progress:
+            return
+        done = sum(1 for i in infos if i.status in ("ok", "oom", "failed"))
+        running = jobs_out(infos, self.st.finished)
+        blocked = sum(1 for c in curves if c.state == "blocked")
+        ended = sum(1 for c in curves if c.done)
+        ahead = sum(len(c.next) for c in curves if c.state == "pending") + running
+        eta = ""
+        if self.st.durations and ahead:
+            mean = sum(self.st.durations) / len(self.st.durations)
+            waves = math.ceil(ahead / max(1, self.slots))
+            eta = f", at least {ahead} point(s) ahead, ~{_fmt(waves * mean)} at {_fmt(mean)}/point"
+        elif ahead:
+            eta = f", at least {ahead} point(s) ahead"
+        line = (
+            f"[sweep] {done} points done, {running} running, {blocked} curve(s) blocked, "
+            f"{ended}/{len(curves)} curves ended{eta}"
+        )
+        if line != self.st.last_line:
+            self.st.last_line = line
+            if sys.stderr.isatty():
+                print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
+            else:
+                print(line, file=sys.stderr, flush=True)
+
+    def _end_progress(self) -> None:
+        if sys.stderr.isatty() and self.st.last_line:
+            print(file=sys.stderr)
+
+    def _say(self, message: str) -> None:
+        self._end_progress()
+        print(f"[sweep] {message}", file=sys.stderr, flush=True)
+
+
+def _seconds(elapsed: str) -> float:
+    try:
+        days = 0
+        if "-" in elapsed:
+            d, elapsed = elapsed.split("-", 1)
+            days = int(d)
+        parts = [int(p) for p in elapsed.split(":")]
+        while len(parts) < 3:
+            parts.insert(0, 0)
+        h, m, s = parts[-3:]
+        return days * 86400 + h * 3600 + m * 60 + s
+    except ValueError:
+        return 0.0
+
+
+def _fmt(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def resume_command(output: Path, driver: str = "throughput-sweep") -> str:
+    return f"{driver} run --output {shlex.quote(str(output))} --resume"
