@@ -220,7 +220,10 @@ class Curve:
         )
 
 
-def doubling(cap: int | None, limit: int = 1 << 20) -> Iterable[int]:
+DOUBLING_LIMIT = 1 << 20  # no single GPU fits a million sequences: a curve this long is broken
+
+
+def doubling(limit: int = DOUBLING_LIMIT) -> Iterable[int]:
     b = 1
     while b <= limit:
         yield b
@@ -246,7 +249,7 @@ def derive(
             curve.attempts = sorted(by_curve.get(name, []), key=lambda i: (i.batch, i.number))
             _index(curve)
             if manifest.kind == "throughput":
-                _sequential(curve, doubling(manifest.max_batch), oom_is_boundary=True, retry=retry)
+                _sequential(curve, doubling(), oom_is_boundary=True, retry=retry)
             else:
                 curve.planned = list(manifest.inherited_batches.get(name, []))
                 if manifest.parallel_points:
@@ -326,11 +329,15 @@ def _sequential(curve: Curve, batches: Iterable[int], *, oom_is_boundary: bool, 
         curve.state = "blocked"
         curve.blocked_reason = _blocked_reason(info, unexpected_oom=status == "oom")
         return
+    if oom_is_boundary:
+        curve.state = "blocked"
+        curve.blocked_reason = f"no CUDA OOM up to batch {DOUBLING_LIMIT}; the worker's memory accounting looks wrong"
+        return
     curve.state = "complete"
 
 
 def _parallel(curve: Curve, retry: frozenset[Path]) -> None:
-    ready, blocked = [], []
+    ready, retries, blocked = [], [], []
     for b in curve.planned or []:
         info = curve.points.get(b)
         if info is None:
@@ -342,27 +349,24 @@ def _parallel(curve: Curve, retry: frozenset[Path]) -> None:
         elif status in ("submitted", "unsettled"):
             pass
         elif status != "ambiguous" and info.attempt.path in retry:
-            ready.insert(0, _next_attempt(curve, b))
+            retries.append(_next_attempt(curve, b))
         else:
             blocked.append(info)
-    curve.fitting.sort()
     retrying = [
         r for r in curve.running if any(i.batch == r.batch and i.number < r.number for i in curve.failed)
     ]
-    if retrying and not blocked:
-        # The failed point is being retried: the rest of the curve waits for its success.
-        curve.state = "running"
-        return
     if blocked:
         # A failure pauses further submissions on this curve until it is retried successfully.
         curve.state = "blocked"
         curve.blocked_reason = "; ".join(_blocked_reason(i, unexpected_oom=i.status == "oom") for i in blocked)
-        retried = [n for n in ready if curve.points.get(n.batch) is not None]
-        curve.next = retried
-        if retried:
-            curve.state = "pending"
+    if retries:
+        curve.state = "pending"
+        curve.next = retries  # the failed points first; the rest waits for their success
+    elif blocked:
         return
-    if ready:
+    elif retrying:
+        curve.state = "running"
+    elif ready:
         curve.state = "pending"
         curve.next = ready
     elif curve.running:
