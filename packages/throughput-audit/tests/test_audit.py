@@ -359,3 +359,19 @@ def test_local_campaign_concurrency_comes_from_recorded_accounting(tmp_path):
     bad = failures(audit(built))
     assert [c.name for c in bad] == ["local.peak_concurrency"]
     assert bad[0].values["peak"] == 2 and bad[0].values["limit"] == 1
+
+
+def test_peak_concurrency_of_short_sequential_jobs():
+    from throughput_schema import AccountingRow
+
+    def row(job, start, end):
+        return AccountingRow(job_id=job, start=f"2026-01-01T00:00:{start:02d}", end=f"2026-01-01T00:00:{end:02d}")
+
+    # Jobs that start and end within one second, one after another (sacct's resolution).
+    assert slurm.peak_concurrency([row("1", 33, 33), row("2", 34, 34), row("3", 35, 35)]).jobs == 1
+    # One job ends the second the next starts: not concurrent.
+    assert slurm.peak_concurrency([row("1", 10, 20), row("2", 20, 30)]).jobs == 1
+    # A short job inside a long one, and one starting when a zero-length one ran.
+    assert slurm.peak_concurrency([row("1", 10, 30), row("2", 15, 15), row("3", 15, 20)]).jobs == 3
+    running = AccountingRow(job_id="4", start="2026-01-01T00:00:05", end="Unknown")
+    assert slurm.peak_concurrency([row("1", 10, 30), running]).jobs == 2

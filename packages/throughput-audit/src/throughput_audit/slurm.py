@@ -230,6 +230,8 @@ class Peak:
 
 def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = None) -> Peak:
     """Most jobs running at one instant, from Start/End. A job ending at t and one starting at t do not overlap."""
+    # At one timestamp (sacct has one-second resolution): ends of jobs that ran for a while
+    # (0), then starts (1), then ends of jobs that started and ended within that second (2).
     events: list[tuple[datetime, int, str]] = []
     for row in rows:
         start = parse_time(row.start)
@@ -237,12 +239,12 @@ def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = No
             continue  # never started
         end = parse_time(row.end) or now or datetime.now()
         events.append((start, 1, row.job_id))
-        events.append((end, 0, row.job_id))
-    events.sort(key=lambda e: (e[0], e[1]))  # ends (0) before starts (1) at equal times
+        events.append((max(end, start), 0 if end > start else 2, row.job_id))
+    events.sort(key=lambda e: (e[0], e[1]))
     running: set[str] = set()
     best = Peak(0, None, [])
     for when, kind, job in events:
-        if kind:
+        if kind == 1:
             running.add(job)
             if len(running) > best.jobs:
                 best = Peak(len(running), when, sorted(running, key=_job_sort_key))
