@@ -120,14 +120,24 @@ def test_sacct_fields_match_the_row_type():
     assert len(SACCT_FIELDS) == len(AccountingRow.__struct_fields__)
 
 
-@pytest.mark.skipif(not (DATA / "sacct-completed.txt").exists(), reason="captured text not present")
 def test_captured_sacct_text():
-    """Text captured from the local Slurm 22.05 (see data/README)."""
+    """Text captured from the local Slurm 22.05 (see data/README.md)."""
     lagging = parse_sacct((DATA / "sacct-lagging.txt").read_text())
-    done = parse_sacct((DATA / "sacct-completed.txt").read_text())
-    assert lagging and not any(accounting_is_final(r) for r in lagging.values())
-    assert done and all(accounting_is_final(r) for r in done.values())
-    states = {normalize_state(r.state) for r in parse_sacct((DATA / "sacct-states.txt").read_text()).values()}
-    assert {"COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY"} <= states
+    assert set(lagging) == {"32", "33", "34", "35"}
+    assert lagging["32"].job_name == "allocation" and lagging["32"].partition == ""
+    assert not any(accounting_is_final(r) for r in lagging.values())
+    assert normalize_state(lagging["34"].state) == "PENDING"  # running, but the database lags
+    final = parse_sacct((DATA / "sacct-states.txt").read_text())
+    assert all(accounting_is_final(r) for r in final.values())
+    assert {k: normalize_state(r.state) for k, r in final.items()} == {
+        "32": "COMPLETED", "33": "FAILED", "34": "CANCELLED", "35": "OUT_OF_MEMORY"}
+    assert final["33"].exit_code == "3:0" and final["35"].exit_code == "0:125"
+    assert final["35"].req_mem == "100M" and "gres/gpu=1" in final["32"].alloc_tres
+    assert final["32"].comment == final["32"].job_name == "tok-ok"
+
+
+def test_captured_squeue_text():
     queue = parse_squeue((DATA / "squeue.txt").read_text())
-    assert queue and {e.state for e in queue.values()} <= {"RUNNING", "PENDING", "COMPLETED", "COMPLETING"}
+    assert {k: e.state for k, e in queue.items()} == {
+        "32": "COMPLETED", "33": "FAILED", "34": "RUNNING", "35": "OUT_OF_MEMORY"}
+    assert queue["35"].reason == "OutOfMemory" and queue["34"].name == "tok-sleep"
