@@ -375,3 +375,13 @@ def test_peak_concurrency_of_short_sequential_jobs():
     assert slurm.peak_concurrency([row("1", 10, 30), row("2", 15, 15), row("3", 15, 20)]).jobs == 3
     running = AccountingRow(job_id="4", start="2026-01-01T00:00:05", end="Unknown")
     assert slurm.peak_concurrency([row("1", 10, 30), running]).jobs == 2
+
+
+def test_optimizer_bursts_from_result_when_bursts_file_is_absent(tmp_path, campaign):
+    opt = build_optimizer(tmp_path / "opt", campaign)
+    folder = point(opt, "20m-c512", 4)
+    (folder / "bursts.jsonl").unlink()
+    assert failures(audit(opt)) == []
+    edit(folder / "result.json", lambda d: d["optimizer_timing"]["bursts"][0].update(optimizer_ms=99.0))
+    bad = failures(audit(opt), "optimizer.window_ms")
+    assert len(bad) == 1 and bad[0].file == "curves/20m-c512/b4/attempt-1/result.json"
