@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             or Path(campaign.manifest.parent.path) != args.optimizer_timing_from.resolve()
         ):
             raise CampaignError(f"{output}: this campaign was not created from {args.optimizer_timing_from}")
-        if any(v is not None for v in (args.warmup, args.windows, args.window_seconds)):
+        if _protocol(args, campaign.manifest.protocol) not in (None, campaign.manifest.protocol):
             raise CampaignError(f"{output}: the protocol is frozen in the manifest; a different protocol needs a new campaign")
         bad = verify_frozen(campaign)
         if bad:

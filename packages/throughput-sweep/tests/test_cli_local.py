@@ -1,0 +1,174 @@
+"""The command line on the local scheduler with the scripted worker: no Slurm, no GPU."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+TESTS = ROOT / "tests"
+
+
+def run(*args, plan: Path | None = None, check_rc: int | None = 0, env_extra: dict | None = None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
+    if plan is not None:
+        env["SCRIPTED_WORKER_PLAN"] = str(plan)
+    env.update(env_extra or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )
+    if check_rc is not None:
+        assert proc.returncode == check_rc, proc.stdout + proc.stderr
+    return proc
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def plan(tmp_path) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05,
+                                "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b2@1": "compile_error"}}))
+    return path
+
+
+def sweep(out, plan, *extra, rc=0):
+    return run("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker",
+               "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", *extra, plan=plan, check_rc=rc)
+
+
+def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
+    out = tmp_path / "camp"
+    sweep(out, plan)
+    status = run("status", "--output", out).stdout
+    assert "20m-c512           bounded" in status and "blocked: batch 2 attempt 1" in status
+    assert "compile_error" in status and "ended with blocked curves" in status
+    # Frozen copy with hashes; the scripted worker itself is frozen too.
+    manifest = json.loads((out / "manifest.json").read_text())
+    paths = {f["path"] for f in manifest["frozen_files"]}
+    assert {"uv.lock", "extra/scripted_worker.py", "recipes/20m.json", "configs/20m.yaml",
+            "scripts/throughput_sweep.py", "packages/throughput-sweep/src/throughput_sweep/cli.py"} <= paths
+    assert manifest["contexts"] == [512, 1024] and manifest["worker"] == "scripted_worker"
+    # Permissions: nothing writable by group or others.
+    for p in out.rglob("*"):
+        assert not (p.stat().st_mode & 0o022), p
+    # Resume with other contexts is refused and changes nothing.
+    before = snapshot(out)
+    r = run("run", "--output", out, "--resume", "--contexts", "512", "2048", check_rc=2)
+    assert "new campaign" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert snapshot(out) == before
+    # Collect: INCOMPLETE at the top, the boundary and the failure in the README.
+    run("collect", "--output", out)
+    readme = (out / "README.md").read_text()
+    assert readme.startswith("**INCOMPLETE**")
+    assert "| 20m-c512 | bounded | 1 2 | 2 | 4 | 2 |" in readme
+    assert "compile_error" in readme and "scripted compiler error" in readme
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] is False
+    c1024 = next(c for c in results["curves"] if c["curve"] == "20m-c1024")
+    assert c1024["state"] == "blocked" and c1024["first_oom_batch"] is None
+    rows = (out / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("curve,model,context_length,batch_size,attempt,status,outcome,job_id") and len(rows) == 1 + 5
+    for png in ("throughput.png", "memory.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    # --retry-failed: a fresh attempt directory, the failed one kept; the curve then goes on.
+    sweep(out, plan, "--resume", "--retry-failed")
+    assert (out / "curves/20m-c1024/b2/attempt-1/result.json").exists()
+    assert json.loads((out / "curves/20m-c1024/b2/attempt-2/result.json").read_text())["outcome"]["kind"] == "ok"
+    status = run("status", "--output", out).stdout
+    assert "20m-c1024          pending" in status or "20m-c1024          running" in status or "20m-c1024" in status
+
+
+def test_dry_run_writes_nothing_and_prints_the_plan(tmp_path, plan):
+    out = tmp_path / "dry"
+    r = sweep(out, plan, "--dry-run")
+    assert not out.exists()
+    assert "20m-c512" in r.stdout and "first batch script" in r.stdout and "throughput_sweep.watchdog" in r.stdout
+    assert "#!/bin/bash" in r.stdout and "--gpus" not in r.stdout
+
+
+def test_second_watcher_refuses(tmp_path, plan):
+    out = tmp_path / "camp"
+    sweep(out, plan)
+    with open(out / "watcher.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = sweep(out, plan, "--resume", rc=2)
+    assert "another watcher" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["run", "--output", "{o}", "--models", "nope"], "config file not found"),
+        (["run", "--output", "{o}", "--contexts", "500", "--models", "20m"], "not supported"),
+        (["run", "--output", "{o}", "--contexts", "0"], "must be positive"),
+        (["run", "--output", "{o}", "--max-batch", "6", "--models", "20m"], "power of two"),
+        (["run", "--output", "{o}", "--max-batch", "-2"], "must be positive"),
+        (["run", "--output", "{o}", "--resume"], "no campaign to resume"),
+        (["run", "--output", "{o}", "--retry-failed"], "--resume"),
+        (["run", "--output", "{o}", "--profile", "no-such-profile"], "no such profile"),
+        (["run", "--output", "{o}", "--models", "a b"], "preset name"),
+        (["run", "--output", "{o}", "--optimizer-timing-from", "{o}/none"], "no such campaign"),
+        (["run", "--output", "{o}", "--parallel-optimizer-points"], "--optimizer-timing-from"),
+        (["status", "--output", "{o}/missing"], "no such campaign"),
+        (["collect", "--output", "{o}/missing"], "no such campaign"),
+        (["run", "--output", "{o}", "--window-seconds", "nan"], "positive number"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, words):
+    out = tmp_path / "c"
+    r = run(*[a.format(o=out) for a in args], check_rc=2)
+    assert words in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_corrupted_manifest_is_one_line(tmp_path, plan):
+    out = tmp_path / "camp"
+    sweep(out, plan)
+    (out / "manifest.json").write_text('{"kind": "throughput", "na')
+    before = snapshot(out)
+    for cmd in (["status", "--output", out], ["collect", "--output", out], ["run", "--output", out, "--resume"]):
+        r = run(*cmd, check_rc=2)
+        assert "manifest.json" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert snapshot(out) == before
+
+
+def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
+    parent = tmp_path / "parent"
+    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b8": "cuda_oom"}}))
+    sweep(parent, plan)
+    before = snapshot(parent)
+    opt = tmp_path / "opt"
+    run("run", "--optimizer-timing-from", parent, "--output", opt, "--worker", "scripted_worker",
+        "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    m = json.loads((opt / "manifest.json").read_text())
+    assert m["kind"] == "optimizer-timing" and m["inherited_batches"] == {"20m-c512": [1, 2], "20m-c1024": [1, 2, 4]}
+    assert snapshot(parent) == before
+    run("collect", "--output", opt)
+    assert not (opt / "README.md").read_text().startswith("**INCOMPLETE**")
+    rows = json.loads((opt / "optimizer.json").read_text())["points"]
+    assert len(rows) == 5
+    for r in rows:
+        assert r["optimizer_percent"] == pytest.approx(100 * r["optimizer_ms"] / r["baseline_update_ms"])
+    for png in ("optimizer-time.png", "optimizer-share.png"):
+        assert (opt / png).exists()
+    assert (opt / "curves/20m-c512/b2/attempt-1/baseline.json").exists()
+    # Parallel mode with an injected failure: only its curve pauses.
+    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c1024-b2:optimizer": "nonfinite"}}))
+    par = tmp_path / "par"
+    run("run", "--optimizer-timing-from", parent, "--parallel-optimizer-points", "--output", par, "--worker",
+        "scripted_worker", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    status = run("status", "--output", par).stdout
+    assert "20m-c512           complete" in status and "20m-c1024          blocked" in status
