@@ -209,3 +209,75 @@ def test_job_over_its_time_limit_is_timeout(local_slurm, profile, tmp_path):
     assert status.state == "TIMEOUT"
     assert status.accounting.timelimit == "00:01:00"
     assert time.monotonic() - t0 < 180
+
+
+def _flaky_sbatch(folder: Path, *, submit_first: bool) -> Path:
+    """Real sbatch behind a fault: the first call reports a socket time-out.
+
+    With `submit_first` the job really reached Slurm before the error (the dangerous case:
+    a blind retry would submit it twice); without it nothing was submitted.
+    """
+    marker = folder / "failed-once"
+    first = 'sbatch "$@" >/dev/null' if submit_first else ":"
+    path = folder / "flaky-sbatch"
+    path.write_text(
+        "#!/bin/bash\n"
+        f"if [ ! -e {marker} ]; then touch {marker}; {first}\n"
+        '  echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2; exit 1\n'
+        "fi\n"
+        'exec sbatch "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("submit_first", [True, False])
+def test_transient_sbatch_failure_is_retried_exactly_once(local_slurm, profile, tmp_path, submit_first):
+    tok = token()
+    flaky = _flaky_sbatch(tmp_path, submit_first=submit_first)
+
+    async def main():
+        sched = SlurmScheduler(profile, commands={"sbatch": str(flaky)}, backoff_seconds=0.2)
+        since = datetime.now()
+        job_id = await sched.submit(job_script(tmp_path / "j", "true"), token=tok, workdir=tmp_path)
+        await until_final(sched, job_id)
+        return job_id, await sched.find_by_token([tok], since), sched.command_counts["sbatch"]
+
+    job_id, found, sbatch_calls = anyio.run(main)
+    assert found == {tok: [job_id]}  # one job for the token, never two
+    assert sbatch_calls == (1 if submit_first else 2)
+
+
+def test_watchdog_records_cancelled_on_scancel(local_slurm, profile, tmp_path):
+    """scancel signals the whole job; the watchdog writes `cancelled` before Slurm's KillWait ends."""
+    import throughput_schema
+    import throughput_sweep
+
+    campaign = tmp_path / "camp"
+    attempt = campaign / "a"
+    attempt.mkdir(parents=True)
+    recipe = write_atomic(
+        campaign / "recipe.json",
+        Recipe(name="tiny", model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
+               training=TrainingConfig(micro_batch_size=1, batch_tokens=128)),
+    )
+    result = attempt / "result.json"
+    started = attempt / "started"
+    worker = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(120)"
+    srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1]]
+    script = attempt / "job.sh"
+    script.write_text(render_job_script(profile, campaign=campaign, recipe=recipe, python=sys.executable,
+                                        pythonpath=srcs, steps=[WorkerStep([sys.executable, "-c", worker], result)]))
+
+    async def main():
+        sched = SlurmScheduler(profile)
+        job_id = await sched.submit(script, token=token(), workdir=attempt)
+        with anyio.fail_after(30):
+            while not started.exists():
+                await anyio.sleep(0.2)
+        await sched.cancel(job_id)
+        return await until_final(sched, job_id)
+
+    status = anyio.run(main)
+    assert status.state == "CANCELLED"
+    assert read(result, WorkerResult).outcome.__struct_config__.tag == "cancelled"
