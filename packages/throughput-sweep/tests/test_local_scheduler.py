@@ -79,8 +79,7 @@ def test_time_limit_gives_timeout_and_kills_the_whole_job(tmp_path):
     pidfile = tmp_path / "grandchild.pid"
     # The job leaves a background process in its own process group behind: the local
     # scheduler must still end it (the watchdog puts workers in their own groups).
-    job = script(tmp_path / "a", f"setsid -f sleep 300 2>/dev/null || true\n"
-                 f"python3 -c 'import os,time; os.setpgid(0,0); open(\"{pidfile}\",\"w\").write(str(os.getpid())); time.sleep(300)' &\n"
+    job = script(tmp_path / "a", f"python3 -c 'import os,time; os.setpgid(0,0); open(\"{pidfile}\",\"w\").write(str(os.getpid())); time.sleep(300)' &\n"
                  "wait")
 
     async def main():
