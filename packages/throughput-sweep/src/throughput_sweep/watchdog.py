@@ -29,6 +29,8 @@ What it does:
     do not run and the last worker's result path (the point's result) gets the same
     outcome, its message naming the worker that failed.
   * Exit status mirrors the point's outcome (throughput_schema.EXIT_CODES; ok/capped 0).
+--context-length/--batch-size apply only context and batch to the recipe (no protocol):
+pass the point's fully resolved recipe file when failure records must match it exactly.
 A result "written by the worker" is one whose file changed since the worker started and
 decodes as a WorkerResult; anything else is replaced by the watchdog's record.
 """

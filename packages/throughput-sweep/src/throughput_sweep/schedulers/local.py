@@ -29,6 +29,8 @@ leaves a wrapper that gives up and runs nothing, so "no record" really means "ne
 States, as in Slurm: RUNNING, COMPLETED (exit 0), FAILED (non-zero exit, or a signal),
 TIMEOUT (the profile's time limit: SIGTERM to the job's whole session, SIGKILL after
 `kill_wait_seconds`), CANCELLED (`cancel`), NODE_FAIL (wrapper gone, no end record).
+Without cgroups, "the whole job" is the job's session (the watchdog keeps workers in
+it, in their own process groups); a process that calls setsid() itself escapes.
 Accounting rows carry state, exit code, start, end, elapsed, job name = comment = token,
 partition "local", the time limit, the job's CPUs/memory/GPUs as TRES and the host name.
 """
