@@ -1,0 +1,165 @@
+"""The controller against the real local Slurm (tools/local-slurm.sh) with the scripted worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def profile(tmp_path: Path, **changes) -> Path:
+    raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
+    raw.update(name="local-slurm-test", time_limit_minutes=1, watchdog_minutes=5, python=sys.executable)
+    raw.update(changes)
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def sweep(*args, plan: Path, crash: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), SCRIPTED_WORKER_PLAN=str(plan))
+    env.pop("THROUGHPUT_SWEEP_CRASH_AT", None)
+    if crash:
+        env["THROUGHPUT_SWEEP_CRASH_AT"] = crash
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts/throughput_sweep.py"), *map(str, args)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def write_plan(tmp_path: Path, points: dict, ok_seconds: float = 0.2) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"default": "ok", "ok_seconds": ok_seconds, "points": points}))
+    return path
+
+
+def sacct_jobs(since: datetime) -> list[dict]:
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "--parsable2", f"-S{since:%Y-%m-%dT%H:%M:%S}", "-Enow",
+         "--format=JobID,JobName,State,Start,End"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        job_id, name, state, start, end = line.split("|")
+        rows.append(dict(job_id=job_id, name=name, state=state, start=start, end=end))
+    return rows
+
+
+def intents(campaign: Path) -> dict[tuple[str, int], list[str]]:
+    """(curve, batch) -> the tokens of every attempt at that point."""
+    found: dict[tuple[str, int], list[str]] = {}
+    for path in campaign.glob("curves/*/b*/attempt-*/intent.json"):
+        token = json.loads(path.read_text())["token"]
+        found.setdefault((path.parents[2].name, int(path.parents[1].name[1:])), []).append(token)
+    return found
+
+
+def assert_exactly_one_job_per_point(campaign: Path, since: datetime) -> None:
+    """Each attempt has exactly one job (none when settled as never submitted); a point has at most
+    one attempt that did not fail, so no point is ever measured twice."""
+    names = [r["name"] for r in sacct_jobs(since)]
+    for path in campaign.glob("curves/*/b*/attempt-*/intent.json"):
+        token = json.loads(path.read_text())["token"]
+        settled = path.parent / "settlement.json"
+        never = settled.exists() and json.loads(settled.read_text())["state"] == "never-submitted"
+        assert names.count(token) == (0 if never else 1), f"{path.parent}: {names.count(token)} jobs for {token}"
+    for point in campaign.glob("curves/*/b*"):
+        kinds = [json.loads(p.read_text())["outcome"]["kind"] for p in point.glob("attempt-*/result.json")]
+        assert sum(k in ("ok", "cuda_oom") for k in kinds) <= 1, (point, kinds)
+    # Every finished job has a result.
+    for receipt in campaign.glob("curves/*/b*/attempt-*/receipt.json"):
+        assert (receipt.parent / "result.json").exists(), receipt
+
+
+def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
+    since = datetime.now() - timedelta(seconds=5)
+    plan = write_plan(tmp_path, {
+        "20m-c512-b4": "cuda_oom",
+        "20m-c1024-b2@1": "compile_error",
+        "90m-c512-b2@1": {"outcome": "sleep", "seconds": 3600},
+        "90m-c1024-b2@1": {"outcome": "allocate", "mb": 1500},
+    })
+    out = tmp_path / "camp"
+    prof = profile(tmp_path, mem="400M")
+    r = sweep("run", "--output", out, "--models", "20m", "90m", "--contexts", "512", "1024", "--profile", prof,
+              "--worker", "scripted_worker", "--max-batch", "4", "--window-seconds", "1", "--poll-max-seconds", "2",
+              "--no-progress", plan=plan)
+    assert r.returncode == 0, r.stderr
+    status = sweep("status", "--output", out, plan=plan).stdout
+    assert "20m-c512           bounded" in status
+    assert "20m-c1024          blocked" in status and "compile_error" in status
+    assert "90m-c512           blocked" in status and "timeout" in status
+    assert "90m-c1024          blocked" in status and "host_oom" in status
+    results = {p.parents[2].name: json.loads(p.read_text()) for p in out.glob("curves/*/b2/attempt-1/result.json")}
+    assert results["90m-c512"]["outcome"]["kind"] == "timeout"
+    assert results["90m-c1024"]["outcome"]["kind"] == "host_oom"
+    receipts = {p.parents[2].name: json.loads(p.read_text()) for p in out.glob("curves/*/b2/attempt-1/receipt.json")}
+    assert receipts["90m-c512"]["accounting"]["state"] == "TIMEOUT"
+    assert receipts["90m-c1024"]["accounting"]["state"] == "OUT_OF_MEMORY"
+    assert all(r["accounting_final"] for r in receipts.values())
+    sweep("collect", "--output", out, plan=plan)
+    summary = {c["curve"]: c for c in json.loads((out / "results.json").read_text())["curves"]}
+    assert summary["20m-c512"]["first_oom_batch"] == 4 and summary["20m-c512"]["largest_fitting_batch"] == 2
+    for name in ("20m-c1024", "90m-c512", "90m-c1024"):
+        assert summary[name]["first_oom_batch"] is None and summary[name]["state"] == "blocked"
+    assert (out / "README.md").read_text().startswith("**INCOMPLETE**")
+
+    # --resume --retry-failed: fresh attempt directories; the failed ones are kept.
+    r = sweep("run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+    assert r.returncode == 0, r.stderr
+    for name in ("20m-c1024", "90m-c512", "90m-c1024"):
+        assert (out / f"curves/{name}/b2/attempt-1/result.json").exists()
+        assert json.loads((out / f"curves/{name}/b2/attempt-2/result.json").read_text())["outcome"]["kind"] == "ok"
+    status = sweep("status", "--output", out, plan=plan).stdout
+    assert status.count("capped") >= 3 and "no OOM up to the cap" in status
+    assert_exactly_one_job_per_point(out, since)
+
+
+def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {}, ok_seconds=4)
+    out = tmp_path / "twenty"
+    r = sweep("run", "--output", out, "--models", "20m", "50m", "90m", "250m", "500m",
+              "--contexts", "512", "1024", "2048", "4096", "--profile", profile(tmp_path), "--worker", "scripted_worker",
+              "--max-batch", "1", "--window-seconds", "1", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+    assert r.returncode == 0, r.stderr
+    tokens = {t for ts in intents(out).values() for t in ts}
+    rows = [row for row in sacct_jobs(since) if row["name"] in tokens]
+    assert len(rows) == 20
+    spans = [(datetime.fromisoformat(row["start"]), datetime.fromisoformat(row["end"])) for row in rows]
+    peak = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert 2 <= peak <= 12, peak
+
+
+@pytest.mark.parametrize("step", ["after-intent", "after-submit@2", "after-receipt@3"])
+def test_sigkill_at_a_step_then_resume_submits_each_point_once(local_slurm, tmp_path, step):
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "crash"})
+    out = tmp_path / "camp"
+    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--profile", profile(tmp_path),
+            "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "2", "--no-progress"]
+    r = sweep(*args, plan=plan, crash=step)
+    assert r.returncode == -9, (r.returncode, r.stderr)
+    r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+    assert r.returncode == 0, r.stderr
+    status = sweep("status", "--output", out, plan=plan).stdout
+    assert "20m-c512           bounded" in status and "20m-c1024          blocked" in status
+    assert_exactly_one_job_per_point(out, since)
+    if step == "after-intent":
+        settled = json.loads((out / "curves/20m-c512/b1/attempt-1/settlement.json").read_text())
+        assert settled["state"] == "never-submitted"
+        assert (out / "curves/20m-c512/b1/attempt-2/result.json").exists()
+    if step.startswith("after-submit"):
+        adopted = [json.loads(p.read_text())["adopted"] for p in out.glob("curves/*/b*/attempt-*/receipt.json")]
+        assert adopted.count(True) == 1
