@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from throughput_schema import EXIT_CODES, WorkerResult, read
+from throughput_schema.layout import decode_bursts
 from throughput_schema.recipe import load_recipe
 from tiny_llm.worker import kind_of
 
@@ -134,4 +135,6 @@ def test_optimizer_timing_sanity(tmp_path):
     for i, w in enumerate(r.windows):
         assert sum(b.updates for b in t.bursts if b.window == i) == w.updates
     assert t.separate_step_ms is not None and t.separate_step_ms > 0
+    # The raw burst samples beside the result: <stem>.bursts.jsonl (the output is not result.json).
+    assert decode_bursts((tmp_path / "timing.bursts.jsonl").read_bytes()) == t.bursts
     print(proc.stdout)

@@ -16,8 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from throughput_schema.codec import read
-from throughput_schema.records import Manifest, Receipt, SubmissionIntent, WorkerResult
+from throughput_schema.records import BurstSample, Manifest, Receipt, SubmissionIntent, WorkerResult
 
 MANIFEST = "manifest.json"
 FROZEN = "frozen"
@@ -43,6 +45,28 @@ def parse_curve_name(name: str) -> tuple[str, int]:
     if not match:
         raise ValueError(f"not a curve folder name: {name!r} (expected MODEL-cCONTEXT)")
     return match["model"], int(match["context"])
+
+
+def bursts_path(output: str | Path) -> Path:
+    """Where a worker writing `output` keeps its raw burst samples.
+
+    Beside the result, in the same folder: `bursts.jsonl` when the result is named
+    `result.json` (the campaign layout), else `<output stem>.bursts.jsonl`, so two
+    results written into one folder never share a bursts file.
+    """
+    output = Path(output)
+    return output.with_name(BURSTS if output.name == RESULT else f"{output.stem}.{BURSTS}")
+
+
+def encode_bursts(bursts: list[BurstSample]) -> bytes:
+    """One BurstSample JSON object per line (the content of `bursts.jsonl`)."""
+    return b"".join(msgspec.json.encode(b) + b"\n" for b in bursts)
+
+
+def decode_bursts(data: bytes) -> list[BurstSample]:
+    """The samples of a `bursts.jsonl` (blank lines ignored); raises msgspec errors on a bad line."""
+    decoder = msgspec.json.Decoder(BurstSample)
+    return [decoder.decode(line) for line in data.splitlines() if line.strip()]
 
 
 def point_dir(campaign: Path, model: str, context_length: int, batch_size: int) -> Path:

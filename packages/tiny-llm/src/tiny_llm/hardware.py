@@ -13,10 +13,12 @@ import platform
 import socket
 import subprocess
 from importlib import metadata
-
-import torch
+from typing import TYPE_CHECKING
 
 from throughput_schema import Hardware
+
+if TYPE_CHECKING:  # torch is imported where it is used, so the peak table stays torch-free
+    import torch
 
 GIB = 1024**3
 
@@ -70,6 +72,8 @@ def _driver_version() -> str:
 
 
 def collect(device: torch.device) -> Hardware:
+    import torch
+
     gpu_name, gpu_memory, gpu_count, driver = "", 0, 0, ""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

@@ -15,6 +15,12 @@ Phases: `setup` (model, arena, inputs), `compile` (the first eager update, which
 compiles forward and backward), `capture` (the CUDA graph), `warmup` (warm-up and
 calibration updates), `measurement` (the windows). The result JSON is written
 atomically in every case, with whatever was measured before a failure.
+
+With `--optimizer-timing`, a measured result's raw burst samples are also written,
+atomically and before the result, beside it (`throughput_schema.layout.bursts_path`):
+`bursts.jsonl` when the output is named `result.json` (the campaign layout), else
+`<output stem>.bursts.jsonl`; one `BurstSample` JSON object a line, equal to the
+result's `optimizer_timing.bursts`. A failed run writes no bursts file.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from throughput_schema import (
     MemoryReport,
     NonFinite,
     Ok,
-    OptimizerTiming,
     Protocol,
     Recipe,
     Throughput,
@@ -47,8 +52,7 @@ from throughput_schema import (
 from throughput_schema.recipe import flops_per_token, parameter_count
 from tiny_llm import hardware, stats
 from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure
-
-MFU_FORMULA = "(6*P + 12*layers*width*context) * tokens_per_second / peak_bf16_flops"
+from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
 
 
 @dataclass
@@ -238,46 +242,16 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
     )
+    if timing is not None:
+        # Raw burst samples beside the result (bursts.jsonl for result.json), written
+        # before it, so a result with optimizer timing always has its bursts file.
+        write_bursts(output, timing)
     write_atomic(output, result)
     return result
 
 
 def summarise(m: Measurement, recipe: Recipe, opts: Options, hw, fpt: int) -> Throughput:
-    rates = m.rates()
-    rate = stats.median(rates)
-    cv = stats.sample_cv(rates)
-    peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if hw.gpu_name else None
-    return Throughput(
-        tokens_per_second=rate,
-        sequences_per_second=rate / recipe.model.context_length,
-        window_tokens_per_second=rates,
-        cv=cv,
-        unstable=stats.needs_more_windows(cv, opts.cv_threshold),
-        update_ms=1000.0 * recipe.training.batch_tokens / rate,
-        flops_per_token=float(fpt),
-        mfu=stats.mfu(rate, fpt, peak),
-        peak_flops=peak,
-        mfu_formula=MFU_FORMULA + (f", peak {peak:.4g} FLOP/s ({hw.gpu_name})" if peak else ", peak unknown"),
-    )
-
-
-def optimizer_summary(m: Measurement, opts: Options, *, separate_step_ms: float | None) -> OptimizerTiming:
-    window_opt = m.window_optimizer_ms()
-    window_graph = m.window_graph_ms()
-    wall_ms_per_update = [1000.0 * w.seconds / w.updates for w in m.windows]
-    optimizer_ms = stats.median(window_opt)
-    cv = stats.sample_cv(window_opt)
-    return OptimizerTiming(
-        bursts=list(m.bursts),
-        window_optimizer_ms=window_opt,
-        window_graph_ms=window_graph,
-        optimizer_ms=optimizer_ms,
-        optimizer_cv=cv,
-        share_of_wall=min(1.0, optimizer_ms / stats.median(wall_ms_per_update)),
-        share_of_graph=min(1.0, optimizer_ms / stats.median(window_graph)),
-        unstable=stats.needs_more_windows(cv, opts.cv_threshold),
-        separate_step_ms=separate_step_ms,
-    )
+    return throughput_summary(m, recipe, opts, hw, fpt)
 
 
 def _separate_step_ms(built) -> float | None:
