@@ -12,9 +12,20 @@ outcome of each point comes from a plan: the JSON file named by $SCRIPTED_WORKER
 
 keyed by MODEL-cCONTEXT-bBATCH, optionally @ATTEMPT (read from the attempt-<k> folder of
 --output) and/or :optimizer (optimizer-timing runs only); the most specific key wins.
-Outcomes: ok, unstable (ok but CV above threshold), cuda_oom (exit 3), compile_error (4),
+Outcomes: ok, unstable (ok but CV above threshold), optimizer_unstable (ok, steady
+throughput, optimizer CV above threshold), cuda_oom (exit 3), compile_error (4),
 nonfinite (5), crash (exit 1 without a result), sleep (for timeouts), allocate (touch
-`mb` MiB of host memory, for host-OOM kills).
+`mb` MiB of host memory, for host-OOM kills). An entry may also set `slowdown` (the
+instrumented run's wall time over the baseline's, default 1.03).
+
+Records are indistinguishable in shape and arithmetic from the real worker's: the
+measurement runs the real protocol (`tiny_llm.protocol.measure`: warm-up, calibration,
+windows, bursts, exact counter checks, extra windows on CV) against a scripted runner
+whose clock advances by a modelled time per update instead of sleeping, and the derived
+figures come from `tiny_llm.summary`, as in `tiny_llm.worker`. So the result has a
+calibration record, counters after windows of setup_updates + warm-up + calibration +
+the windows' updates, bursts that add up to each window's updates, and (with
+--optimizer-timing) `bursts.jsonl` beside the result. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -31,19 +42,16 @@ from pathlib import Path
 from throughput_schema import EXIT_CODES, write_atomic
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
-from throughput_schema.records import (
-    BurstSample,
-    Hardware,
-    MemoryPeaks,
-    MemoryReport,
-    OptimizerTiming,
-    Protocol,
-    Throughput,
-    Window,
-    WorkerResult,
-)
+from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, Protocol, WorkerResult
+from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure
+from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
 
 PLAN_ENV = "SCRIPTED_WORKER_PLAN"
+# The real worker's CUDA-graph build runs this many eager updates before capture.
+SETUP_UPDATES = 3
+GIB = 1024**3
+# A device the peak table knows, so MFU is filled in as on a real GPU run.
+HARDWARE_GPU = ("NVIDIA H200", int(140.4 * GIB))
 
 
 def _now() -> str:
@@ -62,8 +70,60 @@ def plan_for(model: str, context: int, batch: int, attempt: int | None, optimize
     entry = next((points[k] for k in keys if k in points), plan.get("default", "ok"))
     if isinstance(entry, str):
         entry = {"outcome": entry}
+    entry = dict(entry)
     entry.setdefault("seconds", plan.get("ok_seconds", 0.2))
     return entry
+
+
+class ScriptedRunner:
+    """The protocol's Runner with modelled times: each run(n) advances the clock by n updates.
+
+    The window index is the number of checks so far minus two (warm-up and calibration are
+    checked first), so every window keeps one seconds-per-update, varied by `wobble` from
+    window to window; the optimizer's event samples vary from burst to burst too, so the
+    burst weighting matters.
+    """
+
+    def __init__(self, per_update: float, *, wobble: float, opt_wobble: float, nonfinite_window: int | None) -> None:
+        self.now = 0.0
+        self.counter = SETUP_UPDATES
+        self.per_update, self.wobble, self.opt_wobble = per_update, wobble, opt_wobble
+        self.nonfinite_window = nonfinite_window
+        self.checks = 0
+        self.runs_in_window = 0
+        self.last = 0.0
+
+    @property
+    def window(self) -> int:
+        return self.checks - 2
+
+    def _factor(self, wobble: float) -> float:
+        return 1.0 + (wobble * ((self.window % 3) - 1) if self.window >= 0 else 0.0)
+
+    def clock(self) -> float:
+        return self.now
+
+    def run(self, updates: int) -> None:
+        self.last = self.per_update * self._factor(self.wobble)
+        self.now += updates * self.last
+        self.counter += updates
+        self.runs_in_window += 1
+
+    def sync(self) -> None:
+        pass
+
+    def check(self) -> tuple[bool, int]:
+        finite = self.window != self.nonfinite_window
+        self.checks += 1
+        self.runs_in_window = 0
+        return finite, self.counter
+
+    def read_events(self) -> tuple[float, float]:
+        """(graph ms, optimizer ms) of the burst's last replay."""
+        graph_ms = 1000.0 * self.last * 0.98
+        k = self.runs_in_window
+        optimizer_ms = 0.18 * 1000.0 * self.per_update * self._factor(self.opt_wobble) * (1 + 0.01 * (k % 3))
+        return graph_ms, optimizer_ms
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-seconds", type=float, default=10.0)
+    parser.add_argument("--min-updates-per-window", type=int, default=20)
     parser.add_argument("--optimizer-timing", action="store_true")
     args = parser.parse_args(argv)
 
@@ -85,7 +146,40 @@ def main(argv: list[str] | None = None) -> int:
     entry = plan_for(model, context, batch, attempt, args.optimizer_timing)
     outcome = entry["outcome"]
     mode = "optimizer-timing" if args.optimizer_timing else "throughput"
-    protocol = Protocol(warmup=args.warmup, windows=args.windows, window_seconds=args.window_seconds)
+    opts = Options(
+        warmup=args.warmup,
+        windows=args.windows,
+        window_seconds=args.window_seconds,
+        min_updates_per_window=args.min_updates_per_window,
+        optimizer_timing=args.optimizer_timing,
+    )
+    o = recipe.optimizer
+    protocol = Protocol(  # as tiny_llm.worker.run_worker builds it
+        warmup=opts.warmup,
+        calibration_updates=opts.calibration_updates,
+        windows=opts.windows,
+        extra_windows=opts.extra_windows,
+        window_seconds=opts.window_seconds,
+        min_updates_per_window=opts.min_updates_per_window,
+        cv_threshold=opts.cv_threshold,
+        lr=o.lr,
+        beta1=o.beta1,
+        beta2=o.beta2,
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        grad_clip=recipe.training.grad_clip,
+        seed=recipe.training.seed,
+        burst_seconds=opts.burst_seconds,
+    )
+    hw = Hardware(
+        gpu_name=HARDWARE_GPU[0],
+        gpu_memory_bytes=HARDWARE_GPU[1],
+        gpu_count=1,
+        python=sys.version.split()[0],
+        hostname=os.uname().nodename,
+        cpu="scripted test worker",
+        cpu_count=os.cpu_count() or 0,
+    )
     started = _now()
     common = dict(
         recipe=recipe,
@@ -93,12 +187,14 @@ def main(argv: list[str] | None = None) -> int:
         mode=mode,
         backend="scripted",
         protocol=protocol,
-        hardware=Hardware(hostname=os.uname().nodename, python=sys.version.split()[0]),
+        hardware=hw,
         started_at=started,
     )
+    mem = 200 * 2**20 + batch * context * 4096
+    setup_peaks = MemoryPeaks(allocated_bytes=mem, reserved_bytes=int(mem * 1.1))
 
-    def fail(out, kind: str) -> int:
-        result = WorkerResult(outcome=out, finished_at=_now(), exit_code=EXIT_CODES[kind], **common)
+    def fail(out, kind: str, **extra) -> int:
+        result = WorkerResult(outcome=out, finished_at=_now(), exit_code=EXIT_CODES[kind], **common, **extra)
         write_atomic(args.output, result)
         return EXIT_CODES[kind]
 
@@ -120,62 +216,51 @@ def main(argv: list[str] | None = None) -> int:
         return fail(CudaOom(phase="setup", message="CUDA out of memory (scripted)"), "cuda_oom")
     if outcome == "compile_error":
         return fail(CompileError(phase="compile", message="scripted compiler error"), "compile_error")
-    if outcome == "nonfinite":
-        return fail(NonFinite(phase="measurement", message="non-finite state (scripted)", window=0), "nonfinite")
 
-    time.sleep(float(entry["seconds"]) if outcome in ("ok", "unstable") else 0)
-    unstable = outcome == "unstable"
+    time.sleep(float(entry["seconds"]) if outcome in ("ok", "unstable", "optimizer_unstable") else 0)
     tokens = batch * context
-    rate = 50_000.0 * batch**0.7 * (512 / context) ** 0.3 * (0.97 if args.optimizer_timing else 1.0)
-    n_windows = args.windows * (2 if unstable else 1)
-    rates = [rate * (1 + (0.2 if unstable else 0.01) * ((i % 3) - 1)) for i in range(n_windows)]
-    updates = max(20, int(args.window_seconds * rate / tokens))
-    windows = [Window(updates=updates, seconds=updates * tokens / r, counter_after=(i + 1) * updates) for i, r in enumerate(rates)]
-    window_rates = [w.updates * tokens / w.seconds for w in windows]
-    median = sorted(window_rates)[len(window_rates) // 2]
-    mean = sum(window_rates) / len(window_rates)
-    sd = (sum((r - mean) ** 2 for r in window_rates) / (len(window_rates) - 1)) ** 0.5
-    throughput = Throughput(
-        tokens_per_second=median,
-        sequences_per_second=median / context,
-        window_tokens_per_second=window_rates,
-        cv=sd / mean,
-        unstable=unstable,
-        update_ms=1000.0 * tokens / median,
-    )
-    timing = None
+    rate = 50_000.0 * batch**0.7 * (512 / context) ** 0.3
     if args.optimizer_timing:
-        update_ms = throughput.update_ms
-        opt_ms = 0.18 * update_ms
-        bursts = [
-            BurstSample(window=w, updates=10 + k, wall_seconds=(10 + k) * update_ms / 1000, graph_ms=update_ms * 0.98, optimizer_ms=opt_ms)
-            for w in range(n_windows)
-            for k in range(3)
-        ]
-        timing = OptimizerTiming(
-            bursts=bursts,
-            window_optimizer_ms=[opt_ms] * n_windows,
-            window_graph_ms=[update_ms * 0.98] * n_windows,
-            optimizer_ms=opt_ms,
-            optimizer_cv=0.0,
-            share_of_wall=0.18,
-            share_of_graph=0.18 / 0.98,
+        rate /= float(entry.get("slowdown", 1.03))
+    runner = ScriptedRunner(
+        tokens / rate,
+        wobble=0.2 if outcome == "unstable" else 0.01,
+        opt_wobble=0.2 if outcome == "optimizer_unstable" else 0.01,
+        nonfinite_window=0 if outcome == "nonfinite" else None,
+    )
+    measurement = Measurement(tokens_per_update=tokens)
+    memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
+    try:
+        measure(runner, opts, measurement, updates_before=SETUP_UPDATES, clock=runner.clock)
+    except NonFiniteState as exc:
+        return fail(
+            NonFinite(phase=exc.phase, window=exc.window, message=str(exc)),
+            "nonfinite",
+            setup_seconds=0.1,
+            setup_updates=SETUP_UPDATES,
+            calibration=measurement.calibration,
+            windows=list(measurement.windows),
+            memory=memory,
         )
-    mem = 200 * 2**20 + batch * context * 4096
+    timing = optimizer_summary(measurement, opts, separate_step_ms=None) if args.optimizer_timing else None
     result = WorkerResult(
         outcome=Ok(),
         setup_seconds=0.1,
-        windows=windows,
-        throughput=throughput,
+        calibration=measurement.calibration,
+        windows=list(measurement.windows),
+        throughput=throughput_summary(measurement, recipe, opts, hw),
         optimizer_timing=timing,
         memory=MemoryReport(
-            setup=MemoryPeaks(allocated_bytes=mem, reserved_bytes=int(mem * 1.1)),
+            setup=setup_peaks,
             measurement=MemoryPeaks(allocated_bytes=int(mem * 1.05), reserved_bytes=int(mem * 1.15)),
-            device_total_bytes=96 * 2**30,
+            device_total_bytes=hw.gpu_memory_bytes,
         ),
         finished_at=_now(),
+        setup_updates=SETUP_UPDATES,
         **common,
     )
+    if timing is not None:
+        write_bursts(args.output, timing)
     write_atomic(args.output, result)
     return 0
 
