@@ -3,83 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
-import yaml
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def profile(tmp_path: Path, **changes) -> Path:
-    raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
-    raw.update(name="local-slurm-test", time_limit_minutes=1, watchdog_minutes=5, python=sys.executable)
-    raw.update(changes)
-    path = tmp_path / "profile.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
-def sweep(*args, plan: Path, crash: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), SCRIPTED_WORKER_PLAN=str(plan))
-    env.pop("THROUGHPUT_SWEEP_CRASH_AT", None)
-    if crash:
-        env["THROUGHPUT_SWEEP_CRASH_AT"] = crash
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts/throughput_sweep.py"), *map(str, args)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-    )
-
-
-def write_plan(tmp_path: Path, points: dict, ok_seconds: float = 0.2) -> Path:
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps({"default": "ok", "ok_seconds": ok_seconds, "points": points}))
-    return path
-
-
-def sacct_jobs(since: datetime) -> list[dict]:
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "--parsable2", f"-S{since:%Y-%m-%dT%H:%M:%S}", "-Enow",
-         "--format=JobID,JobName,State,Start,End"],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    rows = []
-    for line in out.splitlines():
-        job_id, name, state, start, end = line.split("|")
-        rows.append(dict(job_id=job_id, name=name, state=state, start=start, end=end))
-    return rows
-
-
-def intents(campaign: Path) -> dict[tuple[str, int], list[str]]:
-    """(curve, batch) -> the tokens of every attempt at that point."""
-    found: dict[tuple[str, int], list[str]] = {}
-    for path in campaign.glob("curves/*/b*/attempt-*/intent.json"):
-        token = json.loads(path.read_text())["token"]
-        found.setdefault((path.parents[2].name, int(path.parents[1].name[1:])), []).append(token)
-    return found
-
-
-def assert_exactly_one_job_per_point(campaign: Path, since: datetime) -> None:
-    """Each attempt has exactly one job (none when settled as never submitted); a point has at most
-    one attempt that did not fail, so no point is ever measured twice."""
-    names = [r["name"] for r in sacct_jobs(since)]
-    for path in campaign.glob("curves/*/b*/attempt-*/intent.json"):
-        token = json.loads(path.read_text())["token"]
-        settled = path.parent / "settlement.json"
-        never = settled.exists() and json.loads(settled.read_text())["state"] == "never-submitted"
-        assert names.count(token) == (0 if never else 1), f"{path.parent}: {names.count(token)} jobs for {token}"
-    for point in campaign.glob("curves/*/b*"):
-        kinds = [json.loads(p.read_text())["outcome"]["kind"] for p in point.glob("attempt-*/result.json")]
-        assert sum(k in ("ok", "cuda_oom") for k in kinds) <= 1, (point, kinds)
-    # Every finished job has a result.
-    for receipt in campaign.glob("curves/*/b*/attempt-*/receipt.json"):
-        assert (receipt.parent / "result.json").exists(), receipt
+from campaign_helpers import (
+    check_campaign,
+    intents,
+    profile,
+    sacct_jobs,
+    sweep,
+    write_plan,
+)
 
 
 def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
@@ -123,7 +60,7 @@ def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
         assert json.loads((out / f"curves/{name}/b2/attempt-2/result.json").read_text())["outcome"]["kind"] == "ok"
     status = sweep("status", "--output", out, plan=plan).stdout
     assert status.count("capped") >= 3 and "no OOM up to the cap" in status
-    assert_exactly_one_job_per_point(out, since)
+    assert check_campaign(out, since)["20m-c512"] == "bounded"
 
 
 def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
@@ -142,7 +79,7 @@ def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
     assert 2 <= peak <= 12, peak
 
 
-@pytest.mark.parametrize("step", ["after-intent", "after-submit@2", "after-receipt@3"])
+@pytest.mark.parametrize("step", ["before-intent@2", "after-intent", "after-submit@2", "after-receipt@3"])
 def test_sigkill_at_a_step_then_resume_submits_each_point_once(local_slurm, tmp_path, step):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "crash"})
@@ -155,7 +92,7 @@ def test_sigkill_at_a_step_then_resume_submits_each_point_once(local_slurm, tmp_
     assert r.returncode == 0, r.stderr
     status = sweep("status", "--output", out, plan=plan).stdout
     assert "20m-c512           bounded" in status and "20m-c1024          blocked" in status
-    assert_exactly_one_job_per_point(out, since)
+    assert check_campaign(out, since) == {"20m-c512": "bounded", "20m-c1024": "blocked"}
     if step == "after-intent":
         settled = json.loads((out / "curves/20m-c512/b1/attempt-1/settlement.json").read_text())
         assert settled["state"] == "never-submitted"

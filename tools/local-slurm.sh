@@ -5,6 +5,8 @@
 #   tools/local-slurm.sh stop     stop slurmd, slurmctld, slurmdbd, MariaDB, munged
 #   tools/local-slurm.sh status   exit 0 only if sinfo answers and sacct works
 #   tools/local-slurm.sh env      shell lines to eval: eval "$(tools/local-slurm.sh env)"
+#   tools/local-slurm.sh stop-daemon NAME    stop one daemon (slurmctld, slurmdbd or slurmd)
+#   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
 #
 # Must run as root on Debian 12 without systemd: daemons are started directly.
 # All config, state, logs, pid files, the munge key and the MariaDB datadir live under
@@ -422,6 +424,25 @@ cmd_stop() {
     log "stopped"
 }
 
+daemon_pidfile() {
+    case "$1" in
+    slurmctld | slurmdbd | slurmd) echo "$RUN/$1.pid" ;;
+    *) die "unknown daemon '$1' (slurmctld, slurmdbd or slurmd)" ;;
+    esac
+}
+
+cmd_stop_daemon() {
+    [[ -n "${1:-}" ]] || die "usage: $0 stop-daemon {slurmctld|slurmdbd|slurmd}"
+    stop_pidfile "$1" "$(daemon_pidfile "$1")"
+}
+
+cmd_start_daemon() {
+    [[ -n "${1:-}" ]] || die "usage: $0 start-daemon {slurmctld|slurmdbd|slurmd}"
+    daemon_pidfile "$1" >/dev/null
+    "start_$1"
+    if [[ "$1" != slurmdbd ]]; then wait_for_node; fi
+}
+
 cmd_env() {
     printf 'export LOCAL_SLURM_DIR=%q\n' "$STATE_DIR"
     printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
@@ -432,8 +453,10 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 env) cmd_env ;;
+stop-daemon) cmd_stop_daemon "${2:-}" ;;
+start-daemon) cmd_start_daemon "${2:-}" ;;
 *)
-    echo "usage: $0 {start|stop|status|env}" >&2
+    echo "usage: $0 {start|stop|status|env|stop-daemon NAME|start-daemon NAME}" >&2
     exit 2
     ;;
 esac

@@ -203,3 +203,17 @@ def test_sigterm_to_every_process_at_once_is_cancelled(tmp_path, recipe):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == EXIT_CODES["cancelled"]
     assert read(result, WorkerResult).outcome.__struct_config__.tag == "cancelled"
+
+
+def test_sigterm_long_before_a_short_time_limit_is_cancelled_not_timeout():
+    """A scancel 4 s into a job with a 1-minute limit is a cancellation; near the limit, a time-out."""
+    from throughput_sweep.watchdog import Watchdog, WorkerSpec
+
+    dog = Watchdog([WorkerSpec(argv=["true"], result="r.json")], recipe=RECIPE, time_limit_seconds=60)
+    dog.started = time.monotonic() - 4
+    assert dog._stop_outcome(signal.SIGTERM).__struct_config__.tag == "cancelled"
+    dog.started = time.monotonic() - 57
+    assert dog._stop_outcome(signal.SIGTERM).__struct_config__.tag == "timeout"
+    long = Watchdog([WorkerSpec(argv=["true"], result="r.json")], recipe=RECIPE, time_limit_seconds=14 * 60)
+    long.started = time.monotonic() - 13.2 * 60
+    assert long._stop_outcome(signal.SIGTERM).__struct_config__.tag == "timeout"

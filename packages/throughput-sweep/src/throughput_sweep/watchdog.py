@@ -24,7 +24,7 @@ What it does:
   * SIGTERM/SIGINT/SIGHUP to the watchdog (scancel, Slurm's time limit, the local
     scheduler's cancel) are forwarded to the worker; if it leaves no result within
     --term-grace-seconds a record is written: `timeout` when the job has used its time
-    limit (within 60 s), else `cancelled`. Keep the grace below Slurm's KillWait.
+    limit (within 60 s, or 10% of a shorter limit), else `cancelled`. Keep the grace below Slurm's KillWait.
   * When a worker fails (its own failure result or one written for it), later workers
     do not run and the last worker's result path (the point's result) gets the same
     outcome, its message naming the worker that failed.
@@ -233,7 +233,11 @@ class Watchdog:
     def _stop_outcome(self, signum: int) -> Outcome:
         elapsed = time.monotonic() - self.started
         name = _signal_name(signum)
-        if self.time_limit_seconds is not None and elapsed >= self.time_limit_seconds - 60:
+        # Slurm's time-limit SIGTERM comes at or after the limit; allow for the watchdog
+        # starting a little after the job, but never take an early scancel for a time-out
+        # (a minute of slack would cover the whole of a short job's limit).
+        slack = min(60.0, 0.1 * self.time_limit_seconds) if self.time_limit_seconds is not None else 0.0
+        if self.time_limit_seconds is not None and elapsed >= self.time_limit_seconds - slack:
             return Timeout(
                 phase="allocation",
                 deadline_seconds=self.time_limit_seconds,

@@ -1,0 +1,182 @@
+"""Shared helpers for the controller's real-Slurm tests: profiles, plans, running the CLI,
+reading sacct, and the one checker every fault case ends with (`check_campaign`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
+LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
+
+
+def profile(tmp_path: Path, name: str = "profile.yaml", **changes) -> Path:
+    """A copy of the local-slurm profile with short test limits (and `changes`)."""
+    raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
+    raw.update(name="local-slurm-test", time_limit_minutes=1, watchdog_minutes=5, python=sys.executable)
+    raw.update(changes)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def sweep_env(plan: Path | None, crash: str | None = None) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"))
+    if plan is not None:
+        env["SCRIPTED_WORKER_PLAN"] = str(plan)
+    env.pop("THROUGHPUT_SWEEP_CRASH_AT", None)
+    if crash:
+        env["THROUGHPUT_SWEEP_CRASH_AT"] = crash
+    return env
+
+
+def sweep(*args, plan: Path | None = None, crash: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    """`throughput-sweep ARGS` through the driver script, to completion."""
+    return subprocess.run(
+        [*SWEEP, *map(str, args)],
+        cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def start_sweep(*args, plan: Path | None = None, log: Path, crash: str | None = None) -> subprocess.Popen:
+    """`throughput-sweep ARGS` in the background (stdout+stderr to `log`), for faults mid-run."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [*SWEEP, *map(str, args)], cwd=ROOT, env=sweep_env(plan, crash), stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def write_plan(tmp_path: Path, points: dict, ok_seconds: float = 0.2) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"default": "ok", "ok_seconds": ok_seconds, "points": points}))
+    return path
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def receipts(campaign: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(campaign.glob("curves/*/b*/attempt-*/receipt.json"))]
+
+
+def job_state(job_id: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return out
+
+
+def local_slurm(*args: str) -> None:
+    """tools/local-slurm.sh ARGS (stop-daemon/start-daemon/start), checked."""
+    subprocess.run([str(LOCAL_SLURM), *args], check=True, capture_output=True, text=True, timeout=300)
+
+
+def sacct_jobs(since: datetime) -> list[dict]:
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "--parsable2", f"-S{since:%Y-%m-%dT%H:%M:%S}", "-Enow",
+         "--format=JobID,JobName,State,Start,End"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        job_id, name, state, start, end = line.split("|")
+        rows.append(dict(job_id=job_id, name=name, state=state, start=start, end=end))
+    return rows
+
+
+def intents(campaign: Path) -> dict[tuple[str, int], list[str]]:
+    """(curve, batch) -> the tokens of every attempt at that point."""
+    found: dict[tuple[str, int], list[str]] = {}
+    for path in campaign.glob("curves/*/b*/attempt-*/intent.json"):
+        token = json.loads(path.read_text())["token"]
+        found.setdefault((path.parents[2].name, int(path.parents[1].name[1:])), []).append(token)
+    return found
+
+
+def _settlement(attempt: Path) -> str:
+    path = attempt / "settlement.json"
+    return json.loads(path.read_text())["state"] if path.exists() else ""
+
+
+def _job_counts(campaign: Path, since: datetime) -> tuple[dict[Path, int], list[str]]:
+    names = [r["name"] for r in sacct_jobs(since)]
+    counts = {}
+    for path in campaign.glob("curves/*/b*/attempt-*/intent.json"):
+        counts[path.parent] = names.count(json.loads(path.read_text())["token"])
+    return counts, names
+
+
+def assert_exactly_one_job_per_point(campaign: Path, since: datetime, settle_seconds: float = 20) -> None:
+    """Each attempt has exactly one job in sacct (none when settled as never submitted or refused);
+    a point has at most one attempt that did not fail, so no point is ever measured twice; every
+    finished job has a result."""
+    def expected(attempt: Path) -> tuple[int, ...]:
+        state = _settlement(attempt)
+        if state == "never-submitted":
+            return (0,)
+        if state == "refused":
+            return (0, 1)  # Slurm may keep a FAILED record of a refused submission
+        return (1,)
+
+    deadline = time.monotonic() + settle_seconds  # accounting can lag after a slurmdbd outage
+    while True:
+        counts, _ = _job_counts(campaign, since)
+        bad = {a: n for a, n in counts.items() if n not in expected(a)}
+        if not bad or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert not bad, f"jobs per attempt in sacct: {bad}"
+    for point in campaign.glob("curves/*/b*"):
+        kinds = [json.loads(p.read_text())["outcome"]["kind"] for p in point.glob("attempt-*/result.json")]
+        assert sum(k in ("ok", "cuda_oom") for k in kinds) <= 1, (point, kinds)
+    for receipt in campaign.glob("curves/*/b*/attempt-*/receipt.json"):
+        assert (receipt.parent / "result.json").exists(), f"finished job without result: {receipt}"
+
+
+def assert_boundaries_only_from_cuda_oom(campaign: Path) -> None:
+    from throughput_sweep.campaign import open_campaign
+
+    for curve in open_campaign(campaign).curves():
+        if curve.state == "bounded":
+            assert curve.first_oom is not None, curve.name
+        if curve.first_oom is None:
+            continue
+        info = curve.points[curve.first_oom]
+        kind = info.attempt.result.outcome.__struct_config__.tag
+        assert kind == "cuda_oom", f"{curve.name}: boundary at batch {curve.first_oom} set by {kind}"
+        assert curve.largest_fitting is None or curve.largest_fitting < curve.first_oom
+
+
+def check_campaign(campaign: Path, since: datetime) -> dict[str, str]:
+    """The state every fault case must end in. Returns {curve: state} for further checks.
+
+    - no point has more than one job in sacct (jobs found by the token in their name), and
+      every attempt that was submitted has exactly one;
+    - every finished job (a receipt) has its result.json, and it decodes;
+    - a curve's memory boundary is set only by a `cuda_oom` result;
+    - no job of the campaign is still queued or running.
+    """
+    from throughput_schema import WorkerResult, read
+    from throughput_sweep.campaign import open_campaign
+
+    assert_exactly_one_job_per_point(campaign, since)
+    for path in campaign.glob("curves/*/b*/attempt-*/result.json"):
+        read(path, WorkerResult)
+    assert_boundaries_only_from_cuda_oom(campaign)
+    tokens = {t for ts in intents(campaign).values() for t in ts}
+    queued = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout.split()
+    assert not tokens & set(queued), f"jobs still in the queue: {tokens & set(queued)}"
+    return {c.name: c.state for c in open_campaign(campaign).curves()}
