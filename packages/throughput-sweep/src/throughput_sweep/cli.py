@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--optimizer-timing-from", type=Path, metavar="DIR", help="remeasure a completed throughput campaign's fitting points with optimizer timing")
     run.add_argument("--parallel-optimizer-points", action="store_true", help="with --optimizer-timing-from: submit every inherited point independently")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
-    run.add_argument("--poll-max-seconds", type=_positive_float, default=30.0, help=argparse.SUPPRESS)
+    run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
     run.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
 
     status = sub.add_parser("status", help="where each curve stands: state, job ids, failures")
@@ -259,7 +259,8 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
 
     options = Options(
         retry_failed=args.retry_failed,
-        poll_max=args.poll_max_seconds,
+        # Local jobs are checked from files, so polling often costs nothing; Slurm is asked less often.
+        poll_max=args.poll_max_seconds or (5.0 if campaign.manifest.profile.scheduler == "local" else 30.0),
         progress=not args.no_progress,
         resume_command=resume_command(campaign.root, driver_name()),
     )
