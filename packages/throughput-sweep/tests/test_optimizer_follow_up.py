@@ -1,0 +1,145 @@
+"""Optimizer follow-ups on the CPU: the primary percentage and flags from constructed
+results checked against hand-derived numbers, the exact inherited grid of a
+single-context parent, and the refusals of an incomplete parent (local scheduler, scripted worker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from throughput_schema import BurstSample, OptimizerTiming, Throughput, Window, WorkerResult
+from throughput_schema.layout import Attempt
+from throughput_schema.outcomes import Ok
+from throughput_schema.recipe import load_recipe, parameter_count
+from throughput_sweep.collect import optimizer_row
+from throughput_sweep.curves import AttemptInfo
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run(*args, plan: Path | None = None, check_rc: int | None = 0):
+    """`throughput-sweep ARGS` on the local scheduler, with the scripted worker importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "tests") + os.pathsep + env.get("PYTHONPATH", "")
+    if plan is not None:
+        env["SCRIPTED_WORKER_PLAN"] = str(plan)
+    proc = subprocess.run([sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    if check_rc is not None:
+        assert proc.returncode == check_rc, proc.stdout + proc.stderr
+    return proc
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def result(tokens_per_second: float, *, timing: OptimizerTiming | None = None, unstable: bool = False) -> WorkerResult:
+    recipe = load_recipe(ROOT / "configs" / "20m.yaml", ["model.context_length=512", "training.micro_batch_size=4",
+                                                          "training.batch_tokens=2048"])
+    return WorkerResult(
+        outcome=Ok(),
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        mode="optimizer-timing" if timing else "throughput",
+        windows=[Window(updates=20, seconds=20 * 2048 / tokens_per_second)] * 3,
+        throughput=Throughput(
+            tokens_per_second=tokens_per_second,
+            sequences_per_second=tokens_per_second / 512,
+            window_tokens_per_second=[tokens_per_second] * 3,
+            cv=0.0,
+            unstable=unstable,
+            update_ms=1000.0 * 2048 / tokens_per_second,
+        ),
+        optimizer_timing=timing,
+    )
+
+
+def info(baseline: WorkerResult, instrumented: WorkerResult) -> AttemptInfo:
+    attempt = Attempt(path=Path("curves/20m-c512/b4/attempt-1"), model="20m", context_length=512, batch_size=4,
+                      attempt=1, intent=None, receipt=None, result=instrumented, baseline=baseline)
+    return AttemptInfo(attempt=attempt, optimizer=True)
+
+
+def timing(window_ms: list[float], *, unstable: bool = False) -> OptimizerTiming:
+    bursts = [BurstSample(window=i, updates=20, wall_seconds=0.4, graph_ms=19.0, optimizer_ms=ms) for i, ms in enumerate(window_ms)]
+    return OptimizerTiming(bursts=bursts, window_optimizer_ms=window_ms, window_graph_ms=[19.0] * 3,
+                           optimizer_ms=sorted(window_ms)[1], optimizer_cv=0.0, share_of_wall=0.1, share_of_graph=0.1,
+                           unstable=unstable)
+
+
+def test_primary_percentage_and_flags_by_hand():
+    # Baseline: 2048 tokens per update at 102,400 tokens/s -> 20.0 ms per update.
+    # Instrumented: 96,603.77 tokens/s -> 21.2 ms per update: wall time +6% (> 5%: flagged).
+    # Window optimizer ms 2.5, 2.0, 3.0 -> median 2.5 -> 2.5 / 20.0 = 12.5% of the baseline update.
+    row = optimizer_row(info(result(102_400.0), result(2048 / 0.0212, timing=timing([2.5, 2.0, 3.0]))))
+    assert row["baseline_update_ms"] == pytest.approx(20.0)
+    assert row["optimizer_ms"] == pytest.approx(2.5)
+    assert row["optimizer_percent"] == pytest.approx(12.5)
+    assert row["wall_change"] == pytest.approx(0.06)
+    assert row["flag_wall_change_over_5pct"] is True and row["flag_unstable"] is False
+
+    # +4% wall time is not flagged; remaining optimizer instability is.
+    row = optimizer_row(info(result(102_400.0), result(2048 / 0.0208, timing=timing([4.0, 5.0, 3.0], unstable=True))))
+    assert row["optimizer_percent"] == pytest.approx(100 * 4.0 / 20.0)
+    assert row["wall_change"] == pytest.approx(0.04) and row["flag_wall_change_over_5pct"] is False
+    assert row["flag_unstable"] is True
+    # An unstable baseline flags the point too.
+    row = optimizer_row(info(result(102_400.0, unstable=True), result(102_400.0, timing=timing([2.5, 2.0, 3.0]))))
+    assert row["flag_unstable"] is True and row["wall_change"] == pytest.approx(0.0)
+
+
+def write_plan(path: Path, points: dict) -> Path:
+    path.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": points}))
+    return path
+
+
+def test_single_context_parent_is_inherited_exactly(tmp_path):
+    plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom"})
+    parent = tmp_path / "parent"
+    run("run", "--output", parent, "--models", "20m", "--contexts", "512", "--worker", "scripted_worker",
+        "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    before = snapshot(parent)
+    opt = tmp_path / "opt"
+    run("run", "--optimizer-timing-from", parent, "--output", opt, "--worker", "scripted_worker",
+        "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    manifest = json.loads((opt / "manifest.json").read_text())
+    assert manifest["contexts"] == [512] and manifest["inherited_batches"] == {"20m-c512": [1, 2]}
+    assert sorted(p.name for p in (opt / "curves/20m-c512").iterdir()) == ["b1", "b2"]
+    for b in (1, 2):
+        folder = opt / f"curves/20m-c512/b{b}/attempt-1"
+        assert {"baseline.json", "result.json", "bursts.jsonl"} <= {p.name for p in folder.iterdir()}
+    assert "20m-c512           complete" in run("status", "--output", opt).stdout
+    assert snapshot(parent) == before
+
+
+def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
+    plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "compile_error"})
+    parent = tmp_path / "parent"
+    run("run", "--output", parent, "--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker",
+        "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    # 20m-c512 bounded (1, 2; OOM at 4), 20m-c1024 blocked at batch 2
+    before = snapshot(parent)
+    opt = tmp_path / "opt"
+    r = run("run", "--optimizer-timing-from", parent, "--parallel-optimizer-points", "--output", opt,
+            "--worker", "scripted_worker", "--no-progress", plan=plan, check_rc=2)
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert "--parallel-optimizer-points needs a completed memory sweep" in line and "blocked curves (20m-c1024)" in line
+    assert not opt.exists()
+
+    # A curve that has not ended (its last point removed: the sweep would go on) is refused in either mode.
+    shutil.rmtree(parent / "curves/20m-c512/b4")
+    for extra in ([], ["--parallel-optimizer-points"]):
+        r = run("run", "--optimizer-timing-from", parent, *extra, "--output", opt, "--worker", "scripted_worker",
+                "--no-progress", plan=plan, check_rc=2)
+        assert "the throughput campaign is not complete" in r.stderr and "20m-c512" in r.stderr and "finish it first" in r.stderr
+        assert not opt.exists()
+    after = snapshot(parent)  # nothing but the removed point changed
+    assert after == {k: v for k, v in before.items() if not k.startswith("curves/20m-c512/b4/")}
