@@ -79,7 +79,7 @@ def job_state(job_id: str) -> str:
     return out
 
 
-def local_slurm(*args: str) -> None:
+def slurm_tool(*args: str) -> None:
     """tools/local-slurm.sh ARGS (stop-daemon/start-daemon/start), checked."""
     subprocess.run([str(LOCAL_SLURM), *args], check=True, capture_output=True, text=True, timeout=300)
 

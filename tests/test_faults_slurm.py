@@ -23,7 +23,7 @@ from campaign_helpers import (
     check_campaign,
     intents,
     job_state,
-    local_slurm,
+    slurm_tool,
     profile,
     receipts,
     start_sweep,
@@ -70,12 +70,12 @@ def result_kind(out: Path, curve: str, batch: int, attempt: int = 1) -> str:
 
 @contextmanager
 def daemon_stopped(name: str):
-    local_slurm("stop-daemon", name)
+    slurm_tool("stop-daemon", name)
     try:
         yield
     finally:
-        local_slurm("start-daemon", name)
-        local_slurm("start")
+        slurm_tool("start-daemon", name)
+        slurm_tool("start")
 
 
 # --------------------------------------------------------------------------- the cases
@@ -115,3 +115,166 @@ def test_scancel_kill_mid_result_second_watcher_and_collect_crash(local_slurm, t
     assert r.returncode == 0, r.stderr
     summary = {c["curve"]: c for c in json.loads((out / "results.json").read_text())["curves"]}
     assert all(c["first_oom_batch"] is None for c in summary.values())
+
+
+def test_slurmctld_down_for_a_minute_with_a_submission_during_it(local_slurm, tmp_path):
+    """The controller is stopped while a job runs; the job's result lands, the next sbatch fails
+    (transiently) while it is down; once it is back the failed intent is settled by token and
+    the curve goes on: nothing blocked, nothing submitted twice."""
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {"20m-c512-b1": {"outcome": "sleep", "seconds": 3, "then": "ok"}})
+    out = tmp_path / "camp"
+    proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
+                       "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+    try:
+        running_job(out, "20m-c512", 1)
+        with daemon_stopped("slurmctld"):
+            wait_for((out / "curves/20m-c512/b2/attempt-1/intent.json").exists, 30, "a submission while down")
+            time.sleep(55)
+            assert proc.poll() is None, (tmp_path / "watcher.log").read_text()
+        assert finish(proc) == 0, (tmp_path / "watcher.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "watcher.log").read_text()
+    assert "Unable to contact slurm controller" in log
+    assert check_campaign(out, since) == {"20m-c512": "capped"}
+    settled = json.loads((out / "curves/20m-c512/b2/attempt-1/settlement.json").read_text())
+    assert settled["state"] == "never-submitted"
+    assert result_kind(out, "20m-c512", 2, attempt=2) == "ok"
+
+
+def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
+    """sacct fails while jobs end: squeue still says how they ended, the curve goes on, and the
+    final accounting is added to every receipt once slurmdbd is back (not given up)."""
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {"20m-c512-b2": "crash"}, ok_seconds=0.5)
+    out = tmp_path / "camp"
+    with daemon_stopped("slurmdbd"):
+        proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--max-batch", "2",
+                           "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+        try:
+            wait_for(lambda: len(list(out.glob("curves/*/b*/attempt-*/result.json"))) >= 4, 60, "four results")
+            time.sleep(35)  # longer than the watcher's wait for late accounting
+            assert proc.poll() is None, (tmp_path / "watcher.log").read_text()
+        except BaseException:
+            proc.kill()
+            raise
+    assert finish(proc) == 0, (tmp_path / "watcher.log").read_text()
+    assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "capped"}
+    for receipt in receipts(out):
+        assert receipt["accounting_final"] and receipt["accounting"]["state"] in ("COMPLETED", "FAILED"), receipt
+
+
+@contextmanager
+def min_job_age(seconds: int, conf: Path):
+    """squeue forgets finished jobs after `seconds` (MinJobAge), through `scontrol reconfigure`."""
+    original = conf.read_text()
+    conf.write_text(original.replace("MinJobAge=300", f"MinJobAge={seconds}"))
+    try:
+        subprocess.run(["scontrol", "reconfigure"], check=True)
+        yield
+    finally:
+        conf.write_text(original)
+        subprocess.run(["scontrol", "reconfigure"], check=True)
+
+
+def test_squeue_forgets_finished_jobs(local_slurm, tmp_path):
+    """With MinJobAge=2 squeue purges finished jobs at once; a job that ended while the watcher
+    was dead, and is gone from squeue, is found in sacct on --resume (never taken as lost)."""
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {"20m-c512-b2": "crash"})
+    out = tmp_path / "camp"
+    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
+            "--profile", profile(tmp_path), *FAST]
+    with min_job_age(2, local_slurm.slurm_conf):
+        r = sweep(*args, plan=plan, crash="after-receipt@2")
+        assert r.returncode == -9, r.stderr
+        job_id = json.loads((out / "curves/20m-c512/b2/attempt-1/receipt.json").read_text())["job_id"]
+        gone = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
+        wait_for(lambda: "Invalid job id" in subprocess.run(
+            ["squeue", "-h", "-j", job_id], capture_output=True, text=True).stderr, 60, f"squeue to forget {job_id}")
+        del gone
+        r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+        assert r.returncode == 0, r.stderr
+    assert check_campaign(out, since) == {"20m-c512": "blocked"}
+    assert result_kind(out, "20m-c512", 2) == "crashed"
+    accounting = {r["job_id"]: r["accounting"] for r in receipts(out)}
+    assert accounting[job_id]["state"] == "FAILED"
+
+
+def test_sbatch_refused_for_good_blocks_with_one_clear_message(local_slurm, tmp_path):
+    """A partition that does not exist: every curve is refused once with Slurm's own words, the
+    watcher ends (no retry storm) and no job reaches the accounting."""
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {})
+    out = tmp_path / "camp"
+    r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024",
+              "--profile", profile(tmp_path, partition="nosuchpartition"), *FAST, plan=plan, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Invalid partition name specified" in r.stderr
+    assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "blocked"}
+    assert {k: len(v) for k, v in intents(out).items()} == {("20m-c512", 1): 1, ("20m-c1024", 1): 1}
+    status = sweep("status", "--output", out).stdout
+    assert status.count("sbatch refused the job") >= 2 and "Invalid partition" in status
+
+
+def test_node_down_while_a_job_runs(local_slurm, tmp_path):
+    """The node is set DOWN under a running job: the point is node_fail or cancelled, never a
+    boundary, never rerun behind the watcher's back; the node is resumed afterwards."""
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {"20m-c512-b2@1": SLEEP})
+    out = tmp_path / "camp"
+    proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
+                       "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+    try:
+        running_job(out, "20m-c512", 2)
+        try:
+            subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=down", "reason=fault-test"], check=True)
+            assert finish(proc, timeout=120) == 0, (tmp_path / "watcher.log").read_text()
+        finally:
+            subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=resume"], check=False)
+            slurm_tool("start")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert check_campaign(out, since) == {"20m-c512": "blocked"}
+    assert result_kind(out, "20m-c512", 2) in ("node_fail", "cancelled")
+
+
+def test_disk_full_while_writing_a_result(local_slurm, tmp_path):
+    """The campaign lives on a small tmpfs that fills up while a job runs: the watcher stops
+    with one line and a non-zero exit; after space is freed, --resume finishes the campaign."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        since = datetime.now() - timedelta(seconds=2)
+        plan = write_plan(tmp_path, {"20m-c512-b2@1": {"outcome": "sleep", "seconds": 4, "then": "ok"}})
+        out = disk / "camp"
+        proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
+                           "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+        try:
+            running_job(out, "20m-c512", 2)
+            filler = disk / "filler"
+            subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+            code = finish(proc, timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        log = (tmp_path / "watcher.log").read_text()
+        assert code not in (0, -9), log
+        assert "Traceback" not in log and log.strip().splitlines()[-1].startswith("throughput-sweep: "), log
+        assert "resume with" in log.strip().splitlines()[-1], log
+        assert "No space left on device" in log.strip().splitlines()[-1], log
+        filler.unlink()
+        r = sweep("run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress",
+                  plan=plan)
+        if r.returncode == 2 and "--retry-failed" in r.stderr:
+            r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+        assert r.returncode == 0, r.stderr
+        check_campaign(out, since)
+        assert not list(out.rglob(".*.tmp")), "a temp file of an atomic write was left behind"
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

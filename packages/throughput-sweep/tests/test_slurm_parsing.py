@@ -26,7 +26,7 @@ PROFILE = ClusterProfile(name="gh200", scheduler="slurm", account="throughput", 
 def test_sbatch_argv_is_a_list_with_every_resource():
     argv = sbatch_argv(PROFILE, Path("/c/a b/job.sh"), token="tok", workdir=Path("/c/a b"))
     assert argv == [
-        "sbatch", "--parsable", "--job-name=tok", "--comment=tok", "--account=throughput", "--partition=gpu",
+        "sbatch", "--parsable", "--no-requeue", "--job-name=tok", "--comment=tok", "--account=throughput", "--partition=gpu",
         "--gpus=1", "--cpus-per-task=8", "--mem=64G", "--time=14", "--output=/c/a b/slurm-%j.out",
         "--chdir=/c/a b", "--constraint=gh200", "/c/a b/job.sh",
     ]

@@ -267,12 +267,31 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign)
         watcher = Watcher(campaign, scheduler, options, job_script)
-        code = anyio.run(watcher.run)
+        try:
+            try:
+                code = anyio.run(watcher.run)
+            except BaseExceptionGroup as group:  # a task of the watcher failed: report the cause itself
+                raise _first_leaf(group) from None
+        except OSError as exc:
+            # Disk full, folder gone...: stop cleanly; every file is written atomically, so
+            # --resume continues from what is on disk (submitted jobs keep running).
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise CampaignError(
+                f"{campaign.root}: the watcher stopped: {exc.strerror or exc}{where}; "
+                f"submitted jobs keep running; fix it, then resume with: {options.resume_command}"
+            ) from None
     if code == 130:
         return 130
     print(render_status(campaign), end="")
     print(f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {shlex.quote(str(campaign.root))}", file=sys.stderr)
     return 0
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:

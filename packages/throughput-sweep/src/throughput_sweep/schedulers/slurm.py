@@ -22,7 +22,7 @@ Polling (one cycle = one `poll()` call):
     `command_counts` counts every command issued since construction, so a test can
     assert "at most one squeue and one sacct per cycle".
 
-Submission: `sbatch --parsable` with resources on the command line (the batch script has
+Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch script has
 no #SBATCH lines). A transient failure (controller unreachable, socket time-out, busy)
 may hide an accepted job, so before every retry the job is looked up by its token (the
 job name); if the lookup cannot prove absence the retry is skipped and `SubmitFailed`
@@ -211,7 +211,9 @@ def _queue_state(state: str) -> str:
 
 def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch") -> list[str]:
     """The exact sbatch command line for one job (resources here, not in the script)."""
-    argv = [sbatch, "--parsable", f"--job-name={token}", f"--comment={token}"]
+    # --no-requeue: after a node failure Slurm would otherwise rerun the job under the same id
+    # in the same attempt folder, measuring the point again behind the watcher's back.
+    argv = [sbatch, "--parsable", "--no-requeue", f"--job-name={token}", f"--comment={token}"]
     if profile.account:
         argv.append(f"--account={profile.account}")
     if profile.partition:
