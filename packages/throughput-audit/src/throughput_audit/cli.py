@@ -11,8 +11,16 @@ from throughput_schema import SchemaError
 SHOWN_FAILURES = 8
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (no usage block), like every other message of the tool."""
+
+    def error(self, message: str) -> None:
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="throughput-audit",
         description="Re-derive every figure of a throughput or optimizer-timing campaign from its raw files "
         "and check its jobs against Slurm accounting. Writes audit.json and accounting.txt into the campaign.",

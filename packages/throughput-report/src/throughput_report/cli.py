@@ -19,8 +19,26 @@ from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (no usage block), like every other message of the tool."""
+
+    def error(self, message: str) -> None:
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="throughput-report",
         description="Combine throughput campaigns with their optimizer-timing follow-ups into a six-page PDF, "
         "figures, joined data and training-time projections at 20 tokens per parameter.",
@@ -31,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
                    help="optimizer-timing campaigns, the n-th measured from the n-th --throughput campaign")
     p.add_argument("--output", type=Path, required=True, metavar="OUT",
                    help="a new directory for the report (an existing report is never overwritten)")
-    p.add_argument("--tokens-per-update", type=int, default=None, metavar="N",
+    p.add_argument("--tokens-per-update", type=_positive_int, default=None, metavar="N",
                    help="B·L for the context comparison (default: the largest available on every curve)")
     return p
 

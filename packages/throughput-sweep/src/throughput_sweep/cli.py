@@ -356,7 +356,11 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from throughput_sweep.submission import reconcile_by_hand
 
     campaign = open_campaign(args.output)
-    with CampaignLock(campaign.root):
+    if args.job_id is not None and not args.job_id.isdigit():
+        raise CampaignError(f"--job-id {args.job_id!r}: expected a numeric job id")
+    if not any(i.attempt.intent is not None and i.attempt.intent.token == args.token for i in campaign.infos()):
+        raise CampaignError(f"--token {args.token}: no intent with this token in {campaign.root}")
+    with CampaignLock(campaign.root):  # checked again under the lock
         print(reconcile_by_hand(campaign, args.token, None if args.none else args.job_id))
     return 0
 
