@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from campaign_helpers import ROOT, sweep, write_plan
@@ -80,11 +81,23 @@ def collect(out: Path) -> None:
     checked(sweep("collect", "--output", out), f"collect {out.name}")
 
 
-def audit(out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+# sacct's answer while slurmdbd is down (the fault tests stop and restart it on the shared
+# local cluster): the audit rightly fails then; it is asked again once the database is back.
+DATABASE_DOWN = "Problem talking to the database"
+
+
+def audit(out: Path, *, attempts: int = 6, wait_seconds: float = 10.0) -> subprocess.CompletedProcess:
+    """`throughput-audit --output OUT`; rerun while the only trouble is an unreachable slurmdbd."""
+    for _ in range(attempts):
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out)],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )
+        failures = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
+        if not failures or not all(DATABASE_DOWN in line for line in failures):
+            return proc
+        time.sleep(wait_seconds)
+    return proc
 
 
 def report(throughput: list[Path], optimizer: list[Path], out: Path) -> subprocess.CompletedProcess:
