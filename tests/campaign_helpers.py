@@ -18,12 +18,12 @@ SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
 LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
 
 
-def profile(tmp_path: Path, name: str = "profile.yaml", **changes) -> Path:
+def profile(tmp_path: Path, filename: str = "profile.yaml", **changes) -> Path:
     """A copy of the local-slurm profile with short test limits (and `changes`)."""
     raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
     raw.update(name="local-slurm-test", time_limit_minutes=1, watchdog_minutes=5, python=sys.executable)
     raw.update(changes)
-    path = tmp_path / name
+    path = tmp_path / filename
     path.write_text(yaml.safe_dump(raw))
     return path
 
