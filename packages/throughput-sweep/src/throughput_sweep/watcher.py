@@ -49,6 +49,7 @@ class Options:
 class _State:
     finished: dict[str, str] = field(default_factory=dict)  # job id -> terminal state
     first_seen_finished: dict[str, float] = field(default_factory=dict)
+    first_seen_row: dict[str, float] = field(default_factory=dict)  # job id -> first sacct row
     accounting_given_up: set[str] = field(default_factory=set)
     # Held while submitting, so the poller never settles an intent whose sbatch is in flight.
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -244,7 +245,16 @@ class Watcher:
             if info.attempt.result is None:
                 write_missing_result(self.campaign, info, status.state, status.accounting)
                 changed = True
-            overdue = clock - self.st.first_seen_finished[receipt.job_id] >= self.options.accounting_grace
+            # The grace for a late row counts from sacct's first row for the job. No row at all
+            # means sacct did not answer (slurmdbd down): wait much longer for it to come back
+            # before keeping a receipt without its final accounting.
+            if status.accounting is not None:
+                self.st.first_seen_row.setdefault(receipt.job_id, clock)
+            row_since = self.st.first_seen_row.get(receipt.job_id)
+            grace = self.options.accounting_grace
+            overdue = (row_since is not None and clock - row_since >= grace) or (
+                clock - self.st.first_seen_finished[receipt.job_id] >= 10 * grace
+            )
             if status.accounting_final or overdue:
                 record_accounting(info, status.accounting, status.accounting_final)
                 if not status.accounting_final:
