@@ -40,6 +40,9 @@ class Options:
     accounting_grace: float = 30.0
     # Failed token lookups tolerated before an unsettled intent becomes ambiguous.
     settle_attempts: int = 5
+    # While running, an intent is declared ambiguous only after lookups failed for this long
+    # (a slurmctld restart of a few minutes must not block curves).
+    settle_patience: float = 600.0
     submit_backoff_max: float = 120.0
     progress: bool = True
     resume_command: str = ""
@@ -54,6 +57,7 @@ class _State:
     # Held while submitting, so the poller never settles an intent whose sbatch is in flight.
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     settle_failures: int = 0
+    settle_failing_since: float | None = None
     durations: list[float] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     wake_poller: anyio.Event = field(default_factory=anyio.Event)
@@ -211,13 +215,21 @@ class Watcher:
             infos = self.campaign.infos()
             if not any(i.status == "unsettled" for i in infos):
                 return False
-            give_up = self.st.settle_failures + 1 >= self.options.settle_attempts
+            since = self.st.settle_failing_since
+            give_up = (
+                self.st.settle_failures + 1 >= self.options.settle_attempts
+                and since is not None
+                and time.monotonic() - since >= self.options.settle_patience
+            )
             count, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
         if error:
             self.st.settle_failures += 1
+            if self.st.settle_failing_since is None:
+                self.st.settle_failing_since = time.monotonic()
             self._say(f"cannot settle submission intents yet: {error}")
         else:
             self.st.settle_failures = 0
+            self.st.settle_failing_since = None
         return count > 0
 
     async def _poll_once(self, infos: list[AttemptInfo]) -> bool:
