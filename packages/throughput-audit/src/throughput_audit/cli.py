@@ -7,20 +7,15 @@ import sys
 from pathlib import Path
 
 from throughput_schema import SchemaError
+from throughput_schema.argparsing import OneLineParser
 
 SHOWN_FAILURES = 8
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line (no usage block), like every other message of the tool."""
-
-    def error(self, message: str) -> None:
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="throughput-audit",
         description="Re-derive every figure of a throughput or optimizer-timing campaign from its raw files "
         "and check its jobs against Slurm accounting. Writes audit.json and accounting.txt into the campaign.",

@@ -17,14 +17,9 @@ from throughput_schema.codec import SchemaError
 
 from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
+from throughput_schema.argparsing import OneLineParser
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line (no usage block), like every other message of the tool."""
-
-    def error(self, message: str) -> None:
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def _positive_int(text: str) -> int:
@@ -38,7 +33,7 @@ def _positive_int(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="throughput-report",
         description="Combine throughput campaigns with their optimizer-timing follow-ups into a six-page PDF, "
         "figures, joined data and training-time projections at 20 tokens per parameter.",

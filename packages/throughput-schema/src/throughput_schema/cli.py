@@ -14,14 +14,9 @@ import msgspec
 
 from throughput_schema.codec import SchemaError, dumps, read, write_atomic
 from throughput_schema.records import RECORD_TYPES
+from throughput_schema.argparsing import OneLineParser
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line (no usage block), like every other message of the tool."""
-
-    def error(self, message: str) -> None:
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def json_schemas() -> dict[str, dict]:
@@ -30,8 +25,8 @@ def json_schemas() -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="throughput-schema", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="throughput-schema", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     export = sub.add_parser("export", help="write <kind>.schema.json for every record")
     export.add_argument("--output", type=Path, help="folder to write into (default: print one document)")
     validate = sub.add_parser("validate", help="decode a file as a record kind; exit 1 if it is malformed")

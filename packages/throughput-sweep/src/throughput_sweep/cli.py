@@ -29,14 +29,11 @@ from throughput_sweep.campaign import (
     plan_throughput,
     verify_frozen,
 )
+from throughput_schema.argparsing import OneLineParser
 
 PROG = "throughput-sweep"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def _positive_int(text: str) -> int:
@@ -70,8 +67,8 @@ def _positive_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     run = sub.add_parser("run", help="create or resume a campaign and watch it until every curve ends")
     run.add_argument("--output", type=Path, required=True, help="the campaign folder")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from throughput_schema import dumps
+from throughput_schema.argparsing import OneLineParser
 from throughput_schema.recipe import RecipeError, flops_per_token, load_recipe, parameter_count
 
 
@@ -40,7 +41,7 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tiny_llm", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m tiny_llm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("describe", help="print the resolved recipe and exact parameter count")
     add_recipe_args(p)
