@@ -267,6 +267,9 @@ class WorkerResult(_Record):
     # Updates run eagerly during setup (before capture): the optimizer counter after
     # window i is setup_updates + warmup + calibration + (i+1)·N.
     setup_updates: NonNegInt = 0
+    # Opt-in speed variants the update ran with (tiny_llm.kernels.Kernels.record(),
+    # e.g. {"attention": "flash", "cross_entropy": "chunked", ...}); {} in older results.
+    kernels: dict[str, str] = {}
 
 
 # ------------------------------------------------------------------------ submission

@@ -17,8 +17,11 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel
 
 from throughput_schema import ModelConfig
+from tiny_llm.cross_entropy import chunked_cross_entropy
+from tiny_llm.kernels import Kernels
 
 
 class RMSNorm(nn.Module):
@@ -50,9 +53,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.sdpa_backends = kernels.sdpa_backends()  # None: PyTorch chooses
         inner = cfg.n_heads * cfg.head_dim
         self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
         self.proj = nn.Linear(inner, cfg.d_model, bias=False)
@@ -62,7 +66,13 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.sdpa_backends is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            # A pinned kernel (Kernels.attention); dynamo traces this context manager,
+            # so the compiled forward and backward (and the CUDA graph) use that kernel.
+            with sdpa_kernel(self.sdpa_backends):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
@@ -78,10 +88,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, kernels)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg)
 
@@ -91,11 +101,11 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.kernels = cfg, kernels
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         # Tied LM head: the output projection reuses the embedding matrix.
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -128,7 +138,13 @@ class Transformer(nn.Module):
         x = self.embed(idx)
         for block in self.blocks:
             x = block(x, cos, sin)
-        logits = self.lm_head(self.norm(x))  # BF16 under autocast
+        x = self.norm(x)
+        if targets is not None and self.kernels.cross_entropy == "chunked":
+            # LM head + cross-entropy a chunk of tokens at a time (see tiny_llm.kernels).
+            return chunked_cross_entropy(
+                x.view(-1, x.shape[-1]), self.lm_head.weight, targets.view(-1), self.kernels.ce_chunk_tokens
+            )
+        logits = self.lm_head(x)  # BF16 under autocast
         if targets is None:
             return logits
         # The upcast is written out so that, compiled, inductor fuses it into the
@@ -136,10 +152,12 @@ class Transformer(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def build_model(cfg: ModelConfig, device: str | torch.device = "cpu", seed: int = 42) -> Transformer:
-    """A model whose weights depend only on `seed` (initialised on `device`)."""
+def build_model(
+    cfg: ModelConfig, device: str | torch.device = "cpu", seed: int = 42, kernels: Kernels = Kernels()
+) -> Transformer:
+    """A model whose weights depend only on `seed` (initialised on `device`); `kernels` never changes them."""
     device = torch.device(device)
     if device.type != "meta":
         torch.manual_seed(seed)
     with device:
-        return Transformer(cfg)
+        return Transformer(cfg, kernels)

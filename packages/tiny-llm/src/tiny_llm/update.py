@@ -11,12 +11,13 @@ update runs eagerly (backend "cpu-eager"), so CI exercises the same logic.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from throughput_schema import Recipe
 from tiny_llm.arena_adamw import ArenaAdamW
+from tiny_llm.kernels import Kernels
 from tiny_llm.model import Transformer, build_model
 
 PhaseHook = Callable[[str], None]
@@ -90,6 +91,7 @@ class Built:
     setup_updates: int = 0
     graph: object | None = None
     notes: dict = field(default_factory=dict)
+    kernels: Kernels = Kernels()
 
 
 def build(
@@ -100,14 +102,21 @@ def build(
     compile_model: bool | None = None,
     use_graph: bool | None = None,
     compile_mode: str | None = None,
+    kernels: Kernels = Kernels(),
     on_phase: PhaseHook = lambda phase: None,
 ) -> Built:
-    """Model, arena, inputs, compile and capture. Phases are announced through `on_phase`."""
+    """Model, arena, inputs, compile and capture. Phases are announced through `on_phase`.
+
+    `kernels` picks opt-in speed variants (default: none); `compile_mode`, when given,
+    overrides `kernels.compile_mode`.
+    """
+    if compile_mode is not None:
+        kernels = replace(kernels, compile_mode=compile_mode)
     cuda = device.type == "cuda"
     compile_model = cuda if compile_model is None else compile_model
     use_graph = cuda if use_graph is None else use_graph
     on_phase("setup")
-    model = build_model(recipe.model, device, seed=recipe.training.seed)
+    model = build_model(recipe.model, device, seed=recipe.training.seed, kernels=kernels)
     o = recipe.optimizer
     optimizer = ArenaAdamW(
         model,
@@ -118,7 +127,7 @@ def build(
         max_norm=recipe.training.grad_clip,
     )
     inputs, targets = make_inputs(recipe, device)
-    model_fn = torch.compile(model, mode=compile_mode) if compile_model else model
+    model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model
     events = None
     if timing_events:
         if not cuda:
@@ -126,7 +135,7 @@ def build(
         events = tuple(torch.cuda.Event(enable_timing=True, external=True) for _ in range(3))
     update = Update(model_fn, optimizer, inputs, targets, events=events)
     backend = ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
-    built = Built(recipe, device, model, optimizer, update, backend, run=update)
+    built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels)
     if use_graph:
         from tiny_llm.graph import capture_update
 

@@ -51,6 +51,7 @@ from throughput_schema import (
 )
 from throughput_schema.recipe import flops_per_token, parameter_count
 from tiny_llm import hardware, stats
+from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure
 from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
 
@@ -60,6 +61,7 @@ class WorkerOptions:
     protocol: Options
     device: str = "auto"  # auto | cuda | cpu
     compile_mode: str | None = None
+    kernels: Kernels = Kernels()  # opt-in speed variants; recorded in the result
 
 
 def resolve_device(name: str) -> torch.device:
@@ -185,7 +187,12 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
             torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
         built = build(
-            recipe, device, timing_events=opts.optimizer_timing, compile_mode=options.compile_mode, on_phase=on_phase
+            recipe,
+            device,
+            timing_events=opts.optimizer_timing,
+            compile_mode=options.compile_mode,
+            kernels=options.kernels,
+            on_phase=on_phase,
         )
         if cuda:
             torch.cuda.synchronize()
@@ -241,6 +248,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         finished_at=_now(),
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
+        kernels=_kernels_record(options),
     )
     if timing is not None:
         # Raw burst samples beside the result (bursts.jsonl for result.json), written
@@ -248,6 +256,15 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         write_bursts(output, timing)
     write_atomic(output, result)
     return result
+
+
+def _kernels_record(options: WorkerOptions) -> dict[str, str]:
+    kernels = options.kernels
+    if options.compile_mode is not None:
+        from dataclasses import replace
+
+        kernels = replace(kernels, compile_mode=options.compile_mode)
+    return kernels.record()
 
 
 def summarise(m: Measurement, recipe: Recipe, opts: Options, hw, fpt: int) -> Throughput:

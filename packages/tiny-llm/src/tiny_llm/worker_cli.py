@@ -44,6 +44,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="torch.compile mode for the model (default: inductor's default; the update graph is captured by us)",
     )
+    # Opt-in speed variants (tiny_llm.kernels); the defaults are the measured behaviour,
+    # and the choice is recorded in the result's `kernels`.
+    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING
+
+    p.add_argument("--attention-backend", choices=ATTENTION, default="auto",
+                   help="SDPA kernel to pin (default auto: PyTorch chooses)")
+    p.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="default",
+                   help="default: F.cross_entropy over all logits; chunked: LM head + loss fused over token chunks")
+    p.add_argument("--ce-chunk-tokens", type=int, default=CE_CHUNK_TOKENS,
+                   help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})")
+    p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
+                   help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
     p.set_defaults(func=main)
 
 
@@ -56,6 +68,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--window-seconds must be > 0, got {args.window_seconds}")
     if args.min_updates_per_window < 1:
         raise UsageError(f"--min-updates-per-window must be >= 1, got {args.min_updates_per_window}")
+    if args.ce_chunk_tokens < 1:
+        raise UsageError(f"--ce-chunk-tokens must be >= 1, got {args.ce_chunk_tokens}")
     if args.output.exists() and args.output.is_dir():
         raise UsageError(f"--output {args.output} is a directory; give a file path such as {args.output}/result.json")
 
@@ -90,10 +104,23 @@ def main(args: argparse.Namespace) -> int:
         ),
         device=args.device,
         compile_mode=args.compile_mode,
+        kernels=kernels_from_args(args),
     )
     result = run_worker(recipe, args.output, options)
     print(summary_line(result, args.output))
     return result.exit_code
+
+
+def kernels_from_args(args: argparse.Namespace):
+    from tiny_llm.kernels import Kernels
+
+    return Kernels(
+        attention=args.attention_backend,
+        cross_entropy=args.cross_entropy,
+        ce_chunk_tokens=args.ce_chunk_tokens,
+        compile_mode=args.compile_mode,
+        inductor_tuning=args.inductor_tuning,
+    )
 
 
 def summary_line(result, output: Path) -> str:
@@ -110,6 +137,9 @@ def summary_line(result, output: Path) -> str:
         f"MFU {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
         f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
     )
+    variants = {k: v for k, v in result.kernels.items() if v != "default" and v != "auto"}
+    if variants:
+        text += " [" + ", ".join(f"{k}={v}" for k, v in variants.items()) + "]"
     if result.optimizer_timing is not None:
         o = result.optimizer_timing
         sep = f", alone {o.separate_step_ms:.3f} ms" if o.separate_step_ms is not None else ""

@@ -1,0 +1,258 @@
+"""Opt-in speed variants (tiny_llm.kernels): each equals the default update.
+
+CPU: loss, gradients and weights after a few ArenaAdamW steps in float64 (where the
+arithmetic is exact enough to compare tightly) and under BF16 autocast (BF16
+tolerance); dynamo traces every variant without a graph break; the worker's flags
+parse and are recorded in the result. GPU (marked cuda): graph replay of each
+variant against the default graph.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from throughput_schema import WorkerResult, read
+from throughput_schema.recipe import load_recipe
+from tiny_llm.arena_adamw import ArenaAdamW
+from tiny_llm.cli import main
+from tiny_llm.cross_entropy import chunked_cross_entropy
+from tiny_llm.kernels import Kernels
+from tiny_llm.model import build_model
+
+ROOT = Path(__file__).resolve().parents[3]
+# Variants that run on the CPU (cuDNN and memory-efficient attention are CUDA-only).
+CPU_VARIANTS = {
+    "attention=flash": Kernels(attention="flash"),
+    "attention=math": Kernels(attention="math"),
+    "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=100),  # 256 tokens: 3 uneven chunks
+    "combined": Kernels(attention="flash", cross_entropy="chunked", ce_chunk_tokens=100),
+}
+
+
+def tiny(vocab=256, context=128):
+    return load_recipe(ROOT / "configs" / "tiny.yaml", [f"model.vocab_size={vocab}", f"model.context_length={context}"])
+
+
+def batch(recipe, b=2, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, recipe.model.vocab_size, (b, recipe.model.context_length + 1), generator=gen)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
+def models(kernels, dtype=torch.float64):
+    recipe = tiny()
+    ref = build_model(recipe.model, "cpu", seed=3).to(dtype)
+    var = build_model(recipe.model, "cpu", seed=3, kernels=kernels).to(dtype)
+    var.load_state_dict(ref.state_dict())
+    return recipe, ref, var
+
+
+def loss_and_grads(model, idx, tgt, autocast=False):
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = model(idx, tgt)
+    loss.backward()
+    # A compiled module names its parameters "_orig_mod.<name>".
+    return loss.detach().double(), {n.removeprefix("_orig_mod."): p.grad.double().clone()
+                                    for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_variant_equals_reference_float64(name):
+    recipe, ref, var = models(CPU_VARIANTS[name])
+    idx, tgt = batch(recipe)
+    (l0, g0), (l1, g1) = loss_and_grads(ref, idx, tgt), loss_and_grads(var, idx, tgt)
+    # The reference's cross-entropy upcasts to FP32 (logits.float()), so float32 tolerance.
+    torch.testing.assert_close(l1, l0, rtol=1e-6, atol=1e-6)
+    for n in g0:
+        torch.testing.assert_close(g1[n], g0[n], rtol=1e-5, atol=1e-7, msg=f"gradient of {n}")
+
+
+@pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_variant_equals_reference_bf16_autocast(name):
+    recipe, ref, var = models(CPU_VARIANTS[name], dtype=torch.float32)
+    idx, tgt = batch(recipe)
+    (l0, g0), (l1, g1) = loss_and_grads(ref, idx, tgt, True), loss_and_grads(var, idx, tgt, True)
+    torch.testing.assert_close(l1, l0, rtol=1e-2, atol=1e-2)
+    for n in g0:
+        # BF16 rounding of differently ordered sums: compare each gradient's error to its norm.
+        err = (g1[n] - g0[n]).norm() / g0[n].norm()
+        assert err < 2e-2, (n, err.item())
+
+
+@pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_variant_weights_after_arena_steps(name):
+    recipe, ref, var = models(CPU_VARIANTS[name])
+    opts = [ArenaAdamW(m, lr=1e-2, dtype=torch.float64, max_norm=1.0) for m in (ref, var)]
+    init = opts[0].params.clone()
+    for step in range(4):
+        idx, tgt = batch(recipe, seed=step)
+        for model, opt in zip((ref, var), opts):
+            opt.zero_grad()
+            model(idx, tgt).backward()
+            opt.step()
+    # Adam normalises each gradient element, so FP32-level differences in near-zero
+    # gradients (the default loss is FP32 even here) move single weights by up to lr·1e-3;
+    # the difference must be tiny against how far the weights moved.
+    diff = (opts[1].params - opts[0].params).norm().item()
+    moved = (opts[0].params - init).norm().item()
+    print(f"{name}: weight diff {diff:.3e} vs moved {moved:.3e}")
+    assert moved > 0 and diff < 1e-4 * moved, (diff, moved)
+    assert opts[0].metrics()["updates"] == opts[1].metrics()["updates"] == 4
+
+
+def test_chunked_cross_entropy_matches_f_cross_entropy():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(37, 16, dtype=torch.float64, generator=gen, requires_grad=True)
+    w = torch.randn(50, 16, dtype=torch.float64, generator=gen, requires_grad=True)
+    t = torch.randint(0, 50, (37,), generator=gen)
+    ref = torch.nn.functional.cross_entropy((x @ w.t()).float(), t)  # the model's FP32 loss
+    gx, gw = torch.autograd.grad(3.0 * ref, (x, w))
+    for chunk in (1, 8, 37, 100):
+        out = chunked_cross_entropy(x, w, t, chunk)
+        cx, cw = torch.autograd.grad(3.0 * out, (x, w))  # a non-unit incoming gradient scales both
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(cx, gx)
+        torch.testing.assert_close(cw, gw)
+
+
+@pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_variant_traces_without_graph_break(name):
+    """dynamo + AOT autograd trace the sdpa_kernel context manager and the chunked loss in one graph."""
+    recipe, ref, var = models(CPU_VARIANTS[name], dtype=torch.float32)
+    idx, tgt = batch(recipe)
+    compiled = torch.compile(var, backend="aot_eager", fullgraph=True)
+    try:
+        (l0, g0), (l1, g1) = loss_and_grads(ref, idx, tgt, True), loss_and_grads(compiled, idx, tgt, True)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(l1, l0, rtol=1e-2, atol=1e-2)
+    for n in g0:
+        assert (g1[n] - g0[n]).norm() / g0[n].norm() < 2e-2, n
+
+
+def test_pinned_attention_backend_reaches_compiled_forward_and_backward():
+    """The sdpa_kernel choice is baked into the AOT graphs (so a CUDA graph replays that kernel)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from functorch.compile import make_boxed_func
+
+    recipe = tiny()
+    idx, tgt = batch(recipe, b=1)
+    ops = {}
+    for attention in ("auto", "math"):
+        seen = set()
+
+        def keep(gm, _inputs, seen=seen):
+            seen.update(str(n.target) for n in gm.graph.nodes)
+            return make_boxed_func(gm.forward)
+
+        def backend(gm, example_inputs):
+            return aot_module_simplified(gm, example_inputs, fw_compiler=keep, bw_compiler=keep)
+
+        model = build_model(recipe.model, "cpu", kernels=Kernels(attention=attention))
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.compile(model, backend=backend, fullgraph=True)(idx, tgt)
+            loss.backward()
+        finally:
+            torch._dynamo.reset()
+        ops[attention] = seen
+    flash = {"aten._scaled_dot_product_flash_attention_for_cpu.default",
+             "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"}
+    assert flash <= ops["auto"]  # PyTorch's own choice on the CPU
+    assert not flash & ops["math"] and "aten.bmm.default" in ops["math"]  # pinned: the math decomposition
+
+
+def test_kernels_record_and_validation():
+    assert Kernels().record() == {"attention": "auto", "cross_entropy": "default", "compile_mode": "default",
+                                  "inductor_tuning": "default"}
+    k = Kernels(attention="flash", cross_entropy="chunked", ce_chunk_tokens=4096,
+                compile_mode="max-autotune-no-cudagraphs", inductor_tuning="coordinate-descent")
+    assert k.record()["ce_chunk_tokens"] == "4096" and k.record()["compile_mode"] == "max-autotune-no-cudagraphs"
+    assert Kernels().compile_kwargs() == {"mode": None}
+    opts = k.compile_kwargs()["options"]
+    assert opts["coordinate_descent_tuning"] and opts["max_autotune"]
+    with pytest.raises(ValueError, match="attention"):
+        Kernels(attention="fast")
+
+
+TINY = ["--config", str(ROOT / "configs" / "tiny.yaml"), "--set", "model.vocab_size=512",
+        "--set", "training.micro_batch_size=2", "--set", "training.batch_tokens=256"]
+FAST = ["--warmup", "1", "--windows", "1", "--window-seconds", "0.05", "--min-updates-per-window", "1",
+        "--device", "cpu"]
+
+
+def test_cli_flags_recorded_in_result(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    args = ["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST,
+            "--attention-backend", "flash", "--cross-entropy", "chunked", "--ce-chunk-tokens", "100"]
+    assert main(args) == 0
+    result = read(out, WorkerResult)
+    assert result.kernels == {"attention": "flash", "cross_entropy": "chunked", "compile_mode": "default",
+                              "inductor_tuning": "default", "ce_chunk_tokens": "100"}
+    assert "attention=flash" in capsys.readouterr().out
+
+
+def test_cli_defaults_recorded(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
+    assert read(out, WorkerResult).kernels == Kernels().record()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--attention-backend", "fast"], "--attention-backend"),
+    (["--cross-entropy", "fused"], "--cross-entropy"),
+    (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
+])
+def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
+    out = tmp_path / "r.json"
+    try:
+        rc = main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST, *extra])
+    except SystemExit as exc:  # argparse's choices: the one-line parser exits 2
+        rc = exc.code
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and needle in err and len(err.splitlines()) == 1 and not out.exists()
+
+
+# ------------------------------------------------------------------------------ GPU
+
+GPU_VARIANTS = {
+    "attention=flash": Kernels(attention="flash"),
+    "attention=cudnn": Kernels(attention="cudnn"),
+    "attention=efficient": Kernels(attention="efficient"),
+    "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
+    "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
+}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", GPU_VARIANTS)
+def test_gpu_graph_replay_variant_matches_default(name):
+    """Each variant's captured update agrees with the default captured update (loss, weights)."""
+    from tiny_llm.update import build
+
+    recipe = load_recipe(ROOT / "configs" / "20m.yaml", [
+        "model.context_length=256", "training.micro_batch_size=4", "training.batch_tokens=1024", "model.n_layers=4"])
+    cuda = torch.device("cuda")
+    init = copy.deepcopy(build(recipe, cuda, compile_model=False, use_graph=False).optimizer.params)
+    try:
+        base = build(recipe, cuda)
+        var = build(recipe, cuda, kernels=GPU_VARIANTS[name])
+        losses_b, losses_v = [], []
+        for _ in range(6):
+            base.run()
+            var.run()
+            losses_b.append(base.update.loss.item())
+            losses_v.append(var.update.loss.item())
+        torch.testing.assert_close(torch.tensor(losses_v), torch.tensor(losses_b), rtol=2e-2, atol=2e-2)
+        diff = (var.optimizer.params - base.optimizer.params).norm().item()
+        moved = (base.optimizer.params - init).norm().item()
+        assert moved > 0 and diff < 0.25 * moved, (diff, moved)
+        assert var.optimizer.metrics()["finite"] and var.kernels == GPU_VARIANTS[name]
+    finally:
+        torch._dynamo.reset()
