@@ -256,3 +256,23 @@ def test_gpu_graph_replay_variant_matches_default(name):
         assert var.optimizer.metrics()["finite"] and var.kernels == GPU_VARIANTS[name]
     finally:
         torch._dynamo.reset()
+
+
+def test_variants_benchmark_smoke_on_cpu(tmp_path):
+    """benchmarks/variants.py end to end on the CPU: baseline, a variant, a recorded failure, JSON."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("variants_bench", ROOT / "packages/tiny-llm/benchmarks/variants.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "variants.json"
+    assert bench.main(["--device", "cpu", "--points", "tiny@128x1", "--quick", "--check-updates", "2",
+                       "--cases", "baseline", "ce-chunked", "attn-efficient", "best", "--output", str(out)]) == 0
+    cases = json.loads(out.read_text())["points"][0]["cases"]
+    assert cases["baseline"]["ok"] and cases["baseline"]["kernels"] == Kernels().record()
+    chunked = cases["ce-chunked"]
+    assert chunked["ok"] and chunked["equal"] and chunked["kernels"]["cross_entropy"] == "chunked"
+    assert chunked["tokens_per_second"] > 0 and "ratio" in chunked and len(chunked["losses"]) == 2
+    assert not cases["attn-efficient"]["ok"] and "error" in cases["attn-efficient"]  # CUDA-only kernel
+    assert not cases["best"]["ok"] and "skipped" in cases["best"]

@@ -1,0 +1,273 @@
+"""Speed variants (tiny_llm.kernels) against the default update, measured in one process.
+
+For each point, each case is built through the worker's own path (`tiny_llm.update.build`:
+compile, eager warm-up, whole-update CUDA graph) and then:
+1. equality: `--check-updates` (default 4) graph replays after setup, the same count in
+   every case; the losses and the weight arena are compared with the baseline's
+   (equal = every loss within 2e-2 and ||w - w_base|| < 0.25·||w_base - w_init||, the
+   criterion of the GPU tests for BF16 kernels that round differently);
+2. speed: the worker's protocol (`tiny_llm.protocol.measure`: warm-up, calibration,
+   windows with the exact counter and finite checks) with short windows.
+Cases: baseline (Kernels()), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
+kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
+coordinate-descent tuning), max-autotune (compile mode max-autotune-no-cudagraphs; its
+compile takes minutes at 250m, so not in the default set), and best: the faster-than-
+baseline choices of this point combined (built only when two or more won).
+Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
+rewritten after every case, so a run cut short keeps what it measured.
+
+Run on the H200 (torch from the image; msgspec carried in .whl):
+
+    source tools/gpu-env.sh && python3 packages/tiny-llm/benchmarks/variants.py --quick \\
+        --output $OUT/variants.json
+
+The default set (5 points x 5 cases, headline points first) aims at under 8 minutes
+with --quick; `--budget-seconds` (default 450) skips the remaining cases once spent,
+recorded as skipped. Narrow it with `--points 250m@2048x16` and/or
+`--cases baseline attn-flash ce-chunked best`. `--device cpu` runs a smoke test
+(eager, no graph; tiny@128x2) so the script itself is covered by CPU tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
+
+from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
+from tiny_llm import hardware  # noqa: E402
+from tiny_llm.arena_adamw import ArenaAdamW  # noqa: E402
+from tiny_llm.kernels import Kernels  # noqa: E402
+from tiny_llm.model import build_model  # noqa: E402
+from tiny_llm.protocol import Measurement, Options, measure  # noqa: E402
+from tiny_llm.update import build  # noqa: E402
+from tiny_llm.worker import TorchRunner  # noqa: E402
+
+# Headline points first, so a budget cut loses the least important ones.
+DEFAULT_POINTS = ["250m@2048x16", "500m@2048x16", "90m@1024x32", "250m@4096x8", "20m@512x128"]
+CASES = {
+    "baseline": Kernels(),
+    "attn-flash": Kernels(attention="flash"),
+    "attn-cudnn": Kernels(attention="cudnn"),
+    "attn-efficient": Kernels(attention="efficient"),
+    "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
+    "ce-chunked": Kernels(cross_entropy="chunked"),
+    "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
+    "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
+}
+DEFAULT_CASES = ["baseline", "attn-flash", "ce-chunked", "inductor-cd", "best"]
+LOSS_TOL = 2e-2
+WEIGHT_TOL = 0.25  # of how far the baseline's weights moved from their init
+WIN = 1.01  # a choice enters "best" when at least 1% faster than the baseline
+
+
+def parse_point(text: str):
+    model, rest = text.split("@")
+    context, batch = rest.split("x")
+    return model, int(context), int(batch)
+
+
+def recipe_for(model: str, context: int, batch: int):
+    """As benchmarks/peers.py: the guide's optimizer settings, one micro-batch per update."""
+    return load_recipe(
+        ROOT / "configs" / f"{model}.yaml",
+        [f"model.context_length={context}", f"training.micro_batch_size={batch}",
+         f"training.batch_tokens={context * batch}", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
+    )
+
+
+def free(device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def initial_arena(recipe, device) -> torch.Tensor:
+    """The weights every case starts from, in the arena's layout."""
+    model = build_model(recipe.model, device, seed=recipe.training.seed)
+    params = ArenaAdamW(model).params.clone()
+    del model
+    return params
+
+
+def run_case(recipe, kernels: Kernels, device, opts: Options, check_updates: int, reference: dict | None) -> dict:
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter()
+    built = build(recipe, device, kernels=kernels)
+    if cuda:
+        torch.cuda.synchronize()
+    out = {"kernels": kernels.record(), "backend": built.backend, "setup_seconds": time.perf_counter() - t0}
+    losses = []
+    for _ in range(check_updates):
+        built.run()
+        losses.append(built.update.loss.item())
+    params = built.optimizer.params
+    out["losses"] = losses
+    out["weights_sum"] = params.double().sum().item()
+    out["weights_norm"] = params.double().norm().item()
+    if reference is None:
+        reference = {"losses": losses, "params": params.clone()}
+        out["equal"] = True
+    else:
+        loss_diff = max(abs(a - b) for a, b in zip(losses, reference["losses"]))
+        weight_diff = (params - reference["params"]).norm().item()
+        moved = (reference["params"] - reference["init"]).norm().item()
+        out.update(max_loss_diff=loss_diff, weight_diff=weight_diff, baseline_moved=moved,
+                   weight_diff_ratio=weight_diff / moved if moved else None)
+        out["equal"] = bool(loss_diff <= LOSS_TOL and moved > 0 and weight_diff < WEIGHT_TOL * moved)
+    m = Measurement(tokens_per_update=recipe.training.batch_tokens)
+    measure(TorchRunner(built), opts, m, updates_before=built.setup_updates + check_updates)
+    rates = m.rates()
+    out.update(tokens_per_second=statistics.median(rates), window_rates=rates,
+               updates_per_window=m.calibration.updates_per_window)
+    if cuda:
+        out["reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+    del built, params
+    return out, reference
+
+
+def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
+    """The faster-than-baseline, equal choices of this point combined (None unless two or more won)."""
+    base = cases.get("baseline", {})
+    if not base.get("ok"):
+        return None, []
+    rate = lambda name: cases[name]["tokens_per_second"] if cases.get(name, {}).get("ok") and cases[name]["equal"] else 0.0  # noqa: E731
+    winners = [n for n in cases if n not in ("baseline", "best") and rate(n) >= WIN * base["tokens_per_second"]]
+    attention = max((n for n in winners if n.startswith("attn-")), key=rate, default=None)
+    chosen = [n for n in winners if not n.startswith("attn-")] + ([attention] if attention else [])
+    if len(chosen) < 2:
+        return None, chosen
+    k = Kernels()
+    for name in chosen:
+        c = CASES[name]
+        k = replace(k, **{f: getattr(c, f) for f in ("attention", "cross_entropy", "compile_mode", "inductor_tuning")
+                          if getattr(c, f) != getattr(Kernels(), f)})
+    return k, chosen
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output", type=Path, required=True)
+    ap.add_argument("--points", nargs="*", default=None, help="MODEL@CONTEXTxBATCH (default: the issue's five)")
+    ap.add_argument("--cases", nargs="*", default=DEFAULT_CASES, choices=[*CASES, "best"])
+    ap.add_argument("--quick", action="store_true", help="windows of 0.5 s x 3 (else 2 s x 5)")
+    ap.add_argument("--check-updates", type=int, default=4, help="graph replays compared with the baseline")
+    ap.add_argument("--budget-seconds", type=float, default=450.0, help="skip the remaining cases after this")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test (eager, no graph)")
+    args = ap.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("variants.py: needs a CUDA GPU (or --device cpu for a smoke test)", file=sys.stderr)
+        return 2
+    points = args.points or (DEFAULT_POINTS if device.type == "cuda" else ["tiny@128x2"])
+    cases = [c for c in args.cases if c != "baseline"]
+    cases = ["baseline", *[c for c in cases if c != "best"], *(["best"] if "best" in cases else [])]
+    seconds, windows = (0.5, 3) if args.quick else (2.0, 5)
+    opts = Options(warmup=3, calibration_updates=3, windows=windows, extra_windows=0, window_seconds=seconds,
+                   min_updates_per_window=3)
+    hw = hardware.collect(device)
+    peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if device.type == "cuda" else None
+    report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
+                           "driver": hw.driver}, "peak_bf16_flops": peak, "quick": args.quick,
+              "check_updates": args.check_updates, "criteria": {"loss_abs": LOSS_TOL, "weight_ratio": WEIGHT_TOL},
+              "command": " ".join(sys.argv), "points": []}
+    started = time.perf_counter()
+    for text in points:
+        model, context, batch = parse_point(text)
+        recipe = recipe_for(model, context, batch)
+        fpt = flops_per_token(recipe.model)
+        point = {"point": text, "parameters": parameter_count(recipe.model), "flops_per_token": fpt, "cases": {}}
+        report["points"].append(point)
+        reference = None
+        for name in cases:
+            if time.perf_counter() - started > args.budget_seconds:
+                point["cases"][name] = {"ok": False, "skipped": "budget spent"}
+                continue
+            kernels = CASES.get(name)
+            if name == "best":
+                kernels, chosen = best_kernels(point["cases"])
+                if kernels is None:
+                    point["cases"][name] = {"ok": False, "skipped": f"fewer than two winners: {chosen or 'none'}"}
+                    continue
+            elif name != "baseline" and reference is None:
+                point["cases"][name] = {"ok": False, "skipped": "no baseline to compare with"}
+                continue
+            free(device)
+            try:
+                if name == "baseline":
+                    init = initial_arena(recipe, device)
+                out, ref = run_case(recipe, kernels, device, opts, args.check_updates, reference)
+                if name == "baseline":
+                    reference = {**ref, "init": init}
+                out["ok"] = True
+                if name == "best":
+                    out["combines"] = chosen
+                if peak:
+                    out["mfu"] = fpt * out["tokens_per_second"] / peak
+                base = point["cases"].get("baseline", {})
+                if base.get("ok"):
+                    out["ratio"] = out["tokens_per_second"] / base["tokens_per_second"]
+            except Exception as exc:  # noqa: BLE001 - record and continue with the next case
+                traceback.print_exc()
+                text_ = str(exc).strip().splitlines()
+                out = {"ok": False, "kernels": kernels.record(),
+                       "error": f"{type(exc).__name__}: {text_[0] if text_ else ''}"[:400]}
+            finally:
+                torch._dynamo.reset()
+                free(device)
+            point["cases"][name] = out
+            print_case(text, name, out, flush=True)
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(json.dumps(report, indent=2) + "\n")  # after every case: partial runs keep data
+        del reference
+        free(device)
+    report["seconds"] = time.perf_counter() - started
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print_table(report)
+    print(f"wrote {args.output} ({report['seconds']:.0f} s)")
+    return 0
+
+
+def fmt_case(c: dict) -> str:
+    if not c.get("ok"):
+        return c.get("skipped") and f"skipped ({c['skipped']})" or f"FAILED ({c.get('error', '')[:90]})"
+    mfu = f"{c['mfu']:6.1%}" if "mfu" in c else "   n/a"
+    ratio = f"{c['ratio']:.3f}x" if "ratio" in c else "1.000x"
+    eq = "yes" if c["equal"] else "NO"
+    detail = ""
+    if "max_loss_diff" in c:
+        detail = f"  loss diff {c['max_loss_diff']:.1e}, weights {c['weight_diff_ratio'] or 0:.2e} of moved"
+    if "combines" in c:
+        detail += f"  [{' + '.join(c['combines'])}]"
+    return (f"{c['tokens_per_second']:>12,.0f} {mfu} {ratio:>7} {eq:>5}  setup {c['setup_seconds']:5.1f} s"
+            f"{detail}")
+
+
+def print_case(point: str, name: str, c: dict, flush=False) -> None:
+    print(f"{point:>14} {name:<15} {fmt_case(c)}", flush=flush)
+
+
+def print_table(report: dict) -> None:
+    print(f"\n{'point':>14} {'case':<15} {'tokens/s':>12} {'MFU':>6} {'ratio':>7} {'equal':>5}")
+    for p in report["points"]:
+        for name, c in p["cases"].items():
+            print_case(p["point"], name, c)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
