@@ -218,8 +218,18 @@ def outcome_from_state(state: str, accounting: AccountingRow | None, deadline_se
     return Crashed(phase="slurm", message=note, exit_code=code)
 
 
-def write_missing_result(campaign: Campaign, info: AttemptInfo, state: str, accounting: AccountingRow | None) -> Path:
-    """A result derived from the scheduler's final word for a job that wrote none."""
+def write_missing_result(
+    campaign: Campaign, info: AttemptInfo, state: str, accounting: AccountingRow | None
+) -> Path | None:
+    """A result derived from the scheduler's final word for a job that wrote none.
+
+    `info` may predate the query that reported the end: a job that wrote its own result
+    in between keeps it (None is returned). Once the job has ended nothing else writes
+    there, so looking again now is enough.
+    """
+    path = info.attempt.path / RESULT
+    if path.exists():
+        return None
     recipe = read(campaign.recipe_path(info.attempt.model), Recipe)
     recipe = with_point(
         recipe,
@@ -238,7 +248,6 @@ def write_missing_result(campaign: Campaign, info: AttemptInfo, state: str, acco
         finished_at=now(),
         exit_code=code if code is not None else -1,
     )
-    path = info.attempt.path / RESULT
     if should_crash("while-result"):
         # Die half-way through an atomic write: a temp file exists, result.json does not.
         tmp = path.parent / f".{RESULT}.crash.tmp"
