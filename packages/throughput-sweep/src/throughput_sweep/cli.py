@@ -229,17 +229,6 @@ def _preview(plan) -> Campaign:
     return Campaign(root=plan.output, manifest=manifest)
 
 
-def make_scheduler(campaign: Campaign):
-    profile = campaign.manifest.profile
-    if profile.scheduler == "slurm":
-        from throughput_sweep.schedulers.slurm import SlurmScheduler
-
-        return SlurmScheduler(profile)
-    from throughput_sweep.schedulers.local import LocalScheduler
-
-    return LocalScheduler.for_campaign(profile, campaign.root)
-
-
 def driver_name() -> str:
     argv0 = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else PROG
     if argv0.endswith(".py"):
@@ -251,6 +240,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
     from throughput_sweep.jobs import job_script
+    from throughput_sweep.schedulers import make_scheduler
     from throughput_sweep.status import render_status
     from throughput_sweep.watcher import Options, Watcher, resume_command
 
@@ -262,7 +252,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         resume_command=resume_command(campaign.root, driver_name()),
     )
     with CampaignLock(campaign.root):
-        scheduler = make_scheduler(campaign)
+        scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
         watcher = Watcher(campaign, scheduler, options, job_script)
         try:
             try:
