@@ -56,17 +56,22 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def job_script(campaign: Campaign, point: NextPoint) -> str:
-    """The exact script submitted for this point (also printed by --dry-run)."""
-    m = campaign.manifest
-    directory = attempt_dir(campaign.root, point.model, point.context_length, point.batch_size, point.attempt).absolute()
-    spec = PointSpec(
+def point_spec(campaign: Campaign, point: NextPoint) -> PointSpec:
+    """The point as recorded in its intent and its batch script (the mode is the campaign's kind)."""
+    return PointSpec(
         model=point.model,
         context_length=point.context_length,
         batch_size=point.batch_size,
         attempt=point.attempt,
-        mode="optimizer-timing" if campaign.optimizer else "throughput",
+        mode=campaign.manifest.kind,
     )
+
+
+def job_script(campaign: Campaign, point: NextPoint) -> str:
+    """The exact script submitted for this point (also printed by --dry-run)."""
+    m = campaign.manifest
+    directory = attempt_dir(campaign.root, point.model, point.context_length, point.batch_size, point.attempt).absolute()
+    spec = point_spec(campaign, point)
     if campaign.optimizer:
         steps = [
             WorkerStep(worker_argv(campaign, point, directory / BASELINE, optimizer_timing=False), directory / BASELINE, "baseline"),

@@ -28,21 +28,19 @@ import msgspec
 
 from throughput_schema import (
     AccountingRow,
-    PointSpec,
     Receipt,
-    Recipe,
     SubmissionIntent,
     WorkerResult,
-    read,
     write_atomic,
 )
 from throughput_schema.layout import INTENT, JOB_SCRIPT, RECEIPT, RESULT, attempt_dir
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
-from throughput_schema.recipe import parameter_count, with_point
+from throughput_schema.recipe import parameter_count
 
 from throughput_sweep.campaign import SETTLEMENT, Campaign, now
 from throughput_sweep.curves import AttemptInfo, NextPoint, Settlement
 from throughput_sweep.faults import crash_point, should_crash
+from throughput_sweep.jobs import point_recipe, point_spec
 from throughput_sweep.schedulers.base import QueryFailed, Scheduler, SubmitFailed
 
 
@@ -79,7 +77,7 @@ async def submit_point(campaign: Campaign, scheduler: Scheduler, point: NextPoin
     intent = SubmissionIntent(
         token=token,
         campaign=campaign.manifest.name,
-        point=_point_spec(campaign, point),
+        point=point_spec(campaign, point),
         script_sha256=hashlib.sha256(script.encode()).hexdigest(),
         created_at=now(),
         scheduler=scheduler.name,
@@ -106,16 +104,6 @@ async def submit_point(campaign: Campaign, scheduler: Scheduler, point: NextPoin
     write_atomic(directory / RECEIPT, receipt)
     crash_point("after-receipt")
     return Submitted(job_id=job_id)
-
-
-def _point_spec(campaign: Campaign, point: NextPoint) -> PointSpec:
-    return PointSpec(
-        model=point.model,
-        context_length=point.context_length,
-        batch_size=point.batch_size,
-        attempt=point.attempt,
-        mode="optimizer-timing" if campaign.optimizer else "throughput",
-    )
 
 
 # --------------------------------------------------------------------- reconciliation
@@ -230,20 +218,14 @@ def write_missing_result(
     path = info.attempt.path / RESULT
     if path.exists():
         return None
-    recipe = read(campaign.recipe_path(info.attempt.model), Recipe)
-    recipe = with_point(
-        recipe,
-        context_length=info.attempt.context_length,
-        batch_size=info.attempt.batch_size,
-        protocol=campaign.manifest.protocol,
-    )
+    recipe = point_recipe(campaign, info.attempt.model, info.attempt.context_length, info.attempt.batch_size)
     outcome = outcome_from_state(state, accounting, campaign.manifest.profile.watchdog_minutes * 60)
     code = _exit_code(accounting.exit_code) if accounting else None
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,
         parameters=parameter_count(recipe.model),
-        mode="optimizer-timing" if campaign.optimizer else "throughput",
+        mode=campaign.manifest.kind,
         protocol=campaign.manifest.protocol,
         finished_at=now(),
         exit_code=code if code is not None else -1,
