@@ -23,6 +23,7 @@ import anyio
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
+from throughput_sweep.schedulers.slurm import slurm_minutes
 from throughput_sweep.submission import (
     record_accounting,
     settle_intents,
@@ -329,16 +330,9 @@ class Watcher:
 
 
 def _seconds(elapsed: str) -> float:
+    """sacct's Elapsed in seconds (0 when it cannot be read)."""
     try:
-        days = 0
-        if "-" in elapsed:
-            d, elapsed = elapsed.split("-", 1)
-            days = int(d)
-        parts = [int(p) for p in elapsed.split(":")]
-        while len(parts) < 3:
-            parts.insert(0, 0)
-        h, m, s = parts[-3:]
-        return days * 86400 + h * 3600 + m * 60 + s
+        return 60.0 * (slurm_minutes(elapsed) or 0.0)
     except ValueError:
         return 0.0
 
