@@ -8,5 +8,8 @@ fi
 _pp=/tmp/site
 for _src in "$_root"/packages/*/src; do _pp="$_pp:$_src"; done
 export PYTHONPATH="$_pp${PYTHONPATH:+:$PYTHONPATH}"
+# Campaign jobs (profile local-gpu) replace PYTHONPATH with their frozen sources; tools/compute-python
+# appends this so the carried wheels stay importable there.
+export THROUGHPUT_EXTRA_PYTHONPATH=/tmp/site
 export PYTHONUNBUFFERED=1
 unset _root _pp _src
