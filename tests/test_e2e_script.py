@@ -1,0 +1,68 @@
+"""tools/h200-e2e.sh --cpu: the GPU end-to-end run's whole path on the CPU.
+
+Both campaigns on the local scheduler through the local-gpu profile (tools/compute-python),
+the scripted worker writing real records; a first call stopped at its time budget
+mid-campaign (exit 75, jobs left running), a second resuming to the end, a third finding
+every stage complete; then the packed deliverables: audits pass, the report has six pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tools/h200-e2e.sh"
+
+
+def _run(tmp_path: Path, *args: str, timeout: float = 200) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SCRIPTED_WORKER_PLAN=str(tmp_path / "plan.json"))
+    env.pop("OUT", None)
+    return subprocess.run(
+        ["bash", str(SCRIPT), "--cpu", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+def test_e2e_script_on_cpu_stops_resumes_and_packs(tmp_path):
+    (tmp_path / "plan.json").write_text(json.dumps({"default": "ok", "ok_seconds": 4}))
+    first = _run(tmp_path, "--budget", "70")
+    assert first.returncode == 75, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "stopped at the budget" in first.stdout
+    jobs = list((tmp_path / "runs/throughput/.local-jobs").glob("*.json"))
+    assert jobs and not (tmp_path / "runs/optimizer").exists()
+
+    second = _run(tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    third = _run(tmp_path, timeout=120)  # idempotent: every stage already complete
+    assert third.returncode == 0, third.stdout[-3000:]
+    assert "created campaign" not in third.stdout + third.stderr
+
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["e2e-cpu.tar.gz", "e2e.log", "summary.txt"]
+    with tarfile.open(out / "e2e-cpu.tar.gz") as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    pack = tmp_path / "unpacked/e2e-cpu"
+    assert (pack / "STATE.txt").read_text().strip() == "complete"
+    for campaign in ("throughput", "optimizer"):
+        audit = json.loads((pack / campaign / "audit.json").read_text())
+        assert audit["summary"]["failed"] == 0 and audit["summary"]["passed"] > 100
+        for name in ("README.md", "results.csv", "results.json", "throughput.png", "memory.png", "accounting.txt"):
+            assert (pack / campaign / name).stat().st_size > 0, name
+    # The throughput campaign ran with the window given; the follow-up inherited it.
+    manifest = json.loads((pack / "throughput/manifest.json").read_text())
+    assert manifest["protocol"]["window_seconds"] == 0.5 and manifest["profile"]["name"] == "local-gpu"
+    assert manifest["profile"]["python"].endswith("tools/compute-python")
+
+    from pypdf import PdfReader
+
+    assert len(PdfReader(pack / "report/report.pdf").pages) == 6
+    assert len(list((pack / "report").glob("*.png"))) >= 5
+    summary = (out / "summary.txt").read_text()
+    assert summary.startswith("# e2e cpu: complete") and "report.pdf (6 pages)" in summary
