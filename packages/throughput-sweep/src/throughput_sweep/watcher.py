@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
@@ -135,20 +136,24 @@ class Watcher:
 
     async def startup(self) -> None:
         """Before anything is submitted: learn every recorded job's state, settle every intent."""
-        infos = self.campaign.infos()
-        await self._poll_once(infos)
+        await self._poll_once(await self.infos())
         for attempt in range(self.options.settle_attempts):
-            infos = self.campaign.infos()
+            infos = await self.infos()
             give_up = attempt == self.options.settle_attempts - 1
             _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
             if not error:
                 break
             self._say(f"cannot settle submission intents yet ({error}); retrying")
             await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
-        await self._poll_once(self.campaign.infos())
+        await self._poll_once(await self.infos())
 
-    def curves(self) -> tuple[list[AttemptInfo], list[Curve]]:
-        infos = self.campaign.infos()
+    async def infos(self) -> list[AttemptInfo]:
+        """Every attempt's files, read in a worker thread: a campaign of hundreds of points on a
+        shared file system must not stall the event loop (signals, the other task)."""
+        return await anyio.to_thread.run_sync(self.campaign.infos)
+
+    async def curves(self) -> tuple[list[AttemptInfo], list[Curve]]:
+        infos = await self.infos()
         return infos, derive(self.campaign.manifest, infos, self.retry)
 
     def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
@@ -163,7 +168,7 @@ class Watcher:
     async def _submitter(self) -> None:
         backoff = 0.0
         while True:
-            infos, curves = self.curves()
+            infos, curves = await self.curves()
             self._progress(infos, curves)
             if self.finished_all(infos, curves):
                 self.st.done = True
@@ -203,7 +208,7 @@ class Watcher:
                 await self.st.wake_poller.wait()
             if self.st.done:
                 return
-            changed = await self._poll_once(self.campaign.infos())
+            changed = await self._poll_once(await self.infos())
             changed |= await self._settle_in_loop()
             if changed:
                 interval = self.options.poll_min
@@ -213,7 +218,7 @@ class Watcher:
 
     async def _settle_in_loop(self) -> bool:
         async with self.st.lock:
-            infos = self.campaign.infos()
+            infos = await self.infos()
             if not any(i.status == "unsettled" for i in infos):
                 return False
             since = self.st.settle_failing_since
@@ -281,8 +286,7 @@ class Watcher:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
                 self.st.interrupted = True
-                infos = self.campaign.infos()
-                out = jobs_out(infos, self.st.finished)
+                out = jobs_out(await self.infos(), self.st.finished)
                 self._end_progress()
                 print(
                     f"\nInterrupted. {out} submitted job(s) keep running. Resume with:\n  {self.options.resume_command}",
