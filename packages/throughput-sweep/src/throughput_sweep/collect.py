@@ -46,17 +46,25 @@ def _mem(r: WorkerResult | None, phase: str, kind: str):
     return getattr(peaks, f"{kind}_bytes") if peaks is not None else None
 
 
-def point_row(info: AttemptInfo) -> dict:
+def _point_columns(info: AttemptInfo) -> dict:
+    """The columns that name an attempt, first in every table."""
     a = info.attempt
-    r = a.baseline if info.optimizer and a.baseline is not None else a.result
-    t = r.throughput if r is not None else None
-    acc = a.receipt.accounting if a.receipt else None
     return {
         "curve": a.curve,
         "model": a.model,
         "context_length": a.context_length,
         "batch_size": a.batch_size,
         "attempt": a.attempt,
+    }
+
+
+def point_row(info: AttemptInfo) -> dict:
+    a = info.attempt
+    r = a.baseline if info.optimizer and a.baseline is not None else a.result
+    t = r.throughput if r is not None else None
+    acc = a.receipt.accounting if a.receipt else None
+    return {
+        **_point_columns(info),
         "status": info.status,
         "outcome": info.outcome,
         "job_id": info.job_id,
@@ -92,11 +100,7 @@ def optimizer_row(info: AttemptInfo) -> dict | None:
     base_ms = base.throughput.update_ms
     wall_change = (inst.throughput.update_ms - base_ms) / base_ms
     return {
-        "curve": a.curve,
-        "model": a.model,
-        "context_length": a.context_length,
-        "batch_size": a.batch_size,
-        "attempt": a.attempt,
+        **_point_columns(info),
         "job_id": info.job_id,
         "baseline_tokens_per_second": base.throughput.tokens_per_second,
         "baseline_update_ms": base_ms,
@@ -166,7 +170,7 @@ def collect(campaign: Campaign) -> list[Path]:
     written.append(_plot_memory(root / "memory.png", curves, campaign.optimizer))
     opt_rows: list[dict] = []
     if campaign.optimizer:
-        opt_rows = [r for r in (optimizer_row(i) for i in infos if curves) if r is not None]
+        opt_rows = [r for r in map(optimizer_row, infos) if r is not None]
         written.append(write_atomic(root / "optimizer.json", _json({"complete": complete, "points": opt_rows})))
         written.append(write_atomic(root / "optimizer.csv", _csv(opt_rows, OPT_FIELDS)))
         written.append(_plot_optimizer(root / "optimizer-time.png", opt_rows, "optimizer_ms", "optimizer ms per update"))
