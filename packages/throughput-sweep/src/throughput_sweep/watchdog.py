@@ -220,11 +220,7 @@ class Watchdog:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        # Leftover members of the group (the worker's own children) go too.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_group(proc.pid)  # leftover members of the group (the worker's own children) go too
 
     def _on_signal(self, signum: int, _frame) -> None:
         if self.state.stop_signal is None:
@@ -282,11 +278,7 @@ class Watchdog:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        # The worker's group may hold children of a worker that already exited.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_group(proc.pid)  # the group may hold children of a worker that already exited
         if stop is None and proc.returncode in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP):
             # Slurm signals every process of the job at once: ours may still be in flight.
             end = time.monotonic() + 1.0
@@ -335,6 +327,14 @@ class Watchdog:
         code = exit_code_for(final_kind)
         _log(f"done: {final_kind} (exit {code})")
         return code
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL whatever is left of a worker's process group."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kind(outcome: Outcome) -> str:
