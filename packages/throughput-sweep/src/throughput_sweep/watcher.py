@@ -168,6 +168,9 @@ class Watcher:
     async def _submitter(self) -> None:
         backoff = 0.0
         while True:
+            # A fresh event before reading the files: a wake-up sent while this round reads
+            # and submits is not lost (the wait below returns at once and the files are read again).
+            self.st.wake_submitter = anyio.Event()
             infos, curves = await self.curves()
             self._progress(infos, curves)
             if self.finished_all(infos, curves):
@@ -192,7 +195,6 @@ class Watcher:
                 break
             if submitted:
                 self.st.wake_poller.set()
-            self.st.wake_submitter = anyio.Event()
             with anyio.move_on_after(backoff or self.options.poll_max):
                 await self.st.wake_submitter.wait()
             if backoff:
