@@ -78,6 +78,22 @@ def test_sigkilled_worker_is_host_oom(tmp_path, recipe):
     assert "signal 9" in rec.outcome.message and "host memory" in rec.outcome.message
 
 
+def test_failure_record_carries_the_campaign_protocol(tmp_path, recipe):
+    # The audit compares every result's protocol with the campaign's; a record the
+    # watchdog writes for a crashed worker must say how the point was to be measured.
+    from throughput_schema import ClusterProfile, Manifest, Protocol
+
+    protocol = Protocol(window_seconds=2.0, warmup=5)
+    manifest = write_atomic(tmp_path / "manifest.json", Manifest(
+        kind="throughput", name="c", created_at="now", models=["tiny"], contexts=[128], protocol=protocol,
+        profile=ClusterProfile(name="local", scheduler="local"), tool_version="0.1.0"))
+    result = tmp_path / "result.json"
+    proc = watchdog(tmp_path, recipe, "--manifest", str(manifest), "--result", str(result), "--",
+                    sys.executable, "-c", "import sys; sys.exit(1)")
+    assert proc.returncode == EXIT_CODES["crashed"], proc.stderr
+    assert read(result, WorkerResult).protocol == protocol
+
+
 def test_segfault_is_crashed(tmp_path, recipe):
     result = tmp_path / "result.json"
     proc = watchdog(tmp_path, recipe, "--result", str(result), "--", sys.executable, "-c",

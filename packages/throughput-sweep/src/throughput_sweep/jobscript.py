@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from throughput_schema import ClusterProfile, PointSpec
+from throughput_schema.layout import MANIFEST
 
 __all__ = ["WorkerStep", "default_pythonpath", "render_job_script", "watchdog_argv"]
 
@@ -70,6 +71,7 @@ def watchdog_argv(
     context_length: int | None = None,
     batch_size: int | None = None,
     deadline_seconds: float | None = None,
+    manifest: str | Path | None = None,
 ) -> list[str]:
     """The argv that the script execs: the compute Python on the frozen watchdog."""
     if not steps:
@@ -77,6 +79,8 @@ def watchdog_argv(
     argv = [str(python), "-m", WATCHDOG_MODULE, "--recipe", str(recipe), "--mode", mode]
     if context_length is not None and batch_size is not None:
         argv += ["--context-length", str(context_length), "--batch-size", str(batch_size)]
+    if manifest is not None:
+        argv += ["--manifest", str(manifest)]
     if deadline_seconds is not None:
         argv += ["--deadline-seconds", _num(deadline_seconds)]
     else:
@@ -135,6 +139,7 @@ def render_job_script(
         context_length=point.context_length if point is not None else None,
         batch_size=point.batch_size if point is not None else None,
         deadline_seconds=deadline_seconds,
+        manifest=campaign / MANIFEST if (campaign / MANIFEST).exists() else None,
     )
     lines = [
         "#!/bin/bash",

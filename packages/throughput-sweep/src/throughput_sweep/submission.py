@@ -49,11 +49,6 @@ def new_token(point: NextPoint) -> str:
     return f"tsw-{point.curve}-b{point.batch_size}-a{point.attempt}-{secrets.token_hex(4)}"
 
 
-def point_of_token(token: str) -> str:
-    """The point part of a token (everything but the random suffix and attempt)."""
-    head = token.rsplit("-", 2)[0]
-    return head
-
 
 def parse_time(text: str) -> datetime:
     when = datetime.fromisoformat(text)

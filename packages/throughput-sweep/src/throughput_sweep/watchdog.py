@@ -56,7 +56,7 @@ import msgspec
 from throughput_schema import EXIT_CODES, SchemaError, read, write_atomic
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, Outcome, Timeout
 from throughput_schema.recipe import parameter_count, with_point
-from throughput_schema.records import Hardware, Recipe, WorkerResult
+from throughput_schema.records import Hardware, Manifest, Protocol, Recipe, WorkerResult
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -147,6 +147,7 @@ class Watchdog:
         workers: list[WorkerSpec],
         *,
         recipe: Recipe,
+        protocol: Protocol | None = None,
         mode: str = "throughput",
         deadline_seconds: float = 13 * 60,
         time_limit_seconds: float | None = None,
@@ -159,6 +160,8 @@ class Watchdog:
             raise ValueError("at least one worker is needed")
         self.workers = workers
         self.recipe = recipe
+        # The campaign's protocol, so a failure record says how the point was to be measured.
+        self.protocol = protocol or Protocol()
         self.mode = mode
         self.deadline_seconds = deadline_seconds
         self.time_limit_seconds = time_limit_seconds
@@ -177,6 +180,7 @@ class Watchdog:
             outcome=outcome,
             recipe=self.recipe,
             parameters=parameter_count(self.recipe.model),
+            protocol=self.protocol,
             mode=self.mode,  # type: ignore[arg-type]
             hardware=Hardware(hostname=socket.gethostname(), python=sys.version.split()[0]),
             started_at=started_at,
@@ -352,6 +356,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--context-length", type=int, help="apply this context to the recipe")
     p.add_argument("--batch-size", type=int, help="apply this batch to the recipe")
     p.add_argument("--mode", default="throughput", choices=("throughput", "optimizer-timing"))
+    p.add_argument("--manifest", help="the campaign's manifest.json (its protocol goes into failure records)")
     p.add_argument("--worker", action="append", default=[], help='JSON {"argv": [...], "result": PATH, "label": ...}')
     p.add_argument("--result", help="result path of the single worker given after --")
     g = p.add_mutually_exclusive_group()
@@ -391,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         recipe = read(args.recipe, Recipe)
         if args.context_length is not None:
             recipe = with_point(recipe, context_length=args.context_length, batch_size=args.batch_size)
+        protocol = read(args.manifest, Manifest).protocol if args.manifest else None
     except (SchemaError, ValueError) as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
         return EXIT_CODES["usage"]
@@ -398,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     watchdog = Watchdog(
         args.workers,
         recipe=recipe,
+        protocol=protocol,
         mode=args.mode,
         deadline_seconds=deadline,
         time_limit_seconds=args.time_limit_minutes * 60 if args.time_limit_minutes else None,
