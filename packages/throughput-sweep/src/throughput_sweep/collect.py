@@ -309,6 +309,7 @@ def _plot_throughput(path: Path, curves: list[Curve], optimizer: bool) -> Path:
         if c.first_oom:
             ax.axvline(c.first_oom, color=line.get_color(), ls=":", alpha=0.5)
     title = "baseline throughput (uninstrumented)" if optimizer else "throughput (median window); dotted: first CUDA OOM"
+    title += "; hollow: unstable"
     return _save(plt, fig, ax, path, "tokens per second", title)
 
 
