@@ -42,8 +42,8 @@ from pathlib import Path
 from throughput_schema import EXIT_CODES, write_atomic
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
-from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, Protocol, WorkerResult
-from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure
+from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerResult
+from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
 from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
 
 PLAN_ENV = "SCRIPTED_WORKER_PLAN"
@@ -153,24 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         min_updates_per_window=args.min_updates_per_window,
         optimizer_timing=args.optimizer_timing,
     )
-    o = recipe.optimizer
-    protocol = Protocol(  # as tiny_llm.worker.run_worker builds it
-        warmup=opts.warmup,
-        calibration_updates=opts.calibration_updates,
-        windows=opts.windows,
-        extra_windows=opts.extra_windows,
-        window_seconds=opts.window_seconds,
-        min_updates_per_window=opts.min_updates_per_window,
-        cv_threshold=opts.cv_threshold,
-        lr=o.lr,
-        beta1=o.beta1,
-        beta2=o.beta2,
-        eps=o.eps,
-        weight_decay=o.weight_decay,
-        grad_clip=recipe.training.grad_clip,
-        seed=recipe.training.seed,
-        burst_seconds=opts.burst_seconds,
-    )
+    protocol = protocol_record(recipe, opts)
     hw = Hardware(
         gpu_name=HARDWARE_GPU[0],
         gpu_memory_bytes=HARDWARE_GPU[1],

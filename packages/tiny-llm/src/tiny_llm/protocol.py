@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
-from throughput_schema import BurstSample, Calibration, Window
+from throughput_schema import BurstSample, Calibration, Recipe, Window
+from throughput_schema import Protocol as ProtocolRecord
 from tiny_llm import stats
 
 
@@ -61,6 +62,28 @@ class Options:
     cv_threshold: float = 0.05
     burst_seconds: float = 0.1
     optimizer_timing: bool = False
+
+
+def protocol_record(recipe: Recipe, opts: Options) -> ProtocolRecord:
+    """The protocol a result records: these options plus the recipe's optimizer settings."""
+    o = recipe.optimizer
+    return ProtocolRecord(
+        warmup=opts.warmup,
+        calibration_updates=opts.calibration_updates,
+        windows=opts.windows,
+        extra_windows=opts.extra_windows,
+        window_seconds=opts.window_seconds,
+        min_updates_per_window=opts.min_updates_per_window,
+        cv_threshold=opts.cv_threshold,
+        lr=o.lr,
+        beta1=o.beta1,
+        beta2=o.beta2,
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        grad_clip=recipe.training.grad_clip,
+        seed=recipe.training.seed,
+        burst_seconds=opts.burst_seconds,
+    )
 
 
 @dataclass

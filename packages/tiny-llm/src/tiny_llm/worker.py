@@ -43,7 +43,6 @@ from throughput_schema import (
     MemoryReport,
     NonFinite,
     Ok,
-    Protocol,
     Recipe,
     Throughput,
     WorkerResult,
@@ -52,7 +51,7 @@ from throughput_schema import (
 from throughput_schema.recipe import flops_per_token, parameter_count
 from tiny_llm import hardware, stats
 from tiny_llm.kernels import Kernels
-from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure
+from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
 from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
 
 
@@ -153,24 +152,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         nonlocal phase
         phase = name
 
-    o = recipe.optimizer
-    protocol = Protocol(
-        warmup=opts.warmup,
-        calibration_updates=opts.calibration_updates,
-        windows=opts.windows,
-        extra_windows=opts.extra_windows,
-        window_seconds=opts.window_seconds,
-        min_updates_per_window=opts.min_updates_per_window,
-        cv_threshold=opts.cv_threshold,
-        lr=o.lr,
-        beta1=o.beta1,
-        beta2=o.beta2,
-        eps=o.eps,
-        weight_decay=o.weight_decay,
-        grad_clip=recipe.training.grad_clip,
-        seed=recipe.training.seed,
-        burst_seconds=opts.burst_seconds,
-    )
+    protocol = protocol_record(recipe, opts)
     hw = hardware.collect(device)
     measurement = Measurement(tokens_per_update=tokens_per_update)
     setup_seconds = None
