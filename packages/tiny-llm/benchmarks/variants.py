@@ -8,11 +8,15 @@ compile, eager warm-up, whole-update CUDA graph) and then:
    criterion of the GPU tests for BF16 kernels that round differently);
 2. speed: the worker's protocol (`tiny_llm.protocol.measure`: warm-up, calibration,
    windows with the exact counter and finite checks) with short windows.
-Cases: baseline (Kernels()), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
+Cases: baseline (Kernels()), repeat (the baseline rebuilt: the drift BF16 rounding alone
+causes, against which the variants' differences read; at 250m four updates on a repeated
+batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
 kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
-coordinate-descent tuning), max-autotune (compile mode max-autotune-no-cudagraphs; its
-compile takes minutes at 250m, so not in the default set), and best: the faster-than-
-baseline choices of this point combined (built only when two or more won).
+coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
+max-autotune (compile mode max-autotune-no-cudagraphs; its compile takes minutes at
+250m, so not in the default set), and best: the faster-than-baseline choices of this
+point combined (built only when two or more won). Each case also times ArenaAdamW.step
+alone against its floor (32 bytes per parameter at the copy bandwidth measured first).
 Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
 rewritten after every case, so a run cut short keeps what it measured.
 
@@ -21,7 +25,7 @@ Run on the H200 (torch from the image; msgspec carried in .whl):
     source tools/gpu-env.sh && python3 packages/tiny-llm/benchmarks/variants.py --quick \\
         --output $OUT/variants.json
 
-The default set (5 points x 5 cases, headline points first) aims at under 8 minutes
+The default set (5 points x 7 cases, headline points first) takes well over 8 minutes
 with --quick; `--budget-seconds` (default 450) skips the remaining cases once spent,
 recorded as skipped. Narrow it with `--points 250m@2048x16` and/or
 `--cases baseline attn-flash ce-chunked best`. `--device cpu` runs a smoke test
@@ -49,6 +53,7 @@ sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "package
 from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
 from tiny_llm.arena_adamw import ArenaAdamW  # noqa: E402
+from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.protocol import Measurement, Options, measure  # noqa: E402
@@ -59,6 +64,7 @@ from tiny_llm.worker import TorchRunner  # noqa: E402
 DEFAULT_POINTS = ["250m@2048x16", "500m@2048x16", "90m@1024x32", "250m@4096x8", "20m@512x128"]
 CASES = {
     "baseline": Kernels(),
+    "repeat": Kernels(),  # the default rebuilt: how far BF16 rounding alone drifts in loss and weights
     "attn-flash": Kernels(attention="flash"),
     "attn-cudnn": Kernels(attention="cudnn"),
     "attn-efficient": Kernels(attention="efficient"),
@@ -66,8 +72,9 @@ CASES = {
     "ce-chunked": Kernels(cross_entropy="chunked"),
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
+    "opt-compiled": Kernels(optimizer="compiled"),
 }
-DEFAULT_CASES = ["baseline", "attn-flash", "ce-chunked", "inductor-cd", "best"]
+DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd", "opt-compiled", "best"]
 LOSS_TOL = 2e-2
 WEIGHT_TOL = 0.25  # of how far the baseline's weights moved from their init
 WIN = 1.01  # a choice enters "best" when at least 1% faster than the baseline
@@ -86,6 +93,15 @@ def recipe_for(model: str, context: int, batch: int):
         [f"model.context_length={context}", f"training.micro_batch_size={batch}",
          f"training.batch_tokens={context * batch}", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
     )
+
+
+def copy_bandwidth() -> float:
+    """Bytes read + written per second by a 2 GiB device-to-device copy (the optimizer's floor)."""
+    src = torch.empty(2 * 1024**3 // 4, device="cuda", dtype=torch.float32)
+    dst = torch.empty_like(src)
+    ms = statistics.median(time_replays(lambda: dst.copy_(src), 10, 3))
+    del src, dst
+    return 2 * (2 * 1024**3) / (ms / 1e3)
 
 
 def free(device) -> None:
@@ -136,6 +152,10 @@ def run_case(recipe, kernels: Kernels, device, opts: Options, check_updates: int
                updates_per_window=m.calibration.updates_per_window)
     if cuda:
         out["reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+        # ArenaAdamW.step alone as its own graph, as benchmarks/peers.py times it.
+        step_graph = capture(built.optimizer.step)
+        out["optimizer_ms"] = statistics.median(time_replays(step_graph.replay, 20, 5))
+        del step_graph
     del built, params
     return out, reference
 
@@ -146,7 +166,7 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     if not base.get("ok"):
         return None, []
     rate = lambda name: cases[name]["tokens_per_second"] if cases.get(name, {}).get("ok") and cases[name]["equal"] else 0.0  # noqa: E731
-    winners = [n for n in cases if n not in ("baseline", "best") and rate(n) >= WIN * base["tokens_per_second"]]
+    winners = [n for n in cases if n not in ("baseline", "repeat", "best") and rate(n) >= WIN * base["tokens_per_second"]]
     attention = max((n for n in winners if n.startswith("attn-")), key=rate, default=None)
     chosen = [n for n in winners if not n.startswith("attn-")] + ([attention] if attention else [])
     if len(chosen) < 2:
@@ -154,7 +174,7 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     k = Kernels()
     for name in chosen:
         c = CASES[name]
-        k = replace(k, **{f: getattr(c, f) for f in ("attention", "cross_entropy", "compile_mode", "inductor_tuning")
+        k = replace(k, **{f: getattr(c, f) for f in ("attention", "cross_entropy", "compile_mode", "inductor_tuning", "optimizer")
                           if getattr(c, f) != getattr(Kernels(), f)})
     return k, chosen
 
@@ -180,17 +200,21 @@ def main(argv=None) -> int:
     opts = Options(warmup=3, calibration_updates=3, windows=windows, extra_windows=0, window_seconds=seconds,
                    min_updates_per_window=3)
     hw = hardware.collect(device)
+    copy_bw = copy_bandwidth() if device.type == "cuda" else None
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if device.type == "cuda" else None
     report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
                            "driver": hw.driver}, "peak_bf16_flops": peak, "quick": args.quick,
               "check_updates": args.check_updates, "criteria": {"loss_abs": LOSS_TOL, "weight_ratio": WEIGHT_TOL},
-              "command": " ".join(sys.argv), "points": []}
+              "copy_bytes_per_second": copy_bw, "command": " ".join(sys.argv), "points": []}
     started = time.perf_counter()
     for text in points:
         model, context, batch = parse_point(text)
         recipe = recipe_for(model, context, batch)
         fpt = flops_per_token(recipe.model)
-        point = {"point": text, "parameters": parameter_count(recipe.model), "flops_per_token": fpt, "cases": {}}
+        params = parameter_count(recipe.model)
+        point = {"point": text, "parameters": params, "flops_per_token": fpt, "cases": {}}
+        if copy_bw:  # 32 bytes per parameter: read p, g, m, v (+ g once more for the norm), write p, m, v
+            point["optimizer_floor_ms"] = 32 * params / copy_bw * 1e3
         report["points"].append(point)
         reference = None
         for name in cases:
@@ -254,8 +278,9 @@ def fmt_case(c: dict) -> str:
         detail = f"  loss diff {c['max_loss_diff']:.1e}, weights {c['weight_diff_ratio'] or 0:.2e} of moved"
     if "combines" in c:
         detail += f"  [{' + '.join(c['combines'])}]"
+    opt = f"  optimizer {c['optimizer_ms']:.2f} ms" if "optimizer_ms" in c else ""
     return (f"{c['tokens_per_second']:>12,.0f} {mfu} {ratio:>7} {eq:>5}  setup {c['setup_seconds']:5.1f} s"
-            f"{detail}")
+            f"{opt}{detail}")
 
 
 def print_case(point: str, name: str, c: dict, flush=False) -> None:
@@ -265,6 +290,9 @@ def print_case(point: str, name: str, c: dict, flush=False) -> None:
 def print_table(report: dict) -> None:
     print(f"\n{'point':>14} {'case':<15} {'tokens/s':>12} {'MFU':>6} {'ratio':>7} {'equal':>5}")
     for p in report["points"]:
+        if "optimizer_floor_ms" in p:
+            print(f"{p['point']:>14} optimizer floor {p['optimizer_floor_ms']:.2f} ms (32 B/parameter at "
+                  f"{report['copy_bytes_per_second'] / 1e12:.2f} TB/s)")
         for name, c in p["cases"].items():
             print_case(p["point"], name, c)
 

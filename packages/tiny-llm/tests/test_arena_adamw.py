@@ -1,6 +1,7 @@
 """ArenaAdamW + clipping against torch.optim.AdamW + clip_grad_norm_ (float64 reference)."""
 
 import copy
+import shutil
 
 import pytest
 import torch
@@ -102,7 +103,7 @@ def test_float32_cpu_matches_float64():
     torch.manual_seed(0)
     model32 = Toy()
     opt32 = ArenaAdamW(model32, lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, max_norm=1.0)
-    assert not opt32.fused
+    assert opt32.kernel == "tensor"
     gen = torch.Generator().manual_seed(3)
     for _ in range(10):
         grads = _random_grads(list(ours.parameters()), 1.0, gen)
@@ -113,3 +114,44 @@ def test_float32_cpu_matches_float64():
         opt64.step()
         opt32.step()
     torch.testing.assert_close(opt32.params.double(), opt64.params, rtol=1e-5, atol=1e-6)
+
+
+def _twins(kernel, dtype=torch.float64):
+    torch.manual_seed(0)
+    a = Toy().to(dtype)
+    b = copy.deepcopy(a)
+    kw = dict(lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, max_norm=1.0, dtype=dtype)
+    return a, ArenaAdamW(a, kernel="tensor", **kw), b, ArenaAdamW(b, kernel=kernel, **kw)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="inductor's CPU code generation needs a C++ compiler")
+def test_compiled_kernel_matches_tensor_kernel():
+    """The "compiled" kernel is the tensor step through inductor: the same weights and
+    moments over 10 clipped and unclipped steps, the same skip of a NaN, and the
+    gradient arena left as backward wrote it."""
+    a, ta, b, tb = _twins("compiled")
+    gen = torch.Generator().manual_seed(4)
+    for i in range(10):
+        g = torch.randn(ta.numel, generator=gen, dtype=torch.float64) * (0.01 if i % 2 else 1.0)
+        for opt in (ta, tb):
+            opt.grads.copy_(g)
+            opt.step()
+        torch.testing.assert_close(tb.grads, g, rtol=0, atol=0)  # not clipped in place
+    for x, y in ((ta.params, tb.params), (ta.exp_avg, tb.exp_avg), (ta.exp_avg_sq, tb.exp_avg_sq)):
+        torch.testing.assert_close(y, x, rtol=1e-12, atol=1e-14)
+    ma, mb = ta.metrics(), tb.metrics()
+    assert mb.pop("grad_norm") == pytest.approx(ma.pop("grad_norm"), rel=1e-12)  # reduction order differs
+    assert ma == mb
+    before = tb.params.clone()
+    tb.grads[7] = float("nan")
+    tb.step()
+    m = tb.metrics()
+    assert torch.equal(before, tb.params) and not m["finite"] and m["nonfinite"] == 1 and m["updates"] == 11
+
+
+def test_kernel_choice_is_checked():
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        _twins("foreach")
+    with pytest.raises(ValueError, match="FP32"):
+        _twins("fused")  # float64 arenas

@@ -69,16 +69,18 @@ def test_graph_replay_matches_eager_update():
     assert abs(g["grad_norm"] - e["grad_norm"]) < 0.05 * e["grad_norm"]
 
 
-def test_fused_arena_matches_tensor_path():
-    """On CUDA, torch._fused_adamw_ over the arena equals the pure-tensor path (FP32)."""
+@pytest.mark.parametrize("kernel", ["fused", "compiled"])
+def test_fast_arena_kernels_match_tensor_path(kernel):
+    """On CUDA, torch._fused_adamw_ over the arena, and the tensor step through inductor,
+    equal the pure-tensor path (FP32)."""
     from tiny_llm.arena_adamw import ArenaAdamW
     from tiny_llm.model import build_model
 
     recipe = small_recipe()
     a = build_model(recipe.model, CUDA)
     b = copy.deepcopy(a)
-    fa = ArenaAdamW(a, fused=True)
-    fb = ArenaAdamW(b, fused=False)
+    fa = ArenaAdamW(a, kernel=kernel)
+    fb = ArenaAdamW(b, kernel="tensor")
     gen = torch.Generator(device=CUDA).manual_seed(0)
     for i in range(10):
         g = torch.randn(fa.numel, device=CUDA, generator=gen) * (0.02 if i % 2 else 1.0)

@@ -169,7 +169,7 @@ def test_pinned_attention_backend_reaches_compiled_forward_and_backward():
 
 def test_kernels_record_and_validation():
     assert Kernels().record() == {"attention": "auto", "cross_entropy": "default", "compile_mode": "default",
-                                  "inductor_tuning": "default"}
+                                  "inductor_tuning": "default", "optimizer": "auto"}
     k = Kernels(attention="flash", cross_entropy="chunked", ce_chunk_tokens=4096,
                 compile_mode="max-autotune-no-cudagraphs", inductor_tuning="coordinate-descent")
     assert k.record()["ce_chunk_tokens"] == "4096" and k.record()["compile_mode"] == "max-autotune-no-cudagraphs"
@@ -193,20 +193,22 @@ def test_cli_flags_recorded_in_result(tmp_path, capsys):
     assert main(args) == 0
     result = read(out, WorkerResult)
     assert result.kernels == {"attention": "flash", "cross_entropy": "chunked", "compile_mode": "default",
-                              "inductor_tuning": "default", "ce_chunk_tokens": "100"}
+                              "inductor_tuning": "default", "ce_chunk_tokens": "100", "optimizer": "tensor"}
     assert "attention=flash" in capsys.readouterr().out
 
 
 def test_cli_defaults_recorded(tmp_path):
     out = tmp_path / "r.json"
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
-    assert read(out, WorkerResult).kernels == Kernels().record()
+    # "auto" is recorded as the optimizer kernel that ran (the pure-tensor one on the CPU).
+    assert read(out, WorkerResult).kernels == {**Kernels().record(), "optimizer": "tensor"}
 
 
 @pytest.mark.parametrize("extra, needle", [
     (["--attention-backend", "fast"], "--attention-backend"),
     (["--cross-entropy", "fused"], "--cross-entropy"),
     (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
+    (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
 ])
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
     out = tmp_path / "r.json"
@@ -226,6 +228,7 @@ GPU_VARIANTS = {
     "attention=efficient": Kernels(attention="efficient"),
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
+    "optimizer=compiled": Kernels(optimizer="compiled"),
 }
 
 
@@ -268,7 +271,7 @@ def test_variants_benchmark_smoke_on_cpu(tmp_path):
     spec.loader.exec_module(bench)
     out = tmp_path / "variants.json"
     assert bench.main(["--device", "cpu", "--points", "tiny@128x1", "--quick", "--check-updates", "2",
-                       "--cases", "baseline", "ce-chunked", "attn-efficient", "best", "--output", str(out)]) == 0
+                       "--cases", "baseline", "repeat", "ce-chunked", "attn-efficient", "best", "--output", str(out)]) == 0
     cases = json.loads(out.read_text())["points"][0]["cases"]
     assert cases["baseline"]["ok"] and cases["baseline"]["kernels"] == Kernels().record()
     chunked = cases["ce-chunked"]
@@ -276,3 +279,5 @@ def test_variants_benchmark_smoke_on_cpu(tmp_path):
     assert chunked["tokens_per_second"] > 0 and "ratio" in chunked and len(chunked["losses"]) == 2
     assert not cases["attn-efficient"]["ok"] and "error" in cases["attn-efficient"]  # CUDA-only kernel
     assert not cases["best"]["ok"] and "skipped" in cases["best"]
+    # The rebuilt default is compared like a variant but never enters "best".
+    assert cases["repeat"]["ok"] and cases["repeat"]["equal"] and "max_loss_diff" in cases["repeat"]

@@ -18,6 +18,9 @@ result (`WorkerResult.kernels`), so every figure says how it was produced.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
   tuning of its generated kernels (RMSNorm, RoPE, SwiGLU, casts: 23% of the update).
+- `optimizer`: ArenaAdamW's kernel ("auto": "fused" on CUDA, "tensor" on CPU; see
+  `tiny_llm.arena_adamw`), e.g. "compiled": its step through inductor (measured 13%
+  slower than "fused" on the H200, so not the default).
 
 Torch-free at import (the CLI's parser reads the choices without importing torch).
 """
@@ -30,6 +33,7 @@ ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
+OPTIMIZER = ("auto", "tensor", "fused", "compiled")  # "auto" and tiny_llm.arena_adamw.KERNELS
 # Tokens per chunk: 8192 x 32000 vocab is 0.5 GB of BF16 logits per chunk (1 GB as FP32),
 # against 2 GB BF16 + 4 GB FP32 for the whole of 250m@2048x16 (32768 tokens).
 CE_CHUNK_TOKENS = 8192
@@ -42,10 +46,11 @@ class Kernels:
     ce_chunk_tokens: int = CE_CHUNK_TOKENS
     compile_mode: str | None = None
     inductor_tuning: str = "default"
+    optimizer: str = "auto"
 
     def __post_init__(self) -> None:
         for name, allowed in (("attention", ATTENTION), ("cross_entropy", CROSS_ENTROPY),
-                              ("inductor_tuning", INDUCTOR_TUNING)):
+                              ("inductor_tuning", INDUCTOR_TUNING), ("optimizer", OPTIMIZER)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.ce_chunk_tokens < 1:
@@ -58,6 +63,7 @@ class Kernels:
             "cross_entropy": self.cross_entropy,
             "compile_mode": self.compile_mode or "default",
             "inductor_tuning": self.inductor_tuning,
+            "optimizer": self.optimizer,
         }
         if self.cross_entropy == "chunked":
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)

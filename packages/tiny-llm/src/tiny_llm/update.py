@@ -125,6 +125,7 @@ def build(
         eps=o.eps,
         weight_decay=o.weight_decay,
         max_norm=recipe.training.grad_clip,
+        kernel=None if kernels.optimizer == "auto" else kernels.optimizer,
     )
     inputs, targets = make_inputs(recipe, device)
     model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model

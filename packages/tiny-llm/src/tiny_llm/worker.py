@@ -230,7 +230,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         finished_at=_now(),
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
-        kernels=_kernels_record(options),
+        kernels=_kernels_record(options, built),
     )
     if timing is not None:
         # Raw burst samples beside the result (bursts.jsonl for result.json), written
@@ -240,12 +240,14 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
     return result
 
 
-def _kernels_record(options: WorkerOptions) -> dict[str, str]:
+def _kernels_record(options: WorkerOptions, built) -> dict[str, str]:
+    from dataclasses import replace
+
     kernels = options.kernels
     if options.compile_mode is not None:
-        from dataclasses import replace
-
         kernels = replace(kernels, compile_mode=options.compile_mode)
+    if built is not None:  # "auto" resolved: the optimizer kernel that actually ran
+        kernels = replace(kernels, optimizer=built.optimizer.kernel)
     return kernels.record()
 
 

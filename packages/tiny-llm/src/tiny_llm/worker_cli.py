@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     # Opt-in speed variants (tiny_llm.kernels); the defaults are the measured behaviour,
     # and the choice is recorded in the result's `kernels`.
-    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING
+    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER
 
     p.add_argument("--attention-backend", choices=ATTENTION, default="auto",
                    help="SDPA kernel to pin (default auto: PyTorch chooses)")
@@ -56,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})")
     p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
                    help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
+    p.add_argument("--optimizer-kernel", choices=OPTIMIZER, default="auto",
+                   help="ArenaAdamW's kernel (auto: fused on CUDA, tensor on CPU; compiled: its step through inductor)")
     p.set_defaults(func=main)
 
 
@@ -120,6 +122,7 @@ def kernels_from_args(args: argparse.Namespace):
         ce_chunk_tokens=args.ce_chunk_tokens,
         compile_mode=args.compile_mode,
         inductor_tuning=args.inductor_tuning,
+        optimizer=args.optimizer_kernel,
     )
 
 
@@ -137,7 +140,9 @@ def summary_line(result, output: Path) -> str:
         f"MFU {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
         f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
     )
-    variants = {k: v for k, v in result.kernels.items() if v != "default" and v != "auto"}
+    defaults = {"default", "auto"}
+    variants = {k: v for k, v in result.kernels.items()
+                if v not in defaults and not (k == "optimizer" and v in ("fused", "tensor"))}  # the automatic choices
     if variants:
         text += " [" + ", ".join(f"{k}={v}" for k, v in variants.items()) + "]"
     if result.optimizer_timing is not None:
