@@ -172,3 +172,25 @@ def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
         "scripted_worker", "--poll-max-seconds", "1", "--no-progress", plan=plan)
     status = run("status", "--output", par).stdout
     assert "20m-c512           complete" in status and "20m-c1024          blocked" in status
+
+
+def test_printed_commands_name_the_way_we_were_started(monkeypatch):
+    """Resume and collect hints repeat the invocation: `python -m throughput_sweep.cli`
+    on a machine without the console script (seen on the GPU image, where argv[0] is
+    the module's file), the console script otherwise."""
+    import sys
+    import types
+
+    from throughput_sweep.cli import PROG, driver_name
+
+    as_module = types.ModuleType("__main__")
+    as_module.__spec__ = types.SimpleNamespace(name="throughput_sweep.cli")
+    monkeypatch.setitem(sys.modules, "__main__", as_module)
+    monkeypatch.setattr(sys, "argv", ["/x/packages/throughput-sweep/src/throughput_sweep/cli.py", "run"])
+    assert driver_name().endswith(" -m throughput_sweep.cli")
+
+    as_script = types.ModuleType("__main__")
+    as_script.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", as_script)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/throughput-sweep", "run"])
+    assert driver_name() == PROG

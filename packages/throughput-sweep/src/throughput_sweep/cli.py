@@ -230,6 +230,12 @@ def _preview(plan) -> Campaign:
 
 
 def driver_name() -> str:
+    """How the user started us, for the commands we print (resume, collect)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and (spec.name or "").startswith("throughput_sweep"):
+        # `python -m throughput_sweep.cli` (no console script installed, e.g. a GPU image):
+        # argv[0] is then the module's file, which is not how to run it again.
+        return f"{shlex.quote(sys.executable)} -m {spec.name}"
     argv0 = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else PROG
     if argv0.endswith(".py"):
         return f"{shlex.quote(sys.executable)} {shlex.quote(sys.argv[0])}"
