@@ -12,7 +12,8 @@ import pytest
 
 from throughput_schema import ClusterProfile, read
 from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.schedulers.local import LocalJob, LocalScheduler, detect_gpus, proc_start_time
+from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
+from throughput_sweep.schedulers.local_registry import LocalJob, proc_start_time
 
 PROFILE = ClusterProfile(name="local", scheduler="local", mem="", cpus_per_task=8)
 
@@ -162,16 +163,16 @@ def test_unrecorded_wrapper_runs_nothing(tmp_path):
     import subprocess
     import sys
 
-    import throughput_sweep.schedulers.local as local
+    import throughput_sweep.schedulers.local_job as local_job
 
     jobs = tmp_path / ".local-jobs"
     jobs.mkdir()
-    old = local.HANDSHAKE_SECONDS
+    old = local_job.HANDSHAKE_SECONDS
     proc = subprocess.run([sys.executable, "-c",
-                           "import sys, throughput_sweep.schedulers.local as l; l.HANDSHAKE_SECONDS = 0.5;"
+                           "import sys, throughput_sweep.schedulers.local_job as l; l.HANDSHAKE_SECONDS = 0.5;"
                            f"sys.exit(l.run_job(__import__('pathlib').Path({str(jobs)!r}), '1'))"],
                           capture_output=True, text=True, timeout=30)
-    assert local.HANDSHAKE_SECONDS == old
+    assert local_job.HANDSHAKE_SECONDS == old
     assert proc.returncode == 3 and "never recorded" in proc.stdout
     assert not (jobs / "1.end.json").exists()
 

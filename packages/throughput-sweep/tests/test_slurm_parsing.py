@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from throughput_schema import AccountingRow, ClusterProfile
-from throughput_sweep.schedulers.slurm import (
+from throughput_sweep.schedulers.slurm import sbatch_argv
+from throughput_sweep.schedulers.slurm_text import (
     SACCT_FIELDS,
     accounting_is_final,
     classify_sbatch_error,
     normalize_state,
     parse_sacct,
     parse_squeue,
-    sbatch_argv,
     slurm_minutes,
 )
 

@@ -13,13 +13,10 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-
-import msgspec
 
 from throughput_schema import (
     ClusterProfile,
@@ -70,52 +67,6 @@ def find_repo_root(start: Path | None = None) -> Path:
             if (d / "uv.lock").is_file() and (d / "packages").is_dir() and (d / "configs").is_dir():
                 return d
     raise CampaignError("cannot find the repository root (a folder with uv.lock, packages/ and configs/); run from the repository")
-
-
-# ------------------------------------------------------------------------------ profiles
-
-
-def embedded_local_profile() -> ClusterProfile:
-    """The default: jobs as child processes of the watcher, with this Python."""
-    return ClusterProfile(name="local", scheduler="local", python=sys.executable, mem="", cpus_per_task=8)
-
-
-def load_profile(spec: str, root: Path) -> ClusterProfile:
-    """A profile by name (configs/clusters/NAME.yaml) or by path to a YAML file."""
-    import yaml
-
-    path = Path(spec)
-    if not (spec.endswith((".yaml", ".yml")) or "/" in spec):
-        path = root / "configs" / "clusters" / f"{spec}.yaml"
-        if not path.exists() and spec == "local":
-            return _absolute_python(embedded_local_profile(), root)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise CampaignError(f"--profile {spec}: no such profile ({path} not found)") from None
-    except OSError as exc:
-        raise CampaignError(f"--profile {spec}: cannot read {path} ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise CampaignError(f"{path}: malformed YAML{where}") from None
-    if not isinstance(raw, dict):
-        raise CampaignError(f"{path}: expected a mapping of profile fields")
-    raw.setdefault("name", path.stem)
-    try:
-        profile = msgspec.convert(raw, ClusterProfile, strict=False)
-    except msgspec.ValidationError as exc:
-        raise CampaignError(f"{path}: {exc}") from None
-    return _absolute_python(profile, root)
-
-
-def _absolute_python(profile: ClusterProfile, root: Path) -> ClusterProfile:
-    """A relative `python` is relative to the repository root; the manifest keeps it absolute."""
-    py = Path(profile.python)
-    if not py.is_absolute() and ("/" in profile.python):
-        py = root / py
-        return msgspec.structs.replace(profile, python=str(py))
-    return profile
 
 
 # ------------------------------------------------------------------------------- opening
@@ -444,7 +395,6 @@ __all__ = [
     "check_resume",
     "create",
     "find_repo_root",
-    "load_profile",
     "open_campaign",
     "plan_optimizer",
     "plan_throughput",

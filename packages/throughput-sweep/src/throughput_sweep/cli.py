@@ -23,12 +23,12 @@ from throughput_sweep.campaign import (
     check_resume,
     create,
     find_repo_root,
-    load_profile,
     open_campaign,
     plan_optimizer,
     plan_throughput,
     verify_frozen,
 )
+from throughput_sweep.profiles import load_profile
 from throughput_schema.argparsing import OneLineParser
 
 PROG = "throughput-sweep"

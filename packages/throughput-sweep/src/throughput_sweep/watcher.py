@@ -24,7 +24,7 @@ import anyio.to_thread
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
-from throughput_sweep.schedulers.slurm import slurm_minutes
+from throughput_sweep.schedulers.slurm_text import slurm_minutes
 from throughput_sweep.submission import (
     record_accounting,
     settle_intents,
@@ -118,7 +118,7 @@ class Watcher:
         self.scheduler = scheduler
         self.options = options
         self.script_for = script_for
-        self.retry = retry_set(campaign) if options.retry_failed else frozenset()
+        self.retry: frozenset[Path] = frozenset()  # set by startup(), once the recorded jobs are known
         self.st = _State()
         self.slots = getattr(scheduler, "slots", campaign.manifest.profile.max_concurrent_jobs)
 
@@ -146,6 +146,10 @@ class Watcher:
             self._say(f"cannot settle submission intents yet ({error}); retrying")
             await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
         await self._poll_once(await self.infos())
+        if self.options.retry_failed:
+            # After the polls: a job found lost on resume (NODE_FAIL after the machine went
+            # away) is one of the failures the user asked to retry, not a later one.
+            self.retry = await anyio.to_thread.run_sync(retry_set, self.campaign)
 
     async def infos(self) -> list[AttemptInfo]:
         """Every attempt's files, read in a worker thread: a campaign of hundreds of points on a

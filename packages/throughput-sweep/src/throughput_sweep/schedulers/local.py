@@ -10,27 +10,14 @@ otherwise waits (cancellable) until one frees: there is no pending queue to lose
 
 Each job runs the same batch script as on Slurm (`bash job.sh` in `workdir`, output to
 `workdir/slurm-<id>.out`, like Slurm's `--output=slurm-%j.out`) under a tiny wrapper,
-`python -m throughput_sweep.schedulers.local run-job JOBS_DIR ID`, started in its own
-session, so Ctrl-C of the watcher or its death leaves jobs running. Job ids are 1, 2, 3...
-per registry.
-
-The registry survives the watcher (all files written atomically):
-  <id>.json      the job: token, script, workdir, slot, GPUs, time limit, and the
-                 wrapper's pid with its /proc start time (defeats pid reuse);
-                 written by `submit` right after spawning the wrapper.
-  <id>.end.json  how it ended: state, exit code "rc:signal", start, end; written by the
-                 wrapper (or by `poll` as NODE_FAIL when the wrapper vanished without one,
-                 e.g. after a reboot or a SIGKILL of the wrapper).
-  <id>.log       the wrapper's own messages.
-Exactly once: the wrapper only runs the script after it has found `<id>.json` naming its
-own pid (a handshake, 30 s at most). A watcher killed between spawning and recording
-leaves a wrapper that gives up and runs nothing, so "no record" really means "never ran".
+`python -m throughput_sweep.schedulers.local_job run-job JOBS_DIR ID` (`local_job`),
+started in its own session, so Ctrl-C of the watcher or its death leaves jobs running.
+Job ids are 1, 2, 3... per registry. The registry (`local_registry`) survives the
+watcher: `submit` records each job, the wrapper records how it ended.
 
 States, as in Slurm: RUNNING, COMPLETED (exit 0), FAILED (non-zero exit, or a signal),
-TIMEOUT (the profile's time limit: SIGTERM to the job's whole session, SIGKILL after
-`kill_wait_seconds`), CANCELLED (`cancel`), NODE_FAIL (wrapper gone, no end record).
-Without cgroups, "the whole job" is the job's session (the watchdog keeps workers in
-it, in their own process groups); a process that calls setsid() itself escapes.
+TIMEOUT (the profile's time limit), CANCELLED (`cancel`), NODE_FAIL (wrapper gone, no
+end record); the wrapper's docstring says how a job is stopped.
 Accounting rows carry state, exit code, start, end, elapsed, job name = comment = token,
 partition "local", the time limit, the job's CPUs/memory/GPUs as TRES and the host name.
 """
@@ -49,80 +36,22 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-import msgspec
 
 from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.local_registry import (
+    LOCAL_JOBS_DIR,
+    LocalEnd,
+    LocalJob,
+    _alive,
+    _elapsed,
+    _stamp,
+    end_path,
+    job_path,
+    proc_start_time,
+)
 
-__all__ = ["LOCAL_JOBS_DIR", "LocalEnd", "LocalJob", "LocalScheduler", "detect_gpus", "proc_start_time"]
-
-LOCAL_JOBS_DIR = ".local-jobs"
-HANDSHAKE_SECONDS = 30.0
-
-
-class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
-    job_id: str
-    token: str
-    script: str
-    workdir: str
-    output: str
-    slot: int
-    gpus: str = ""  # CUDA_VISIBLE_DEVICES of the job; "" = no GPU (environment untouched)
-    submitted_at: str
-    time_limit_seconds: float
-    kill_wait_seconds: float = 10.0
-    wrapper_pid: int
-    wrapper_start: int  # /proc/<pid>/stat field 22; 0 where /proc is unavailable
-    cpus: int = 0
-    mem: str = ""
-
-
-class LocalEnd(msgspec.Struct, frozen=True, kw_only=True):
-    job_id: str
-    state: str
-    exit_code: str  # "rc:signal", as sacct prints it
-    start: str
-    end: str
-    elapsed_seconds: float
-    message: str = ""
-
-
-def _stamp(when: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if when is None else when).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _elapsed(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    d, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Start time of a live, non-zombie process (clock ticks since boot); None if gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X", "x"):
-        return None
-    return int(fields[19])
-
-
-def _alive(pid: int, start: int) -> bool:
-    if Path("/proc/self/stat").exists():
-        return proc_start_time(pid) == start if start else proc_start_time(pid) is not None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+__all__ = ["LocalScheduler", "detect_gpus"]
 
 
 def detect_gpus() -> list[str]:
@@ -137,35 +66,6 @@ def detect_gpus() -> list[str]:
     if out.returncode != 0:
         return []
     return [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))]
-
-
-def _session_members(sid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[3]) == sid:
-            pids.append(int(entry.name))
-    return pids
-
-
-def _signal_session(sid: int, sig: int) -> None:
-    """Signal every process of the job's session (the watchdog puts workers in own groups)."""
-    targets = set(_session_members(sid)) if Path("/proc").is_dir() else set()
-    try:
-        os.killpg(sid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid in targets:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 class LocalScheduler:
@@ -207,10 +107,10 @@ class LocalScheduler:
     # ------------------------------------------------------------------ registry
 
     def _job_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.json"
+        return job_path(self.jobs_dir, job_id)
 
     def _end_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.end.json"
+        return end_path(self.jobs_dir, job_id)
 
     def _load(self, job_id: str) -> LocalJob | None:
         path = self._job_path(job_id)
@@ -288,7 +188,7 @@ class LocalScheduler:
             with open(self.jobs_dir / f"{job_id}.log", "ab") as log:
                 try:
                     proc = subprocess.Popen(
-                        [self.python, "-m", "throughput_sweep.schedulers.local", "run-job", str(self.jobs_dir), job_id],
+                        [self.python, "-m", "throughput_sweep.schedulers.local_job", "run-job", str(self.jobs_dir), job_id],
                         env=env,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
@@ -405,98 +305,3 @@ class LocalScheduler:
     def running_jobs(self) -> list[str]:
         """Ids of jobs whose wrapper is alive (for diagnostics and tests)."""
         return [j.job_id for j in self._all_jobs() if self._running(j)]
-
-
-# ------------------------------------------------------------------------ wrapper
-
-
-def run_job(jobs_dir: Path, job_id: str) -> int:
-    """The wrapper: handshake, run `bash script`, enforce the time limit, record the end."""
-    stop: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _f: stop.append(signum))
-    record_path = jobs_dir / f"{job_id}.json"
-    deadline = time.monotonic() + HANDSHAKE_SECONDS
-    job: LocalJob | None = None
-    while time.monotonic() < deadline:
-        if record_path.exists():
-            try:
-                candidate = read(record_path, LocalJob)
-            except SchemaError:
-                candidate = None
-            if candidate is not None:
-                if candidate.wrapper_pid != os.getpid():
-                    print(f"job {job_id}: the registry names another process; not running", flush=True)
-                    return 3
-                job = candidate
-                break
-        time.sleep(0.05)
-    if job is None:
-        print(f"job {job_id}: never recorded by the submitter; not running", flush=True)
-        return 3
-    end_path = jobs_dir / f"{job_id}.end.json"
-    started = time.time()
-
-    def finish(state: str, exit_code: str, message: str = "") -> int:
-        write_atomic(
-            end_path,
-            LocalEnd(
-                job_id=job_id, state=state, exit_code=exit_code, start=_stamp(started), end=_stamp(),
-                elapsed_seconds=round(time.time() - started, 3), message=message,
-            ),
-        )
-        return 0
-
-    if stop:
-        return finish("CANCELLED", "0:15", "cancelled before it started")
-    env = dict(os.environ)
-    env.setdefault("THROUGHPUT_LOCAL_JOB_ID", job_id)
-    with open(job.output, "ab") as out:
-        try:
-            child = subprocess.Popen(
-                ["/bin/bash", job.script], cwd=job.workdir, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        except OSError as exc:
-            out.write(f"local job {job_id}: cannot start: {exc}\n".encode())
-            return finish("FAILED", "127:0", str(exc))
-    limit = started + job.time_limit_seconds
-    reason = None
-    while True:
-        try:
-            child.wait(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        if stop:
-            reason = "CANCELLED"
-        elif time.time() >= limit:
-            reason = "TIMEOUT"
-        if reason:
-            _signal_session(child.pid, signal.SIGTERM)
-            try:
-                child.wait(timeout=job.kill_wait_seconds)
-            except subprocess.TimeoutExpired:
-                _signal_session(child.pid, signal.SIGKILL)
-                child.wait()
-            break
-    _signal_session(child.pid, signal.SIGKILL)  # leftovers of the job, as Slurm's cgroup would
-    rc = child.returncode
-    exit_code = f"{rc}:0" if rc >= 0 else f"0:{-rc}"
-    if reason == "TIMEOUT":
-        return finish("TIMEOUT", exit_code, f"time limit of {job.time_limit_seconds:.0f} s reached")
-    if reason == "CANCELLED":
-        return finish("CANCELLED", exit_code, "cancelled")
-    return finish("COMPLETED" if rc == 0 else "FAILED", exit_code)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3 or argv[0] != "run-job":
-        print("usage: python -m throughput_sweep.schedulers.local run-job JOBS_DIR JOB_ID", file=sys.stderr)
-        return 2
-    return run_job(Path(argv[1]), argv[2])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,16 @@
 """Slurm through its command-line tools (sbatch, squeue, sacct, scancel) as anyio subprocesses.
 
 Every command is an argv list; no shell is ever involved, so a profile value can only
-ever be an argument. Output is read with `--parsable2`/fixed `--format` strings, which
-are stable across Slurm releases (unlike `--json`), and parsed by the pure functions
-`parse_squeue`, `parse_sacct` and `classify_sbatch_error` (tested on captured text).
+ever be an argument. The output is read by the pure functions of `slurm_text`
+(`parse_squeue`, `parse_sacct`, `classify_sbatch_error`, ...).
 
 Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never "gone":
     squeue forgets jobs `MinJobAge` seconds after they end, and a single unknown id
     makes squeue exit 1 ("Invalid job id specified"), which is an empty answer here.
   * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed in a
-    terminal state. A terminal row is `accounting_final` only when JobName, Partition,
-    Timelimit and AllocTRES are filled in (sacct lags ~5 s after a job ends and shows
-    JobName `allocation` with empty fields meanwhile), so keep polling a finished job
-    until its status says final.
+    terminal state. A terminal row is `accounting_final` only once sacct has caught up
+    (`accounting_is_final`), so keep polling a finished job until its status says final.
   * No retries inside a cycle: the watcher's next cycle is the retry. When squeue fails
     every id goes to sacct (which also knows PENDING/RUNNING jobs); ids that no query
     could answer come back as state `UNKNOWN`. `poll` raises `QueryFailed` only when no
@@ -33,7 +30,6 @@ by token later. Permanent failures (bad account, partition, QOS, constraints...)
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,171 +38,23 @@ from typing import Sequence
 
 import anyio
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
 from throughput_sweep.schedulers.base import TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
-
-__all__ = [
-    "SACCT_FIELDS",
-    "SQUEUE_FORMAT",
-    "CommandResult",
-    "SlurmScheduler",
-    "accounting_is_final",
-    "classify_sbatch_error",
-    "normalize_state",
-    "parse_sacct",
-    "parse_squeue",
-    "sbatch_argv",
-]
-
-SACCT_FIELDS = (
-    "JobID",
-    "JobName",
-    "State",
-    "ExitCode",
-    "Partition",
-    "Account",
-    "Timelimit",
-    "AllocTRES",
-    "ReqMem",
-    "Start",
-    "End",
-    "Elapsed",
-    "Comment",
-    "NodeList",
-)
-_ROW_FIELDS = (
-    "job_id",
-    "job_name",
-    "state",
-    "exit_code",
-    "partition",
-    "account",
-    "timelimit",
-    "alloc_tres",
-    "req_mem",
-    "start",
-    "end",
-    "elapsed",
-    "comment",
-    "node_list",
-)
-# squeue: job id, state, reason, name; the name goes last (it may hold any character
-# but a newline; our tokens are plain, but a foreign job's name must not break parsing).
-SQUEUE_FORMAT = "%i|%T|%r|%j"
-
-# squeue/sacct states that mean "waiting to run" (everything else non-terminal runs).
-_PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"})
-
-_PERMANENT = re.compile(
-    r"invalid account|invalid partition|invalid qos|qos|association|"
-    r"invalid generic resource|invalid gres|gres specification|"
-    r"requested node configuration is not available|node count specification invalid|"
-    r"memory specification can not be satisfied|invalid feature specification|"
-    r"invalid time limit|requested time limit is invalid|time limit specification|"
-    r"access/permission denied|not permitted|permission denied|invalid user|"
-    r"unrecognized option|invalid option|unable to open file|no such file|"
-    r"invalid --|invalid job|batch job submission failed: invalid|"
-    r"more processors requested than permitted|cpu count per node can not be satisfied|"
-    r"account has insufficient|partition .* not available",
-    re.IGNORECASE,
-)
-_TRANSIENT = re.compile(
-    r"socket timed out|timed out|unable to contact slurm controller|"
-    r"slurm controller not responding|connection refused|connection reset|"
-    r"temporarily unavailable|temporarily unable|try again|busy|zero bytes were transmitted|"
-    r"transport endpoint|communication connection failure|slurm_persist_conn|"
-    r"slurmctld.*(down|not responding)|resource temporarily unavailable|"
-    r"job submit/allocate failed: (slurm )?(temporarily|controller)",
-    re.IGNORECASE,
+from throughput_sweep.schedulers.slurm_text import (
+    _TRANSIENT,
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    QueueEntry,
+    _queue_state,
+    _slurm_time,
+    accounting_is_final,
+    classify_sbatch_error,
+    normalize_state,
+    parse_sacct,
+    parse_squeue,
 )
 
-
-def classify_sbatch_error(stderr: str, returncode: int | None = 1) -> bool:
-    """True when the failure is permanent (retrying cannot help), False when transient.
-
-    Transient wins over permanent only for clear communication failures; an error we
-    do not recognise is permanent (a clear message beats blind retries).
-    `returncode=None` means sbatch itself did not finish in time: transient.
-    """
-    if returncode is None:
-        return False
-    text = stderr.strip()
-    if _TRANSIENT.search(text) and not re.search(r"invalid account|invalid partition|invalid qos", text, re.I):
-        return False
-    return True
-
-
-def normalize_state(raw: str) -> str:
-    """'CANCELLED by 0' -> 'CANCELLED'; '' -> 'UNKNOWN'."""
-    word = raw.strip().split(" ")[0].rstrip("+") if raw.strip() else ""
-    return word or "UNKNOWN"
-
-
-def parse_sacct(text: str) -> dict[str, AccountingRow]:
-    """Rows of `sacct --parsable2 --noheader -X --format=<SACCT_FIELDS>` keyed by job id.
-
-    Step rows (`123.batch`, `123.extern`) are skipped if present; when a job id appears
-    twice (requeue) the last row wins. A Comment containing '|' is rejoined.
-    """
-    rows: dict[str, AccountingRow] = {}
-    n = len(SACCT_FIELDS)
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) < n:
-            continue
-        if len(parts) > n:  # a '|' inside the Comment (index 12): rejoin it
-            extra = len(parts) - n
-            parts = parts[:12] + ["|".join(parts[12 : 13 + extra])] + parts[13 + extra :]
-        values = dict(zip(_ROW_FIELDS, parts))
-        job_id = values["job_id"]
-        if "." in job_id:
-            continue
-        rows[job_id] = AccountingRow(**values)
-    return rows
-
-
-@dataclass(frozen=True)
-class QueueEntry:
-    job_id: str
-    state: str
-    reason: str
-    name: str
-
-
-def parse_squeue(text: str) -> dict[str, QueueEntry]:
-    """Lines of `squeue --noheader --format=SQUEUE_FORMAT`, keyed by job id."""
-    found: dict[str, QueueEntry] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|", 3)
-        if len(parts) != 4:
-            continue
-        job_id, state, reason, name = (p.strip() for p in parts)
-        found[job_id] = QueueEntry(job_id=job_id, state=state, reason=reason, name=name)
-    return found
-
-
-def accounting_is_final(row: AccountingRow) -> bool:
-    """Terminal state and the fields sacct fills in late are present."""
-    if normalize_state(row.state) not in TERMINAL_STATES:
-        return False
-    if not (row.job_name and row.partition and row.timelimit and row.alloc_tres):
-        return False
-    if row.job_name == "allocation" or row.end in ("", "Unknown"):
-        return False
-    return True
-
-
-def _queue_state(state: str) -> str:
-    state = normalize_state(state)
-    if state in _PENDING_STATES:
-        return "PENDING"
-    if state in TERMINAL_STATES or state == "UNKNOWN":
-        return state
-    return "RUNNING"  # RUNNING, COMPLETING, CONFIGURING, SUSPENDED, SIGNALING, STAGE_OUT...
+__all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
 
 
 def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch") -> list[str]:
@@ -444,27 +292,3 @@ class SlurmScheduler:
         if "already completing or completed" in text or "invalid job id" in text:
             return
         raise QueryFailed(f"cannot cancel job {job_id}: {result.describe()}")
-
-
-def _slurm_time(when: datetime) -> str:
-    """Slurm's -S/-E format in the local time zone (what sacct interprets)."""
-    if when.tzinfo is not None:
-        when = when.astimezone().replace(tzinfo=None)
-    return when.strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def slurm_minutes(text: str) -> float | None:
-    """'00:14:00', '1-00:00:00', '14:00' (mm:ss), 'UNLIMITED' -> minutes (None if unknown)."""
-    text = text.strip()
-    if not text or text in ("UNLIMITED", "Partition_Limit", "INVALID"):
-        return None
-    days = 0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        days = int(d)
-    parts = [int(p) for p in text.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts[-3:]
-    return days * 1440 + h * 60 + m + s / 60
-

@@ -1,0 +1,210 @@
+"""What Slurm prints and how we read it: squeue/sacct output, sbatch errors, times.
+
+Output is requested with `--parsable2`/fixed `--format` strings (`SACCT_FIELDS`,
+`SQUEUE_FORMAT`), which are stable across Slurm releases (unlike `--json`), and parsed by
+the pure functions here (tested on captured text, no Slurm needed):
+  * `parse_squeue` / `parse_sacct`: one entry per job id; sacct step rows are skipped and
+    a '|' inside the Comment is rejoined.
+  * `normalize_state` / `_queue_state`: 'CANCELLED by 0' -> 'CANCELLED', and the many
+    squeue states folded into PENDING, RUNNING or a terminal state.
+  * `accounting_is_final`: sacct lags ~5 s after a job ends and shows JobName
+    `allocation` with empty fields meanwhile, so a terminal row counts only once
+    JobName, Partition, Timelimit, AllocTRES and End are filled in.
+  * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or transient
+    (controller unreachable, time-out, busy).
+  * `slurm_minutes` / `_slurm_time`: Slurm's durations and its -S/-E time format.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from throughput_schema import AccountingRow
+from throughput_sweep.schedulers.base import TERMINAL_STATES
+
+__all__ = [
+    "SACCT_FIELDS",
+    "SQUEUE_FORMAT",
+    "QueueEntry",
+    "accounting_is_final",
+    "classify_sbatch_error",
+    "normalize_state",
+    "parse_sacct",
+    "parse_squeue",
+    "slurm_minutes",
+]
+
+SACCT_FIELDS = (
+    "JobID",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Partition",
+    "Account",
+    "Timelimit",
+    "AllocTRES",
+    "ReqMem",
+    "Start",
+    "End",
+    "Elapsed",
+    "Comment",
+    "NodeList",
+)
+_ROW_FIELDS = (
+    "job_id",
+    "job_name",
+    "state",
+    "exit_code",
+    "partition",
+    "account",
+    "timelimit",
+    "alloc_tres",
+    "req_mem",
+    "start",
+    "end",
+    "elapsed",
+    "comment",
+    "node_list",
+)
+# squeue: job id, state, reason, name; the name goes last (it may hold any character
+# but a newline; our tokens are plain, but a foreign job's name must not break parsing).
+SQUEUE_FORMAT = "%i|%T|%r|%j"
+
+# squeue/sacct states that mean "waiting to run" (everything else non-terminal runs).
+_PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"})
+
+_PERMANENT = re.compile(
+    r"invalid account|invalid partition|invalid qos|qos|association|"
+    r"invalid generic resource|invalid gres|gres specification|"
+    r"requested node configuration is not available|node count specification invalid|"
+    r"memory specification can not be satisfied|invalid feature specification|"
+    r"invalid time limit|requested time limit is invalid|time limit specification|"
+    r"access/permission denied|not permitted|permission denied|invalid user|"
+    r"unrecognized option|invalid option|unable to open file|no such file|"
+    r"invalid --|invalid job|batch job submission failed: invalid|"
+    r"more processors requested than permitted|cpu count per node can not be satisfied|"
+    r"account has insufficient|partition .* not available",
+    re.IGNORECASE,
+)
+_TRANSIENT = re.compile(
+    r"socket timed out|timed out|unable to contact slurm controller|"
+    r"slurm controller not responding|connection refused|connection reset|"
+    r"temporarily unavailable|temporarily unable|try again|busy|zero bytes were transmitted|"
+    r"transport endpoint|communication connection failure|slurm_persist_conn|"
+    r"slurmctld.*(down|not responding)|resource temporarily unavailable|"
+    r"job submit/allocate failed: (slurm )?(temporarily|controller)",
+    re.IGNORECASE,
+)
+
+
+def classify_sbatch_error(stderr: str, returncode: int | None = 1) -> bool:
+    """True when the failure is permanent (retrying cannot help), False when transient.
+
+    Transient wins over permanent only for clear communication failures; an error we
+    do not recognise is permanent (a clear message beats blind retries).
+    `returncode=None` means sbatch itself did not finish in time: transient.
+    """
+    if returncode is None:
+        return False
+    text = stderr.strip()
+    if _TRANSIENT.search(text) and not re.search(r"invalid account|invalid partition|invalid qos", text, re.I):
+        return False
+    return True
+
+
+def normalize_state(raw: str) -> str:
+    """'CANCELLED by 0' -> 'CANCELLED'; '' -> 'UNKNOWN'."""
+    word = raw.strip().split(" ")[0].rstrip("+") if raw.strip() else ""
+    return word or "UNKNOWN"
+
+
+def parse_sacct(text: str) -> dict[str, AccountingRow]:
+    """Rows of `sacct --parsable2 --noheader -X --format=<SACCT_FIELDS>` keyed by job id.
+
+    Step rows (`123.batch`, `123.extern`) are skipped if present; when a job id appears
+    twice (requeue) the last row wins. A Comment containing '|' is rejoined.
+    """
+    rows: dict[str, AccountingRow] = {}
+    n = len(SACCT_FIELDS)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < n:
+            continue
+        if len(parts) > n:  # a '|' inside the Comment (index 12): rejoin it
+            extra = len(parts) - n
+            parts = parts[:12] + ["|".join(parts[12 : 13 + extra])] + parts[13 + extra :]
+        values = dict(zip(_ROW_FIELDS, parts))
+        job_id = values["job_id"]
+        if "." in job_id:
+            continue
+        rows[job_id] = AccountingRow(**values)
+    return rows
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    job_id: str
+    state: str
+    reason: str
+    name: str
+
+
+def parse_squeue(text: str) -> dict[str, QueueEntry]:
+    """Lines of `squeue --noheader --format=SQUEUE_FORMAT`, keyed by job id."""
+    found: dict[str, QueueEntry] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 3)
+        if len(parts) != 4:
+            continue
+        job_id, state, reason, name = (p.strip() for p in parts)
+        found[job_id] = QueueEntry(job_id=job_id, state=state, reason=reason, name=name)
+    return found
+
+
+def accounting_is_final(row: AccountingRow) -> bool:
+    """Terminal state and the fields sacct fills in late are present."""
+    if normalize_state(row.state) not in TERMINAL_STATES:
+        return False
+    if not (row.job_name and row.partition and row.timelimit and row.alloc_tres):
+        return False
+    if row.job_name == "allocation" or row.end in ("", "Unknown"):
+        return False
+    return True
+
+
+def _queue_state(state: str) -> str:
+    state = normalize_state(state)
+    if state in _PENDING_STATES:
+        return "PENDING"
+    if state in TERMINAL_STATES or state == "UNKNOWN":
+        return state
+    return "RUNNING"  # RUNNING, COMPLETING, CONFIGURING, SUSPENDED, SIGNALING, STAGE_OUT...
+
+
+def _slurm_time(when: datetime) -> str:
+    """Slurm's -S/-E format in the local time zone (what sacct interprets)."""
+    if when.tzinfo is not None:
+        when = when.astimezone().replace(tzinfo=None)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def slurm_minutes(text: str) -> float | None:
+    """'00:14:00', '1-00:00:00', '14:00' (mm:ss), 'UNLIMITED' -> minutes (None if unknown)."""
+    text = text.strip()
+    if not text or text in ("UNLIMITED", "Partition_Limit", "INVALID"):
+        return None
+    days = 0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = int(d)
+    parts = [int(p) for p in text.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts[-3:]
+    return days * 1440 + h * 60 + m + s / 60
