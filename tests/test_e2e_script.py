@@ -66,3 +66,62 @@ def test_e2e_script_on_cpu_stops_resumes_and_packs(tmp_path):
     assert len(list((pack / "report").glob("*.png"))) >= 5
     summary = (out / "summary.txt").read_text()
     assert summary.startswith("# e2e cpu: complete") and "report.pdf (6 pages)" in summary
+
+
+def _kill_jobs(jobs_dir: Path) -> int:
+    """SIGKILL each unfinished job's wrapper and everything below it (the job script runs
+    in a session of its own), as losing the machine would: nothing writes an end record.
+    Returns how many jobs had no end record."""
+    import signal
+
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    unfinished, doomed = 0, set()
+    for record in jobs_dir.glob("*.json"):
+        if record.name.endswith(".end.json") or (jobs_dir / f"{record.stem}.end.json").exists():
+            continue
+        unfinished += 1
+        tree = {json.loads(record.read_text())["wrapper_pid"]}
+        grown = True
+        while grown:
+            below = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+            tree |= below
+            grown = bool(below)
+        doomed |= tree
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return unfinished
+
+
+@pytest.mark.slow
+def test_e2e_script_restores_after_a_lost_machine(tmp_path):
+    """The state that comes back after a call is enough to go on after the machine is lost:
+    jobs running at the loss end as NODE_FAIL, --retry-failed gives them fresh attempts, and
+    the run completes with both audits passing (the path the next GPU session depends on)."""
+    (tmp_path / "plan.json").write_text(json.dumps({"default": "ok", "ok_seconds": 20}))
+    first = _run(tmp_path, "--budget", "85")
+    assert first.returncode == 75, first.stdout[-3000:] + first.stderr[-2000:]
+    runs = tmp_path / "runs"
+    assert _kill_jobs(runs / "throughput/.local-jobs") >= 1  # something was running
+    state = tmp_path / "state.tar.gz"
+    (tmp_path / "out/e2e-cpu.tar.gz").rename(state)
+    import shutil
+
+    shutil.rmtree(runs)  # the machine is gone, and its disk with it
+
+    second = _run(tmp_path, "--state-in", str(state), "--retry-failed", timeout=400)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    assert "restoring state" in second.stdout
+    ends = [json.loads(p.read_text())["state"] for p in (runs / "throughput/.local-jobs").glob("*.end.json")]
+    assert "NODE_FAIL" in ends
+    for campaign in ("throughput", "optimizer"):
+        audit = json.loads((runs / campaign / "audit.json").read_text())
+        assert audit["summary"]["failed"] == 0, [c for c in audit.get("checks", []) if not c.get("ok", True)][:5]
+    assert (runs / "report/report.pdf").stat().st_size > 0

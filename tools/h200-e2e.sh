@@ -192,6 +192,13 @@ else
     --window-seconds "$window" ${max_batch:+--max-batch "$max_batch"} "${worker[@]}"
 fi
 
+# A blocked curve (a failure that is not a memory boundary) needs a look before the
+# follow-up inherits an incomplete grid: stop here and say how to go on.
+if sweep status --output "$tp" 2>/dev/null | head -1 | grep -q "ended with blocked curves"; then
+  say "throughput: curves are blocked by failures (see the status below); investigate, then run the same command with --retry-failed"
+  sweep status --output "$tp"; summary "throughput ended with blocked curves"; pack partial; exit 1
+fi
+
 # ------------------------------------------------------------------ 2. optimizer-timing follow-up
 par=(); [ "$parallel" = 1 ] && par=(--parallel-optimizer-points)
 if [ -e "$opt/manifest.json" ]; then

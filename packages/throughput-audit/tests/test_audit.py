@@ -394,3 +394,29 @@ def test_optimizer_bursts_from_result_when_bursts_file_is_absent(tmp_path, campa
     edit(folder / "result.json", lambda d: d["optimizer_timing"]["bursts"][0].update(optimizer_ms=99.0))
     bad = failures(audit(opt), "optimizer.window_ms")
     assert len(bad) == 1 and bad[0].file == "curves/20m-c512/b4/attempt-1/result.json"
+
+
+def _lose_job(campaign, folder, finished: str, end: str):
+    """The worker finished its result at `finished`; the job ended NODE_FAIL at `end`,
+    in the receipt and in sacct alike."""
+    edit(folder / "result.json", lambda d: d.update(finished_at=finished))
+    edit(folder / "receipt.json", lambda d: d["accounting"].update(state="NODE_FAIL", exit_code="0:0", end=end))
+    sacct = campaign.sacct()
+    job = json.loads((folder / "receipt.json").read_text())["job_id"]
+    sacct.rows[job] = msgspec.structs.replace(sacct.rows[job], state="NODE_FAIL", exit_code="0:0", end=end)
+    return sacct
+
+
+def test_job_lost_after_its_result_was_finished_is_accepted(campaign):
+    """A node (or the local machine) lost while the job was finishing: the worker's ok result
+    is whole and was finished before the job's end, so it stands, as the controller keeps it."""
+    folder = point(campaign, "20m-c512", 4)
+    out = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:32:42+00:00", "2026-11-29T21:33:20+00:00"))
+    assert not failures(out)
+
+
+def test_ok_result_finished_after_a_lost_job_is_caught(campaign):
+    folder = point(campaign, "20m-c512", 4)
+    out = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:20+00:00", "2026-11-29T21:32:42+00:00"))
+    assert {"receipt.state", "slurm.state"} <= {c.name for c in failures(out)}
+    assert "NODE_FAIL/BOOT_FAIL ending after the result was finished" in failures(out, "slurm.state")[0].message

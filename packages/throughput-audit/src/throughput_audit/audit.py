@@ -207,7 +207,7 @@ def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
     file = record.file("receipt.json")
     checks.expect(
         "receipt.state",
-        slurm.state_matches(k, row.state, row.exit_code),
+        slurm.state_explains(k, row, a.result.finished_at),
         file,
         f"{file}: recorded accounting state {row.state} exit {row.exit_code} for job {r.job_id}; "
         f"result.json outcome {k} implies {slurm.expected_states(k)}",
@@ -413,7 +413,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             k = kind(res)
             checks.expect(
                 "slurm.state",
-                slurm.state_matches(k, row.state, row.exit_code),
+                slurm.state_explains(k, row, res.finished_at),
                 file,
                 f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
                 f"implies {slurm.expected_states(k)}",

@@ -177,7 +177,8 @@ def expected_states(outcome: str) -> str:
     options = _EXPECTED.get(outcome)
     if not options:
         return "no Slurm state"
-    return " or ".join(s if code is None else f"{s} with exit {code}" for s, code in options)
+    text = " or ".join(s if code is None else f"{s} with exit {code}" for s, code in options)
+    return f"{text} (or {'/'.join(LOST_AFTER_RESULT)} ending after the result was finished)"
 
 
 def state_matches(outcome: str, state: str, exit_code: str) -> bool:
@@ -189,6 +190,25 @@ def state_matches(outcome: str, state: str, exit_code: str) -> bool:
                 continue
             return True
     return False
+
+
+# A job lost while it was finishing: its worker had written a complete result, then the
+# node failed (Slurm) or the machine went away with the local scheduler's wrapper, so the
+# accounting says NODE_FAIL although the measurement is whole. The controller keeps such
+# a result; the audit accepts the pair only when the result was finished no later than
+# the job's recorded end (a result from after the job cannot be the job's).
+LOST_AFTER_RESULT = ("NODE_FAIL", "BOOT_FAIL")
+
+
+def state_explains(outcome: str, row: AccountingRow, result_finished_at: str) -> bool:
+    """The job's end state agrees with the result's outcome, or the job was lost after the result."""
+    if state_matches(outcome, row.state, row.exit_code):
+        return True
+    head = (row.state or "").split()[0] if row.state else ""
+    if head not in LOST_AFTER_RESULT:
+        return False
+    done, end = parse_time(result_finished_at), parse_time(row.end)
+    return done is not None and end is not None and done <= end
 
 
 def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tuple[str, object, object]]:
