@@ -48,9 +48,11 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
+# HERE too: the shapes, recipes and copy ceiling are benchmarks/peers.py's, so both compare alike.
+sys.path[:0] = [str(HERE), str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
 
-from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
+from peers import copy_bandwidth, parse_point, recipe_for  # noqa: E402
+from throughput_schema.recipe import flops_per_token, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
 from tiny_llm.arena_adamw import ArenaAdamW  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
@@ -78,30 +80,6 @@ DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd"
 LOSS_TOL = 2e-2
 WEIGHT_TOL = 0.25  # of how far the baseline's weights moved from their init
 WIN = 1.01  # a choice enters "best" when at least 1% faster than the baseline
-
-
-def parse_point(text: str):
-    model, rest = text.split("@")
-    context, batch = rest.split("x")
-    return model, int(context), int(batch)
-
-
-def recipe_for(model: str, context: int, batch: int):
-    """As benchmarks/peers.py: the guide's optimizer settings, one micro-batch per update."""
-    return load_recipe(
-        ROOT / "configs" / f"{model}.yaml",
-        [f"model.context_length={context}", f"training.micro_batch_size={batch}",
-         f"training.batch_tokens={context * batch}", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
-    )
-
-
-def copy_bandwidth() -> float:
-    """Bytes read + written per second by a 2 GiB device-to-device copy (the optimizer's floor)."""
-    src = torch.empty(2 * 1024**3 // 4, device="cuda", dtype=torch.float32)
-    dst = torch.empty_like(src)
-    ms = statistics.median(time_replays(lambda: dst.copy_(src), 10, 3))
-    del src, dst
-    return 2 * (2 * 1024**3) / (ms / 1e3)
 
 
 def free(device) -> None:

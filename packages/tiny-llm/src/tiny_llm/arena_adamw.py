@@ -126,7 +126,7 @@ class ArenaAdamW:
             raise ValueError("the fused kernel needs FP32 arenas")
         self.kernel = kernel
         groups = [(0, decay_end, weight_decay), (decay_end, offset, 0.0)]
-        self.groups = [(lo, hi, wd) for lo, hi, wd in groups if hi > lo]
+        self.groups = tuple((lo, hi, wd) for lo, hi, wd in groups if hi > lo)  # hashable: a compile-time constant
 
     # ------------------------------------------------------------------ API
 
@@ -141,7 +141,7 @@ class ArenaAdamW:
             self._step_fused()
         else:
             step_fn = _compiled_tensor_step() if self.kernel == "compiled" else tensor_step
-            step_fn(self._state(), tuple(self.groups), self.lr, self.beta1, self.beta2, self.eps, self.max_norm,
+            step_fn(self._state(), self.groups, self.lr, self.beta1, self.beta2, self.eps, self.max_norm,
                     write_grads=self.kernel == "tensor")
 
     def check_views(self) -> None:
