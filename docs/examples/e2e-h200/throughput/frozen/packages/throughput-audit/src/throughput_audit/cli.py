@@ -1,0 +1,62 @@
+"""The throughput-audit command line: `throughput-audit --output runs/NAME`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from throughput_schema import SchemaError
+from throughput_schema.argparsing import OneLineParser
+
+SHOWN_FAILURES = 8
+
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(
+        prog="throughput-audit",
+        description="Re-derive every figure of a throughput or optimizer-timing campaign from its raw files "
+        "and check its jobs against Slurm accounting. Writes audit.json and accounting.txt into the campaign.",
+    )
+    parser.add_argument("--output", required=True, type=Path, help="the campaign folder (runs/NAME)")
+    parser.add_argument("--no-slurm", action="store_true", help="skip the Slurm accounting checks")
+    args = parser.parse_args(argv)
+
+    from throughput_audit.audit import ACCOUNTING_FILE, AUDIT_FILE, UsageError, run_audit, write_outputs
+
+    try:
+        outcome = run_audit(args.output, slurm_checks=not args.no_slurm)
+    except UsageError as exc:
+        print(f"throughput-audit: {exc}", file=sys.stderr)
+        return 2
+    except SchemaError as exc:
+        print(f"throughput-audit: {exc}", file=sys.stderr)
+        return 2
+    try:
+        write_outputs(args.output, outcome)
+    except OSError as exc:
+        print(f"throughput-audit: cannot write {AUDIT_FILE}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    report = outcome.report
+    s = report.summary
+    states: dict[str, int] = {}
+    for c in report.curves:
+        states[c.state] = states.get(c.state, 0) + 1
+    print(
+        f"{report.name} ({report.kind}): {s.passed} checks passed, {s.failed} failed, "
+        f"{s.not_applicable} not applicable; Slurm accounting {report.slurm.replace('_', ' ')}"
+    )
+    print("curves: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
+    failures = [c for c in report.checks if c.status == "fail"]
+    for c in failures[:SHOWN_FAILURES]:
+        print(f"FAIL {c.name}: {c.message}")
+    if len(failures) > SHOWN_FAILURES:
+        print(f"... and {len(failures) - SHOWN_FAILURES} more in {args.output / AUDIT_FILE}")
+    print(f"wrote {args.output / AUDIT_FILE} and {args.output / ACCOUNTING_FILE}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

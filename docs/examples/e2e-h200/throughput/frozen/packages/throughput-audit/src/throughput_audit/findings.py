@@ -1,0 +1,87 @@
+"""The audit's own records: one `Check` per comparison, collected into `AuditReport`.
+
+A check names what was compared, the file it came from (relative to the campaign),
+and the numbers on both sides, so a failure can be read without the audit's source.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Status = Literal["pass", "fail", "not_applicable"]
+
+AUDIT_VERSION = 1
+
+
+class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    name: str
+    status: Status
+    file: str = ""
+    message: str = ""
+    values: dict[str, Any] = {}
+
+
+class CurveFinding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A curve as the audit derives it from the raw files."""
+
+    curve: str
+    state: Literal["pending", "blocked", "bounded", "capped", "complete", "incomplete"]
+    batches: list[int] = []
+    fitting_batches: list[int] = []
+    largest_fitting_batch: int | None = None
+    first_oom_batch: int | None = None
+    unstable_batches: list[int] = []
+    blocked_batch: int | None = None
+    blocked_reason: str = ""
+
+
+class Summary(msgspec.Struct, frozen=True, kw_only=True):
+    passed: int
+    failed: int
+    not_applicable: int
+
+
+class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
+    audit_version: int
+    campaign: str
+    name: str
+    kind: str
+    audited_at: str
+    tool_version: str
+    slurm: Literal["checked", "not_applicable"]
+    summary: Summary
+    curves: list[CurveFinding]
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return self.summary.failed == 0
+
+
+class Checks:
+    """Collects checks in order; `expect` records a pass or a fail from one comparison."""
+
+    def __init__(self) -> None:
+        self.items: list[Check] = []
+
+    def expect(self, name: str, ok: bool, file: str = "", message: str = "", **values: Any) -> bool:
+        self.items.append(Check(name=name, status="pass" if ok else "fail", file=file, message=message, values=values))
+        return ok
+
+    def fail(self, name: str, file: str, message: str, **values: Any) -> None:
+        self.expect(name, False, file, message, **values)
+
+    def not_applicable(self, name: str, message: str, file: str = "") -> None:
+        self.items.append(Check(name=name, status="not_applicable", file=file, message=message))
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.items if c.status == "fail"]
+
+    def summary(self) -> Summary:
+        counts = {"pass": 0, "fail": 0, "not_applicable": 0}
+        for c in self.items:
+            counts[c.status] += 1
+        return Summary(passed=counts["pass"], failed=counts["fail"], not_applicable=counts["not_applicable"])

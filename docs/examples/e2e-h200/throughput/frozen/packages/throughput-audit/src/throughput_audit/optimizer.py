@@ -1,0 +1,343 @@
+"""Optimizer-timing campaigns: the inherited grid, burst weighting and primary percentages.
+
+Per window: optimizer ms = sum(burst optimizer_ms x burst updates) / sum(burst updates)
+(each burst's events describe its last replay; the window weights those samples by the
+burst's update count). Reported optimizer ms = median window value. Primary percentage
+= that median / the paired baseline's full-iteration ms, where the baseline's update ms
+= 1000 x B x L / its median tokens per second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from throughput_schema import Manifest, SchemaError, read
+from throughput_schema.layout import MANIFEST
+
+from throughput_audit.campaign import (
+    CURVES,
+    AttemptRecord,
+    Loaded,
+    final_attempts,
+    group,
+    kind,
+    load,
+    sha256,
+    status,
+    walk_throughput,
+)
+from throughput_audit.findings import Checks, CurveFinding
+from throughput_audit.points import CV_REL, RATE_REL
+from throughput_audit.stats import close, median, sample_cv, weighted_mean
+
+
+def parent_path(root: Path, manifest: Manifest) -> Path | None:
+    """The parent campaign: the manifest's path, else a sibling folder of the same name."""
+    p = manifest.parent
+    candidates = [Path(p.path)]
+    if not Path(p.path).is_absolute():
+        candidates.append(root / p.path)
+    candidates.append(root.parent / Path(p.path).name)
+    if p.name:
+        candidates.append(root.parent / p.name)
+    for c in candidates:
+        if (c / MANIFEST).is_file():
+            return c
+    return None
+
+
+def parent_fitting(root: Path, manifest: Manifest, checks: Checks) -> dict[str, list[int]] | None:
+    """Each parent curve's fitting batches, derived from the parent's own files."""
+    if manifest.parent is None:
+        checks.fail("optimizer.parent", MANIFEST, f"{MANIFEST}: an optimizer-timing campaign without a parent")
+        return None
+    path = parent_path(root, manifest)
+    if path is None:
+        checks.fail(
+            "optimizer.parent",
+            MANIFEST,
+            f"{MANIFEST}: parent campaign {manifest.parent.path} not found; the inherited grid cannot be verified",
+            parent=manifest.parent.path,
+        )
+        return None
+    digest = sha256(path / MANIFEST)
+    checks.expect(
+        "optimizer.parent",
+        digest == manifest.parent.manifest_sha256,
+        MANIFEST,
+        f"{MANIFEST}: parent {path}/{MANIFEST} sha256 {digest[:16]}..., recorded {manifest.parent.manifest_sha256[:16]}...",
+        parent=str(path),
+        actual=digest,
+        expected=manifest.parent.manifest_sha256,
+    )
+    try:
+        parent_checks = Checks()
+        loaded = load(path, parent_checks, optimizer=False)
+    except SchemaError as exc:
+        checks.fail("optimizer.parent", MANIFEST, f"parent campaign: {exc}")
+        return None
+    pm = loaded.manifest
+    checks.expect(
+        "optimizer.parent_grid",
+        pm.kind == "throughput" and pm.models == manifest.models and sorted(pm.contexts) == sorted(manifest.contexts),
+        MANIFEST,
+        f"{MANIFEST}: models {manifest.models} contexts {manifest.contexts}; parent ({pm.kind}) has models "
+        f"{pm.models} contexts {pm.contexts}",
+        models=manifest.models,
+        contexts=manifest.contexts,
+        parent_models=pm.models,
+        parent_contexts=pm.contexts,
+    )
+    groups = group(loaded)
+    out = {}
+    for m in pm.models:
+        for c in pm.contexts:
+            name = f"{m}-c{c}"
+            finding = walk_throughput(name, groups.get(name, []), pm, Checks())
+            out[name] = finding.fitting_batches
+    return out
+
+
+def check_grid(loaded: Loaded, checks: Checks, parent: dict[str, list[int]] | None) -> list[CurveFinding]:
+    """The exact inherited grid: every parent fitting batch measured ok, nothing else."""
+    m = loaded.manifest
+    groups = group(loaded)
+    findings = []
+    for model in m.models:
+        for context in m.contexts:
+            name = f"{model}-c{context}"
+            where = f"{CURVES}/{name}"
+            inherited = list(m.inherited_batches.get(name, []))
+            if parent is not None:
+                want = parent.get(name, [])
+                checks.expect(
+                    "optimizer.inherited",
+                    inherited == want,
+                    MANIFEST,
+                    f"{MANIFEST}: inherited_batches[{name}] = {inherited}, the parent's fitting batches are {want}",
+                    curve=name,
+                    inherited=inherited,
+                    parent=want,
+                )
+            finals = final_attempts(groups.get(name, []))
+            present = sorted(finals)
+            ok = [b for b in present if status(finals[b], optimizer=True) == "ok"]
+            failed = {b: status(finals[b], optimizer=True) for b in present if b not in ok}
+            missing = [b for b in inherited if b not in ok]
+            extra = [b for b in present if b not in inherited]
+            checks.expect(
+                "optimizer.grid",
+                not missing and not extra,
+                where,
+                f"{where}: measured {ok} of inherited {inherited}"
+                + (f"; missing {missing}" if missing else "")
+                + (f" ({', '.join(f'b{b} {s}' for b, s in failed.items())})" if failed else "")
+                + (f"; extra {extra} not in the inherited grid" if extra else ""),
+                inherited=inherited,
+                measured=ok,
+                missing=missing,
+                extra=extra,
+            )
+            unstable = [b for b in ok if _unstable(finals[b])]
+            blocked = [b for b in failed if failed[b] not in ("no-result",)]
+            state = "complete" if not missing and not extra else ("blocked" if blocked else "incomplete")
+            findings.append(
+                CurveFinding(
+                    curve=name,
+                    state=state,
+                    batches=present,
+                    fitting_batches=ok,
+                    largest_fitting_batch=ok[-1] if ok else None,
+                    unstable_batches=unstable,
+                    blocked_batch=blocked[0] if blocked else None,
+                    blocked_reason="; ".join(f"batch {b}: {failed[b]}" for b in blocked),
+                )
+            )
+    return findings
+
+
+def _unstable(r: AttemptRecord) -> bool:
+    res, base = r.attempt.result, r.attempt.baseline
+    return any(
+        x is not None and ((x.throughput and x.throughput.unstable) or (x.optimizer_timing and x.optimizer_timing.unstable))
+        for x in (res, base)
+    )
+
+
+def optimizer_first_cv_exceeded(record: AttemptRecord, protocol) -> bool:
+    """Whether the first windows' optimizer CV (from raw bursts) called for extra windows."""
+    per_window = window_values(record, "optimizer_ms")
+    if not per_window:
+        return False
+    first = [v for _, v in sorted(per_window.items())][: protocol.windows]
+    return sample_cv(first) > protocol.cv_threshold
+
+
+def window_values(record: AttemptRecord, field: str) -> dict[int, float]:
+    bursts = record.bursts
+    if bursts is None and record.attempt.result and record.attempt.result.optimizer_timing:
+        bursts = record.attempt.result.optimizer_timing.bursts
+    out: dict[int, tuple[list[float], list[float]]] = {}
+    for b in bursts or []:
+        vals, weights = out.setdefault(b.window, ([], []))
+        vals.append(getattr(b, field))
+        weights.append(b.updates)
+    return {w: weighted_mean(v, u) for w, (v, u) in out.items()}
+
+
+def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int, context: int) -> float | None:
+    """Bursts vs the result, per-window weighting, median, CV, shares; returns the primary percentage."""
+    a = record.attempt
+    file = record.file("result.json")
+    res, base = a.result, a.baseline
+    ot = res.optimizer_timing if res else None
+    if ot is None:
+        checks.fail("optimizer.timing", file, f"{file}: an ok optimizer-timing result without optimizer timing")
+        return None
+    bfile = record.file("bursts.jsonl")
+    if record.bursts is None:
+        # Without the separate file, the raw samples are the ones result.json carries.
+        checks.expect(
+            "optimizer.bursts",
+            bool(ot.bursts),
+            bfile,
+            f"{bfile}: absent; using the {len(ot.bursts)} raw burst samples recorded in result.json",
+            raw=None,
+            result=len(ot.bursts),
+        )
+    else:
+        same = list(record.bursts) == list(ot.bursts)
+        checks.expect(
+            "optimizer.bursts",
+            same,
+            bfile,
+            f"{bfile}: {len(record.bursts)} raw samples "
+            + ("equal" if same else "differ from")
+            + f" result.json's {len(ot.bursts)} bursts",
+            raw=len(record.bursts),
+            result=len(ot.bursts),
+        )
+    bursts = record.bursts if record.bursts is not None else ot.bursts
+    windows = res.windows
+    covered = {}
+    for b in bursts:
+        covered[b.window] = covered.get(b.window, 0) + b.updates
+    wanted = {i: w.updates for i, w in enumerate(windows)}
+    checks.expect(
+        "optimizer.burst_updates",
+        covered == wanted,
+        bfile,
+        f"{bfile}: burst updates per window {[covered.get(i, 0) for i in range(len(windows))]}, "
+        f"window updates {[w.updates for w in windows]}"
+        + (f"; bursts name windows {sorted(set(covered) - set(wanted))} that do not exist" if set(covered) - set(wanted) else ""),
+        bursts=[covered.get(i, 0) for i in range(len(windows))],
+        windows=[w.updates for w in windows],
+    )
+    opt = window_values(record, "optimizer_ms")
+    graph = window_values(record, "graph_ms")
+    opt_list = [opt[i] for i in sorted(opt)]
+    graph_list = [graph[i] for i in sorted(graph)]
+    if not opt_list:
+        checks.fail("optimizer.window_ms", file, f"{file}: no burst samples to weight")
+        return None
+    bad = [
+        i for i in range(max(len(opt_list), len(ot.window_optimizer_ms)))
+        if i >= len(opt_list) or i >= len(ot.window_optimizer_ms) or not close(opt_list[i], ot.window_optimizer_ms[i], rel=RATE_REL)
+    ]
+    checks.expect(
+        "optimizer.window_ms",
+        not bad,
+        file,
+        f"{file}: update-weighted window optimizer ms recomputed {opt_list}, result says {list(ot.window_optimizer_ms)}"
+        + (f"; first difference at window {bad[0]}" if bad else ""),
+        recomputed=opt_list,
+        reported=list(ot.window_optimizer_ms),
+    )
+    gbad = len(graph_list) != len(ot.window_graph_ms) or not all(
+        close(x, y, rel=RATE_REL) for x, y in zip(graph_list, ot.window_graph_ms)
+    )
+    checks.expect(
+        "optimizer.window_graph_ms",
+        not gbad,
+        file,
+        f"{file}: update-weighted window graph ms recomputed {graph_list}, result says {list(ot.window_graph_ms)}",
+        recomputed=graph_list,
+        reported=list(ot.window_graph_ms),
+    )
+    opt_ms = median(opt_list)
+    cv = sample_cv(opt_list)
+    checks.expect(
+        "optimizer.median_ms",
+        close(opt_ms, ot.optimizer_ms, rel=RATE_REL),
+        file,
+        f"{file}: median window optimizer ms recomputed {opt_ms!r}, result says {ot.optimizer_ms!r}",
+        recomputed=opt_ms,
+        reported=ot.optimizer_ms,
+    )
+    checks.expect(
+        "optimizer.cv",
+        close(cv, ot.optimizer_cv, rel=CV_REL),
+        file,
+        f"{file}: optimizer CV recomputed {cv!r}, result says {ot.optimizer_cv!r}",
+        recomputed=cv,
+        reported=ot.optimizer_cv,
+    )
+    unstable = cv > protocol.cv_threshold
+    checks.expect(
+        "optimizer.unstable",
+        unstable == ot.unstable,
+        file,
+        f"{file}: optimizer CV {cv:.4%} vs {protocol.cv_threshold:.0%} means unstable={unstable}, result says {ot.unstable}",
+        recomputed=unstable,
+        reported=ot.unstable,
+    )
+    # Shares as the guide defines them: of the instrumented worker's wall time per update
+    # (median over windows of window ms / window updates) and of the captured graph's time.
+    graph_ms = median(graph_list) if graph_list else 0.0
+    share_graph = min(1.0, opt_ms / graph_ms) if graph_ms else 0.0
+    checks.expect(
+        "optimizer.share_of_graph",
+        close(share_graph, ot.share_of_graph, rel=1e-6),
+        file,
+        f"{file}: optimizer share of graph time recomputed {share_graph!r} ({opt_ms!r} / median graph ms {graph_ms!r}), "
+        f"result says {ot.share_of_graph!r}",
+        recomputed=share_graph,
+        reported=ot.share_of_graph,
+    )
+    wall_ms = median([1000.0 * w.seconds / w.updates for w in windows])
+    share_wall = min(1.0, opt_ms / wall_ms)
+    checks.expect(
+        "optimizer.share_of_wall",
+        close(share_wall, ot.share_of_wall, rel=1e-6),
+        file,
+        f"{file}: optimizer share of instrumented wall time recomputed {share_wall!r} "
+        f"({opt_ms!r} / median {wall_ms!r} ms per update), result says {ot.share_of_wall!r}",
+        recomputed=share_wall,
+        reported=ot.share_of_wall,
+    )
+    if base is None or base.throughput is None:
+        checks.fail("optimizer.baseline", record.file("baseline.json"), f"{record.file('baseline.json')}: no paired baseline throughput")
+        return None
+    base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
+    return 100.0 * opt_ms / base_ms
+
+
+def baseline_matches(record: AttemptRecord, checks: Checks) -> None:
+    """The paired baseline ran the same recipe, uninstrumented, in the same allocation."""
+    a = record.attempt
+    file = record.file("baseline.json")
+    if a.baseline is None:
+        checks.fail("optimizer.baseline", file, f"{file}: missing (an ok optimizer point needs its paired baseline)")
+        return
+    same = a.baseline.recipe == a.result.recipe
+    checks.expect(
+        "optimizer.baseline",
+        same and a.baseline.mode == "throughput" and kind(a.baseline) == "ok",
+        file,
+        f"{file}: mode {a.baseline.mode}, outcome {kind(a.baseline)}, recipe "
+        + ("equal to" if same else "differs from")
+        + " result.json's",
+        mode=a.baseline.mode,
+        outcome=kind(a.baseline),
+        same_recipe=same,
+    )

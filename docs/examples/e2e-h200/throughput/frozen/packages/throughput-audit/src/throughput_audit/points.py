@@ -1,0 +1,365 @@
+"""Checks of one worker result against its own raw windows and its point.
+
+Per window: rate = updates x B x L / seconds. Reported rate = median window rate.
+The sample CV (n-1) of the first `protocol.windows` rates decides whether
+`protocol.extra_windows` more were due; the CV of all counted windows decides the
+unstable flag. Every window ran the calibrated number of updates, and the
+optimizer's counter read after each window advanced by exactly that many.
+"""
+
+from __future__ import annotations
+
+from throughput_schema import Protocol, Recipe, WorkerResult
+
+from throughput_audit.findings import Checks
+from throughput_audit.stats import GUIDE_PARAMETERS, close, median, parameters, sample_cv
+
+RATE_REL = 1e-9
+CV_REL = 1e-6
+
+
+def window_rates(result: WorkerResult, batch: int, context: int) -> list[float]:
+    tokens = batch * context
+    return [w.updates * tokens / w.seconds for w in result.windows]
+
+
+def extension_due(cv_first: float, protocol: Protocol) -> bool:
+    return cv_first > protocol.cv_threshold
+
+
+def check_windows(
+    checks: Checks,
+    file: str,
+    result: WorkerResult,
+    *,
+    batch: int,
+    context: int,
+    protocol: Protocol,
+    extended_by_optimizer: bool = False,
+) -> list[float] | None:
+    """Window count, update counts and counters; returns the recomputed window rates."""
+    windows = result.windows
+    base, extra = protocol.windows, protocol.extra_windows
+    if not windows:
+        checks.fail("windows.present", file, f"{file}: an ok result without measurement windows")
+        return None
+    rates = window_rates(result, batch, context)
+
+    cv_first = sample_cv(rates[:base])
+    due = extension_due(cv_first, protocol) or extended_by_optimizer
+    expected_n = base + extra if due else base
+    why = (
+        f"first {base} windows' CV {cv_first:.4%} {'>' if cv_first > protocol.cv_threshold else '<='} "
+        f"{protocol.cv_threshold:.0%}" + (" and the optimizer CV exceeded it" if extended_by_optimizer else "")
+    )
+    checks.expect(
+        "windows.count",
+        len(windows) == expected_n,
+        file,
+        f"{file}: {len(windows)} windows, expected {expected_n} ({why})",
+        windows=len(windows),
+        expected=expected_n,
+        cv_first=cv_first,
+        cv_threshold=protocol.cv_threshold,
+    )
+
+    calib = result.calibration
+    per_window = calib.updates_per_window if calib else None
+    bad = [
+        (i, w.updates)
+        for i, w in enumerate(windows)
+        if (per_window is not None and w.updates != per_window) or w.updates < protocol.min_updates_per_window
+    ]
+    checks.expect(
+        "windows.updates",
+        calib is not None and not bad,
+        file,
+        f"{file}: window updates {[w.updates for w in windows]} vs calibrated {per_window} "
+        f"(at least {protocol.min_updates_per_window})"
+        + ("" if calib else "; no calibration record"),
+        updates=[w.updates for w in windows],
+        calibrated=per_window,
+        minimum=protocol.min_updates_per_window,
+    )
+    if calib is not None:
+        checks.expect(
+            "calibration.updates",
+            calib.updates == protocol.calibration_updates,
+            file,
+            f"{file}: calibration ran {calib.updates} updates, protocol says {protocol.calibration_updates}",
+            actual=calib.updates,
+            expected=protocol.calibration_updates,
+        )
+
+    # The counter after window i must be setup_updates (eager updates before graph
+    # capture) + warm-up + calibration + the updates of windows 0..i, exactly.
+    counters = [w.counter_after for w in windows]
+    setup = getattr(result, "setup_updates", 0)
+    start = setup + protocol.warmup + (calib.updates if calib else protocol.calibration_updates)
+    expected_counters = []
+    running = start
+    for w in windows:
+        running += w.updates
+        expected_counters.append(running)
+    mismatch = [i for i, (a, e) in enumerate(zip(counters, expected_counters)) if a != e]
+    checks.expect(
+        "windows.update_counter",
+        not mismatch,
+        file,
+        f"{file}: optimizer counter after windows {counters}, expected {expected_counters} "
+        f"({setup} setup + {protocol.warmup} warm-up + {start - setup - protocol.warmup} calibration updates, "
+        f"then each window's updates)" + (f"; first mismatch at window {mismatch[0]}" if mismatch else ""),
+        actual=counters,
+        expected=expected_counters,
+        setup_updates=setup,
+    )
+    return rates
+
+
+def check_throughput(
+    checks: Checks,
+    file: str,
+    result: WorkerResult,
+    *,
+    batch: int,
+    context: int,
+    protocol: Protocol,
+    extended_by_optimizer: bool = False,
+) -> float | None:
+    """Recompute every derived throughput figure; returns the recomputed median rate."""
+    rates = check_windows(
+        checks, file, result, batch=batch, context=context, protocol=protocol, extended_by_optimizer=extended_by_optimizer
+    )
+    tp = result.throughput
+    if tp is None:
+        checks.fail("throughput.present", file, f"{file}: an ok result without throughput figures")
+        return None
+    if rates is None:
+        return None
+    tokens = batch * context
+    rate = median(rates)
+    cv = sample_cv(rates)
+    reported = tp.window_tokens_per_second
+    bad = [
+        i for i in range(max(len(rates), len(reported)))
+        if i >= len(rates) or i >= len(reported) or not close(rates[i], reported[i], rel=RATE_REL)
+    ]
+    if bad:
+        i = bad[0]
+        w = result.windows[i] if i < len(result.windows) else None
+        detail = (
+            f"window {i}: {w.updates} updates x {batch} x {context} tokens / {w.seconds} s = {rates[i]!r} tok/s, "
+            f"result says {reported[i] if i < len(reported) else 'nothing'}"
+            if w is not None
+            else f"{len(reported)} reported rates for {len(rates)} windows"
+        )
+    else:
+        detail = f"{len(rates)} window rates match updates x B x L / seconds"
+    checks.expect(
+        "throughput.window_rates", not bad, file, f"{file}: {detail}", recomputed=rates, reported=list(reported)
+    )
+    checks.expect(
+        "throughput.median",
+        close(rate, tp.tokens_per_second, rel=RATE_REL),
+        file,
+        f"{file}: median window rate recomputed {rate!r} tok/s, result says {tp.tokens_per_second!r}",
+        recomputed=rate,
+        reported=tp.tokens_per_second,
+    )
+    checks.expect(
+        "throughput.sequences_per_second",
+        close(rate / context, tp.sequences_per_second, rel=RATE_REL),
+        file,
+        f"{file}: sequences/s recomputed {rate / context!r} (rate / {context}), result says {tp.sequences_per_second!r}",
+        recomputed=rate / context,
+        reported=tp.sequences_per_second,
+    )
+    update_ms = 1000.0 * tokens / rate
+    checks.expect(
+        "throughput.update_ms",
+        close(update_ms, tp.update_ms, rel=RATE_REL),
+        file,
+        f"{file}: update ms recomputed {update_ms!r} (1000 x {tokens} / rate), result says {tp.update_ms!r}",
+        recomputed=update_ms,
+        reported=tp.update_ms,
+    )
+    checks.expect(
+        "throughput.cv",
+        close(cv, tp.cv, rel=CV_REL, abs_=1e-12),
+        file,
+        f"{file}: sample CV of {len(rates)} window rates recomputed {cv!r}, result says {tp.cv!r}",
+        recomputed=cv,
+        reported=tp.cv,
+    )
+    unstable = cv > protocol.cv_threshold
+    checks.expect(
+        "throughput.unstable",
+        unstable == tp.unstable,
+        file,
+        f"{file}: CV {cv:.4%} vs threshold {protocol.cv_threshold:.0%} means unstable={unstable}, "
+        f"result says unstable={tp.unstable}",
+        cv=cv,
+        threshold=protocol.cv_threshold,
+        recomputed=unstable,
+        reported=tp.unstable,
+    )
+    if tp.flops_per_token:
+        m = result.recipe.model
+        flops = 6 * _params(result.recipe) + 12 * m.n_layers * m.d_model * context
+        checks.expect(
+            "throughput.flops_per_token",
+            close(flops, tp.flops_per_token, rel=1e-12),
+            file,
+            f"{file}: FLOPs/token recomputed {flops} (6P + 12 x layers x width x L), result says {tp.flops_per_token}",
+            recomputed=flops,
+            reported=tp.flops_per_token,
+        )
+        if tp.mfu is not None and tp.peak_flops:
+            mfu = flops * rate / tp.peak_flops
+            checks.expect(
+                "throughput.mfu",
+                close(mfu, tp.mfu, rel=1e-9),
+                file,
+                f"{file}: MFU recomputed {mfu!r} ({flops} x rate / {tp.peak_flops}), result says {tp.mfu!r}",
+                recomputed=mfu,
+                reported=tp.mfu,
+            )
+    return rate
+
+
+def _params(recipe: Recipe) -> int:
+    m = recipe.model
+    return parameters(
+        vocab_size=m.vocab_size,
+        d_model=m.d_model,
+        n_layers=m.n_layers,
+        n_heads=m.n_heads,
+        head_dim=m.head_dim,
+        ffn_dim=m.ffn_dim,
+    )
+
+
+def check_point_recipe(
+    checks: Checks,
+    file: str,
+    result: WorkerResult,
+    *,
+    model: str,
+    batch: int,
+    context: int,
+    protocol: Protocol,
+    frozen: Recipe | None,
+    frozen_file: str,
+) -> None:
+    """Tokens per update, the recipe against the frozen one, and the parameter count."""
+    r = result.recipe
+    t, m = r.training, r.model
+    ok = t.micro_batch_size == batch and m.context_length == context and t.batch_tokens == batch * context
+    checks.expect(
+        "recipe.tokens_per_update",
+        ok,
+        file,
+        f"{file}: recipe has micro_batch_size {t.micro_batch_size}, context {m.context_length}, "
+        f"batch_tokens {t.batch_tokens}; the point is B={batch}, L={context}, B x L = {batch * context}",
+        micro_batch_size=t.micro_batch_size,
+        context_length=m.context_length,
+        batch_tokens=t.batch_tokens,
+        expected_batch_tokens=batch * context,
+    )
+    if frozen is None:
+        checks.fail(
+            "recipe.frozen",
+            file,
+            f"{file}: no frozen resolved recipe for model {model!r} (looked for {frozen_file})",
+            model=model,
+        )
+    else:
+        expected = _at_point(frozen, batch=batch, context=context, protocol=protocol)
+        diffs = _differences(expected, r)
+        checks.expect(
+            "recipe.frozen",
+            not diffs,
+            file,
+            f"{file}: recipe differs from frozen {frozen_file} at B={batch}, L={context}: "
+            + "; ".join(f"{k} frozen {a!r}, result {b!r}" for k, a, b in diffs[:5])
+            if diffs
+            else f"{file}: recipe equals frozen {frozen_file} at B={batch}, L={context}",
+            differences={k: {"frozen": a, "result": b} for k, a, b in diffs},
+            frozen_file=frozen_file,
+        )
+    proto = {
+        "training.seed": (protocol.seed, t.seed),
+        "training.grad_clip": (protocol.grad_clip, t.grad_clip),
+        "optimizer.lr": (protocol.lr, r.optimizer.lr),
+        "optimizer.beta1": (protocol.beta1, r.optimizer.beta1),
+        "optimizer.beta2": (protocol.beta2, r.optimizer.beta2),
+        "optimizer.eps": (protocol.eps, r.optimizer.eps),
+        "optimizer.weight_decay": (protocol.weight_decay, r.optimizer.weight_decay),
+    }
+    wrong = {k: v for k, v in proto.items() if v[0] != v[1]}
+    checks.expect(
+        "recipe.protocol",
+        not wrong,
+        file,
+        f"{file}: recipe vs campaign protocol: "
+        + ("; ".join(f"{k} protocol {a!r}, recipe {b!r}" for k, (a, b) in wrong.items()) or "all equal"),
+        differences={k: {"protocol": a, "recipe": b} for k, (a, b) in wrong.items()},
+    )
+    count = _params(r)
+    anchor = GUIDE_PARAMETERS.get(r.name)
+    ok = result.parameters == count and (anchor is None or anchor == count)
+    checks.expect(
+        "recipe.parameters",
+        ok,
+        file,
+        f"{file}: parameters recomputed {count:,} from the recipe, result says {result.parameters:,}"
+        + (f", the guide says {anchor:,} for {r.name}" if anchor is not None else ""),
+        recomputed=count,
+        reported=result.parameters,
+        guide=anchor,
+    )
+
+
+def _at_point(frozen: Recipe, *, batch: int, context: int, protocol: Protocol) -> Recipe:
+    """The frozen preset at this point, with the campaign's common protocol applied."""
+    import msgspec
+
+    return msgspec.structs.replace(
+        frozen,
+        model=msgspec.structs.replace(frozen.model, context_length=context),
+        training=msgspec.structs.replace(
+            frozen.training,
+            micro_batch_size=batch,
+            batch_tokens=batch * context,
+            seed=protocol.seed,
+            grad_clip=protocol.grad_clip,
+        ),
+        optimizer=msgspec.structs.replace(
+            frozen.optimizer,
+            lr=protocol.lr,
+            beta1=protocol.beta1,
+            beta2=protocol.beta2,
+            eps=protocol.eps,
+            weight_decay=protocol.weight_decay,
+        ),
+    )
+
+
+def _differences(expected: Recipe, actual: Recipe) -> list[tuple[str, object, object]]:
+    import msgspec
+
+    a = msgspec.to_builtins(expected)
+    b = msgspec.to_builtins(actual)
+    out: list[tuple[str, object, object]] = []
+
+    def walk(prefix: str, x: object, y: object) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for key in sorted(set(x) | set(y)):
+                if key == "schema_version":
+                    continue
+                walk(f"{prefix}.{key}" if prefix else key, x.get(key), y.get(key))
+        elif x != y:
+            out.append((prefix, x, y))
+
+    walk("", a, b)
+    return out

@@ -1,0 +1,261 @@
+"""Slurm accounting: batched sacct queries, the allocation and state checks, peak concurrency.
+
+One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job).
+Rows are kept as Slurm printed them (`AccountingRow`) and written to accounting.txt.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from throughput_schema import AccountingRow, ClusterProfile
+
+# sacct columns, in order; Comment is last because it is free text and may hold "|".
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("JobID", "job_id"),
+    ("JobName", "job_name"),
+    ("State", "state"),
+    ("ExitCode", "exit_code"),
+    ("Partition", "partition"),
+    ("Account", "account"),
+    ("Timelimit", "timelimit"),
+    ("AllocTRES", "alloc_tres"),
+    ("ReqMem", "req_mem"),
+    ("Start", "start"),
+    ("End", "end"),
+    ("Elapsed", "elapsed"),
+    ("NodeList", "node_list"),
+    ("Comment", "comment"),
+)
+BATCH = 100
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+class AccountingUnavailable(RuntimeError):
+    """sacct could not be run or did not answer; the message is one line."""
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
+
+
+@dataclass(frozen=True)
+class Query:
+    argv: list[str]
+    output: str
+
+
+def sacct_argv(job_ids: Sequence[str], sacct: str = "sacct") -> list[str]:
+    return [
+        sacct,
+        "-X",
+        "--parsable2",
+        "--noheader",
+        "--format=" + ",".join(name for name, _ in FIELDS),
+        "-j",
+        ",".join(job_ids),
+    ]
+
+
+def query(job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = BATCH) -> tuple[dict[str, AccountingRow], list[Query]]:
+    """Accounting rows by job id, one sacct call per `batch` ids. Unknown ids are simply absent."""
+    run = runner or _run
+    ids = sorted(set(job_ids), key=_job_sort_key)
+    rows: dict[str, AccountingRow] = {}
+    queries: list[Query] = []
+    for start in range(0, len(ids), batch):
+        chunk = ids[start : start + batch]
+        argv = sacct_argv(chunk)
+        try:
+            proc = run(argv)
+        except FileNotFoundError:
+            raise AccountingUnavailable("sacct not found: the Slurm client tools are needed to audit a Slurm campaign") from None
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise AccountingUnavailable(f"sacct failed to run: {exc}") from None
+        if proc.returncode != 0:
+            err = (proc.stderr or "").strip().splitlines()
+            raise AccountingUnavailable(
+                f"sacct exited {proc.returncode}: {err[-1] if err else 'no message'}"
+            )
+        queries.append(Query(argv=argv, output=proc.stdout))
+        for row in parse(proc.stdout):
+            rows.setdefault(row.job_id, row)
+    return rows, queries
+
+
+def parse(text: str) -> list[AccountingRow]:
+    out = []
+    n = len(FIELDS)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < n:
+            parts += [""] * (n - len(parts))
+        parts = parts[: n - 1] + ["|".join(parts[n - 1 :])]
+        out.append(AccountingRow(**{attr: value for (_, attr), value in zip(FIELDS, parts)}))
+    return out
+
+
+def _job_sort_key(job_id: str) -> tuple[int, str]:
+    head = re.match(r"\d+", job_id)
+    return (int(head.group()) if head else 0, job_id)
+
+
+# ------------------------------------------------------------------------ comparisons
+
+
+def parse_tres(tres: str) -> dict[str, str]:
+    out = {}
+    for item in tres.split(","):
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
+
+
+def mem_mib(text: str) -> float | None:
+    """'64G' / '65536M' / '64Gn' (per node) -> MiB; None if unreadable."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTP]?)[nc]?\s*", text or "", re.IGNORECASE)
+    if not m:
+        return None
+    return float(m.group(1)) * _MEM_UNITS[(m.group(2) or "M").upper()]
+
+
+def timelimit_minutes(text: str) -> float | None:
+    """Slurm's [D-]HH:MM:SS (or MM:SS) -> minutes; None for UNLIMITED or unreadable."""
+    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", (text or "").strip())
+    if not m:
+        return None
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+    return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+def parse_time(text: str) -> datetime | None:
+    """Slurm's ISO timestamps (local time, naive); None for Unknown/None/empty."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except (ValueError, AttributeError):
+        return None
+    if when.tzinfo is not None:  # compare everything as naive local time
+        when = when.astimezone().replace(tzinfo=None)
+    return when
+
+
+def exit_status(exit_code: str) -> tuple[int | None, int | None]:
+    code, _, sig = (exit_code or "").partition(":")
+    try:
+        return int(code), int(sig or 0)
+    except ValueError:
+        return None, None
+
+
+# The Slurm end state each recorded outcome implies. Exit codes are the worker's (and the
+# watchdog's) documented statuses, passed on by the batch script.
+_EXPECTED: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "ok": (("COMPLETED", 0),),
+    "cuda_oom": (("FAILED", 3),),
+    "timeout": (("TIMEOUT", None), ("FAILED", 6)),
+    "host_oom": (("OUT_OF_MEMORY", None), ("FAILED", 7)),
+    "compile_error": (("FAILED", 4),),
+    "nonfinite": (("FAILED", 5),),
+    "crashed": (("FAILED", None),),
+    "cancelled": (("CANCELLED", None), ("FAILED", 8)),
+    "node_fail": (("NODE_FAIL", None), ("BOOT_FAIL", None), ("FAILED", 9)),
+}
+
+
+def expected_states(outcome: str) -> str:
+    options = _EXPECTED.get(outcome)
+    if not options:
+        return "no Slurm state"
+    return " or ".join(s if code is None else f"{s} with exit {code}" for s, code in options)
+
+
+def state_matches(outcome: str, state: str, exit_code: str) -> bool:
+    head = (state or "").split()[0] if state else ""
+    code, _ = exit_status(exit_code)
+    for want, want_code in _EXPECTED.get(outcome, ()):
+        if head == want and (want_code is None or code == want_code):
+            if outcome == "crashed" and code == 0:
+                continue
+            return True
+    return False
+
+
+def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tuple[str, object, object]]:
+    """(what, expected, actual) for each way the row differs from the campaign's profile."""
+    problems: list[tuple[str, object, object]] = []
+    tres = parse_tres(row.alloc_tres)
+    gpus = tres.get("gres/gpu")
+    if gpus is None:
+        gpus = next((v for k, v in tres.items() if k.startswith("gres/gpu:")), None)
+    if gpus != str(profile.gpus_per_job):
+        problems.append(("gres/gpu", profile.gpus_per_job, gpus))
+    if tres.get("cpu") != str(profile.cpus_per_task):
+        problems.append(("cpu", profile.cpus_per_task, tres.get("cpu")))
+    want_mem, got_mem = mem_mib(profile.mem), mem_mib(tres.get("mem", ""))
+    if want_mem is None or got_mem is None or abs(want_mem - got_mem) > 0.5:
+        problems.append(("mem", profile.mem, tres.get("mem")))
+    limit = timelimit_minutes(row.timelimit)
+    if limit is None or abs(limit - profile.time_limit_minutes) > 1e-9:
+        problems.append(("timelimit", _fmt_limit(profile.time_limit_minutes), row.timelimit))
+    if profile.account and row.account != profile.account:
+        problems.append(("account", profile.account, row.account))
+    if profile.partition and row.partition != profile.partition:
+        problems.append(("partition", profile.partition, row.partition))
+    return problems
+
+
+def _fmt_limit(minutes: int) -> str:
+    d, rest = divmod(minutes, 1440)
+    h, m = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:00"
+
+
+@dataclass(frozen=True)
+class Peak:
+    jobs: int
+    at: datetime | None
+    job_ids: list[str]
+
+
+def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = None) -> Peak:
+    """Most jobs running at one instant, from Start/End. A job ending at t and one starting at t do not overlap."""
+    # At one timestamp (sacct has one-second resolution): ends of jobs that ran for a while
+    # (0), then starts (1), then ends of jobs that started and ended within that second (2).
+    events: list[tuple[datetime, int, str]] = []
+    for row in rows:
+        start = parse_time(row.start)
+        if start is None:
+            continue  # never started
+        end = parse_time(row.end) or now or datetime.now()
+        events.append((start, 1, row.job_id))
+        events.append((max(end, start), 0 if end > start else 2, row.job_id))
+    events.sort(key=lambda e: (e[0], e[1]))
+    running: set[str] = set()
+    best = Peak(0, None, [])
+    for when, kind, job in events:
+        if kind == 1:
+            running.add(job)
+            if len(running) > best.jobs:
+                best = Peak(len(running), when, sorted(running, key=_job_sort_key))
+        else:
+            running.discard(job)
+    return best
+
+
+def format_rows(rows: Iterable[AccountingRow]) -> str:
+    header = "|".join(name for name, _ in FIELDS)
+    lines = [header]
+    for row in rows:
+        lines.append("|".join(getattr(row, attr) for _, attr in FIELDS))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,423 @@
+"""Build consistent campaigns on disk from schema records, for the audit's tests.
+
+`build_throughput` writes a manifest, frozen files with their hashes, and per point
+an intent, job script, receipt (with final accounting) and result whose derived
+figures agree with their raw windows; `build_optimizer` adds an optimizer-timing
+campaign inheriting a parent's fitting batches, with baselines and raw bursts.
+`FakeSacct` answers `sacct -j ...` from the accounting rows the builder laid out.
+
+The arithmetic here uses the standard library's `statistics`, not the audit's own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import msgspec
+
+from throughput_schema import (
+    AccountingRow,
+    BurstSample,
+    Calibration,
+    ClusterProfile,
+    CudaOom,
+    FrozenFile,
+    Manifest,
+    ModelConfig,
+    Ok,
+    OptimizerTiming,
+    ParentCampaign,
+    PointSpec,
+    Protocol,
+    Receipt,
+    Recipe,
+    SubmissionIntent,
+    Throughput,
+    Timeout,
+    TrainingConfig,
+    Window,
+    WorkerResult,
+    CurveSummary,
+    dumps,
+    write_atomic,
+)
+from throughput_schema.layout import attempt_dir, curve_name
+from throughput_schema.recipe import parameter_count
+
+PRESETS = {
+    "20m": ModelConfig(n_layers=8, d_model=320, n_heads=5, ffn_dim=832, context_length=512),
+    "90m": ModelConfig(n_layers=12, d_model=640, n_heads=10, ffn_dim=1728, context_length=512),
+}
+TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
+T0 = datetime(2026, 10, 8, 12, 0, 0)
+
+
+def preset(model: str) -> Recipe:
+    return Recipe(name=model, model=PRESETS[model], training=TrainingConfig(micro_batch_size=8, batch_tokens=4096))
+
+
+def at_point(recipe: Recipe, context: int, batch: int, protocol: Protocol) -> Recipe:
+    r = msgspec.structs
+    return r.replace(
+        recipe,
+        model=r.replace(recipe.model, context_length=context),
+        training=r.replace(
+            recipe.training, micro_batch_size=batch, batch_tokens=batch * context, seed=protocol.seed, grad_clip=protocol.grad_clip
+        ),
+        optimizer=r.replace(
+            recipe.optimizer,
+            lr=protocol.lr,
+            beta1=protocol.beta1,
+            beta2=protocol.beta2,
+            eps=protocol.eps,
+            weight_decay=protocol.weight_decay,
+        ),
+    )
+
+
+def window_seconds(batch: int, n: int, *, jitter: float) -> list[float]:
+    base = 10.0 + 0.001 * batch
+    pattern = [0.0, 1.0, -1.0, 0.5, -0.5, 0.25, -0.25, 0.75, -0.75, 0.1]
+    return [base * (1 + jitter * pattern[i % len(pattern)]) for i in range(n)]
+
+
+def throughput_result(
+    recipe: Recipe, protocol: Protocol, batch: int, context: int, *, unstable: bool = False, mode: str = "throughput", slower: float = 1.0
+) -> WorkerResult:
+    updates = 40
+    jitter = 0.2 if unstable else 0.002
+    n = protocol.windows + (protocol.extra_windows if unstable else 0)
+    seconds = [s * slower for s in window_seconds(batch, n, jitter=jitter)]
+    setup_updates = 3
+    start = setup_updates + protocol.warmup + protocol.calibration_updates
+    windows = [Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)]
+    tokens = batch * context
+    rates = [updates * tokens / s for s in seconds]
+    tps = statistics.median(rates)
+    cv = statistics.stdev(rates) / statistics.fmean(rates)
+    return WorkerResult(
+        outcome=Ok(),
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        mode=mode,
+        protocol=protocol,
+        setup_seconds=30.0,
+        setup_updates=setup_updates,
+        calibration=Calibration(updates=protocol.calibration_updates, seconds=1.25, updates_per_window=updates),
+        windows=windows,
+        throughput=Throughput(
+            tokens_per_second=tps,
+            sequences_per_second=tps / context,
+            window_tokens_per_second=rates,
+            cv=cv,
+            unstable=cv > protocol.cv_threshold,
+            update_ms=1000.0 * tokens / tps,
+        ),
+    )
+
+
+def failed_result(recipe: Recipe, protocol: Protocol, outcome, mode: str = "throughput") -> WorkerResult:
+    return WorkerResult(outcome=outcome, recipe=recipe, parameters=parameter_count(recipe.model), mode=mode, protocol=protocol, exit_code=3)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class Built:
+    root: Path
+    manifest: Manifest
+    rows: dict[str, AccountingRow] = field(default_factory=dict)
+    # curve -> batch -> attempt folder
+    points: dict[str, dict[int, Path]] = field(default_factory=dict)
+
+    def sacct(self) -> "FakeSacct":
+        return FakeSacct(self.rows)
+
+
+class FakeSacct:
+    """Answers `sacct ... -j a,b,c` like `--parsable2 --noheader`, and counts the calls."""
+
+    def __init__(self, rows: dict[str, AccountingRow]) -> None:
+        self.rows = rows
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv):
+        from throughput_audit.slurm import FIELDS
+
+        argv = list(argv)
+        self.calls.append(argv)
+        ids = argv[argv.index("-j") + 1].split(",")
+        lines = ["|".join(getattr(self.rows[i], attr) for _, attr in FIELDS) for i in ids if i in self.rows]
+        return CompletedProcess(argv, 0, "".join(line + "\n" for line in lines), "")
+
+
+class _Jobs:
+    def __init__(self, start_id: int) -> None:
+        self.next_id = start_id
+
+    def take(self) -> str:
+        job = str(self.next_id)
+        self.next_id += 1
+        return job
+
+
+def _frozen(root: Path, models: list[str]) -> list[FrozenFile]:
+    frozen = root / "frozen"
+    files = {
+        "packages/throughput-sweep/src/throughput_sweep/__init__.py": '__version__ = "0.1.0"\n',
+        "packages/tiny-llm/src/tiny_llm/__init__.py": '"""worker"""\n',
+        "uv.lock": "version = 1\n",
+    }
+    for rel, text in files.items():
+        write_atomic(frozen / rel, text)
+    for m in models:
+        write_atomic(frozen / "recipes" / f"{m}.json", preset(m))
+    out = []
+    for p in sorted(frozen.rglob("*")):
+        if p.is_file():
+            out.append(FrozenFile(path=str(p.relative_to(frozen)), sha256=sha256(p), size=p.stat().st_size))
+    return out
+
+
+def _profile(scheduler: str, max_concurrent: int) -> ClusterProfile:
+    return ClusterProfile(
+        name="test",
+        scheduler=scheduler,
+        account="throughput",
+        partition="gpu",
+        max_concurrent_jobs=max_concurrent,
+    )
+
+
+def _write_attempt(
+    built: Built,
+    jobs: _Jobs,
+    *,
+    model: str,
+    context: int,
+    batch: int,
+    result: WorkerResult,
+    start: datetime,
+    state: tuple[str, str],
+    mode: str,
+    baseline: WorkerResult | None = None,
+    bursts: list[BurstSample] | None = None,
+) -> Path:
+    m = built.manifest
+    folder = attempt_dir(built.root, model, context, batch, 1)
+    token = f"tp-{model}-c{context}-b{batch}-a1-{m.name}"
+    script = f"#!/bin/bash\n#SBATCH --job-name={token}\npython -m {m.worker} run-point\n"
+    write_atomic(folder / "job.sh", script)
+    write_atomic(
+        folder / "intent.json",
+        SubmissionIntent(
+            token=token,
+            campaign=m.name,
+            point=PointSpec(model=model, context_length=context, batch_size=batch, mode=mode),
+            script_sha256=hashlib.sha256(script.encode()).hexdigest(),
+            created_at=start.isoformat(),
+            scheduler=m.profile.scheduler,
+        ),
+    )
+    job = jobs.take()
+    end = start + timedelta(seconds=90)
+    row = AccountingRow(
+        job_id=job,
+        job_name=token,
+        state=state[0],
+        exit_code=state[1],
+        partition=m.profile.partition,
+        account=m.profile.account,
+        timelimit="00:14:00",
+        alloc_tres=TRES,
+        req_mem="64G",
+        start=start.isoformat(),
+        end=end.isoformat(),
+        elapsed="00:01:30",
+        comment=token,
+        node_list="node1",
+    )
+    built.rows[job] = row
+    write_atomic(
+        folder / "receipt.json",
+        Receipt(
+            token=token,
+            job_id=job,
+            submitted_at=start.isoformat(),
+            scheduler=m.profile.scheduler,
+            accounting=row,
+            accounting_final=True,
+        ),
+    )
+    write_atomic(folder / "result.json", result)
+    if baseline is not None:
+        write_atomic(folder / "baseline.json", baseline)
+    if bursts is not None:
+        write_atomic(folder / "bursts.jsonl", b"".join(msgspec.json.encode(b) + b"\n" for b in bursts))
+    built.points.setdefault(curve_name(model, context), {})[batch] = folder
+    return folder
+
+
+def build_throughput(
+    root: Path,
+    *,
+    models: tuple[str, ...] = ("20m",),
+    contexts: tuple[int, ...] = (512, 1024),
+    first_oom: int | dict[str, int] = 8,
+    unstable: dict[str, list[int]] | None = None,
+    scheduler: str = "slurm",
+    max_concurrent: int = 12,
+    start_id: int = 1000,
+    stagger_seconds: int = 100,
+) -> Built:
+    """Every curve fits 1 .. first_oom/2 and hits a CUDA OOM at first_oom."""
+    root = Path(root)
+    protocol = Protocol()
+    manifest = Manifest(
+        kind="throughput",
+        name=root.name,
+        created_at=T0.isoformat(),
+        models=list(models),
+        contexts=list(contexts),
+        protocol=protocol,
+        profile=_profile(scheduler, max_concurrent),
+        tool_version="0.1.0",
+        frozen_files=_frozen(root, list(models)),
+    )
+    write_atomic(root / "manifest.json", manifest)
+    built = Built(root=root, manifest=manifest)
+    jobs = _Jobs(start_id)
+    summaries = []
+    for ci, (model, context) in enumerate((m, c) for m in models for c in contexts):
+        name = curve_name(model, context)
+        oom = first_oom[name] if isinstance(first_oom, dict) else first_oom
+        recipe = preset(model)
+        batch, k = 1, 0
+        fitting = []
+        best = None
+        unstable_here = (unstable or {}).get(name, [])
+        while batch <= oom:
+            point = at_point(recipe, context, batch, protocol)
+            start = T0 + timedelta(seconds=ci + stagger_seconds * k)
+            if batch < oom:
+                res = throughput_result(point, protocol, batch, context, unstable=batch in unstable_here)
+                state = ("COMPLETED", "0:0")
+                fitting.append(batch)
+                if not res.throughput.unstable and (best is None or res.throughput.tokens_per_second > best[1]):
+                    best = (batch, res.throughput.tokens_per_second)
+            else:
+                res = failed_result(point, protocol, CudaOom(phase="setup", message="CUDA out of memory"))
+                state = ("FAILED", "3:0")
+            _write_attempt(built, jobs, model=model, context=context, batch=batch, result=res, start=start, state=state, mode="throughput")
+            batch *= 2
+            k += 1
+        summaries.append(
+            CurveSummary(
+                curve=name,
+                model=model,
+                context_length=context,
+                state="bounded",
+                fitting_batches=fitting,
+                fastest_stable_batch=best[0] if best else None,
+                fastest_tokens_per_second=best[1] if best else None,
+                largest_fitting_batch=fitting[-1] if fitting else None,
+                first_oom_batch=oom,
+                unstable_batches=list(unstable_here),
+            )
+        )
+    write_atomic(root / "results.json", dumps({"campaign": manifest.name, "curves": summaries}))
+    return built
+
+
+def bursts_for(result: WorkerResult, *, size: int = 7, optimizer_ms: float = 2.0, graph_ms: float = 20.0) -> list[BurstSample]:
+    out = []
+    for i, w in enumerate(result.windows):
+        left, j = w.updates, 0
+        while left:
+            n = min(size, left)
+            left -= n
+            out.append(
+                BurstSample(
+                    window=i,
+                    updates=n,
+                    wall_seconds=n * w.seconds / w.updates,
+                    graph_ms=graph_ms * (1 + 0.01 * ((i + j) % 3)),
+                    optimizer_ms=optimizer_ms * (1 + 0.02 * ((i * 2 + j) % 4)),
+                )
+            )
+            j += 1
+    return out
+
+
+def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int, context: int, protocol: Protocol) -> OptimizerTiming:
+    def per_window(attr: str) -> list[float]:
+        out = []
+        for i in range(len(result.windows)):
+            mine = [b for b in bursts if b.window == i]
+            out.append(sum(getattr(b, attr) * b.updates for b in mine) / sum(b.updates for b in mine))
+        return out
+
+    opt, graph = per_window("optimizer_ms"), per_window("graph_ms")
+    opt_ms = statistics.median(opt)
+    cv = statistics.stdev(opt) / statistics.fmean(opt)
+    wall_ms = statistics.median(1000.0 * w.seconds / w.updates for w in result.windows)
+    return OptimizerTiming(
+        bursts=bursts,
+        window_optimizer_ms=opt,
+        window_graph_ms=graph,
+        optimizer_ms=opt_ms,
+        optimizer_cv=cv,
+        share_of_wall=opt_ms / wall_ms,
+        share_of_graph=opt_ms / statistics.median(graph),
+        unstable=cv > protocol.cv_threshold,
+    )
+
+
+def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, scheduler: str = "slurm") -> Built:
+    root = Path(root)
+    pm = parent.manifest
+    protocol = pm.protocol
+    inherited = {
+        name: sorted(b for b, f in pts.items() if msgspec.json.decode((f / "result.json").read_bytes())["outcome"]["kind"] == "ok")
+        for name, pts in parent.points.items()
+    }
+    manifest = Manifest(
+        kind="optimizer-timing",
+        name=root.name,
+        created_at=T0.isoformat(),
+        models=list(pm.models),
+        contexts=list(pm.contexts),
+        protocol=protocol,
+        profile=_profile(scheduler, pm.profile.max_concurrent_jobs),
+        tool_version="0.1.0",
+        frozen_files=_frozen(root, list(pm.models)),
+        parent=ParentCampaign(path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / "manifest.json"), name=pm.name),
+        inherited_batches=inherited,
+    )
+    write_atomic(root / "manifest.json", manifest)
+    built = Built(root=root, manifest=manifest)
+    jobs = _Jobs(start_id)
+    for ci, (model, context) in enumerate((m, c) for m in pm.models for c in pm.contexts):
+        name = curve_name(model, context)
+        for k, batch in enumerate(inherited.get(name, [])):
+            point = at_point(preset(model), context, batch, protocol)
+            base = throughput_result(point, protocol, batch, context)
+            inst = throughput_result(point, protocol, batch, context, mode="optimizer-timing", slower=1.02)
+            bursts = bursts_for(inst, optimizer_ms=0.5 + 0.1 * batch)
+            inst = msgspec.structs.replace(inst, optimizer_timing=optimizer_timing(inst, bursts, batch, context, protocol))
+            start = T0 + timedelta(hours=1, seconds=ci + 100 * k)
+            _write_attempt(
+                built, jobs, model=model, context=context, batch=batch, result=inst, start=start,
+                state=("COMPLETED", "0:0"), mode="optimizer-timing", baseline=base, bursts=bursts,
+            )
+    return built
+
+
+__all__ = ["Built", "FakeSacct", "Timeout", "build_optimizer", "build_throughput", "bursts_for", "optimizer_timing", "preset"]

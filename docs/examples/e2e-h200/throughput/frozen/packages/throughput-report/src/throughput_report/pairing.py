@@ -1,0 +1,186 @@
+"""Pairing throughput campaigns with their optimizer-timing follow-ups, and their grids.
+
+Campaigns pair by argument order: the first `--throughput` with the first
+`--optimizer`, and so on. Everything that makes a pair unusable is refused here,
+before any arithmetic: different counts, the wrong kind, an optimizer campaign
+measured from another parent, a context in two pairs, and incomplete grids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from throughput_report.inputs import Attempt, Campaign, Refused
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One model at one context in a throughput campaign, as its files end it."""
+
+    model: str
+    context: int
+    # The final attempt at every batch that has a result, by batch.
+    finals: dict[int, Attempt]
+    fitting: list[int]
+    first_oom: int | None
+    capped: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-c{self.context}"
+
+    @property
+    def largest_fitting(self) -> int | None:
+        return self.fitting[-1] if self.fitting else None
+
+
+@dataclass(frozen=True)
+class OptimizerPoint:
+    """An inherited point measured twice in one allocation: baseline, then instrumented."""
+
+    model: str
+    context: int
+    batch: int
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class Pair:
+    throughput: Campaign
+    optimizer: Campaign
+    curves: dict[str, Curve]
+    # curve name -> batch -> the optimizer campaign's point
+    points: dict[str, dict[int, OptimizerPoint]]
+
+    @property
+    def label(self) -> str:
+        return f"{self.throughput.name} + {self.optimizer.name}"
+
+
+def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, Attempt], dict[int, Attempt]]:
+    """Per batch: the latest attempt with a result, and the latest attempt of all."""
+    finals: dict[int, Attempt] = {}
+    latest: dict[int, Attempt] = {}
+    for attempt in campaign.attempts:
+        if attempt.curve != curve:
+            continue
+        latest[attempt.batch] = attempt
+        if attempt.result is not None:
+            finals[attempt.batch] = attempt
+    return finals, latest
+
+
+def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
+    """Every curve of a throughput campaign; refuses a curve not ended by a boundary or cap."""
+    curves: dict[str, Curve] = {}
+    cap = campaign.manifest.max_batch
+    for name in campaign.curves():
+        model, _, context = name.rpartition("-c")
+        finals, latest = _final_attempts(campaign, name)
+        if not finals:
+            raise Refused(f"throughput campaign {campaign.name}: curve {name} has no results; the grid is incomplete")
+        top = max(latest)
+        if latest[top].result is None:
+            raise Refused(
+                f"throughput campaign {campaign.name}: curve {name} b{top} has no result yet "
+                f"({latest[top].path.name}); the grid is incomplete"
+            )
+        fitting = [b for b in sorted(finals) if finals[b].result.outcome.__struct_config__.tag == "ok"]
+        last_kind = finals[top].result.outcome.__struct_config__.tag
+        first_oom = None
+        capped = False
+        if last_kind == "cuda_oom":
+            first_oom = top
+        elif last_kind == "capped" or (last_kind == "ok" and cap is not None and 2 * top > cap):
+            capped = True
+        else:
+            ending = "fits, and no larger batch was measured" if last_kind == "ok" else f"ended with {last_kind}"
+            raise Refused(
+                f"throughput campaign {campaign.name}: curve {name} is not ended by a confirmed CUDA OOM "
+                f"or the batch cap (b{top} {ending}); the grid is incomplete"
+            )
+        curves[name] = Curve(
+            model=model, context=int(context), finals=finals, fitting=fitting, first_oom=first_oom, capped=capped
+        )
+    return curves
+
+
+def optimizer_points(
+    campaign: Campaign, curves: dict[str, Curve], parent_name: str
+) -> dict[str, dict[int, OptimizerPoint]]:
+    """Every inherited point of an optimizer campaign, each with a result and a baseline that fit."""
+    manifest = campaign.manifest
+    out: dict[str, dict[int, OptimizerPoint]] = {}
+    for name, curve in curves.items():
+        inherited = manifest.inherited_batches.get(name, curve.fitting if not manifest.inherited_batches else None)
+        if inherited is None:
+            raise Refused(f"optimizer campaign {campaign.name}: manifest inherits no batches for curve {name}")
+        if list(inherited) != curve.fitting:
+            raise Refused(
+                f"optimizer campaign {campaign.name}: curve {name} inherits batches {list(inherited)}, but "
+                f"throughput campaign {parent_name} fits {curve.fitting}"
+            )
+        finals, latest = _final_attempts(campaign, name)
+        points: dict[int, OptimizerPoint] = {}
+        for batch in inherited:
+            attempt = finals.get(batch)
+            problem = None
+            if attempt is None or latest[batch] is not attempt:
+                problem = "has no result.json"
+            elif attempt.result.outcome.__struct_config__.tag != "ok":
+                problem = f"ended with {attempt.result.outcome.__struct_config__.tag}"
+            elif attempt.baseline is None:
+                problem = "has no baseline.json"
+            elif attempt.baseline.outcome.__struct_config__.tag != "ok":
+                problem = f"has a baseline that ended with {attempt.baseline.outcome.__struct_config__.tag}"
+            if problem:
+                raise Refused(
+                    f"optimizer campaign {campaign.name}: inherited point {name} b{batch} {problem}; "
+                    "the grid is incomplete"
+                )
+            points[batch] = OptimizerPoint(model=curve.model, context=curve.context, batch=batch, attempt=attempt)
+        out[name] = points
+    return out
+
+
+def pair_campaigns(throughput: list[Campaign], optimizer: list[Campaign]) -> list[Pair]:
+    """Pair by argument order and refuse anything that cannot be reported together."""
+    for campaign in throughput:
+        if campaign.manifest.kind != "throughput":
+            raise Refused(f"{campaign.name} is an {campaign.manifest.kind} campaign, given to --throughput")
+    for campaign in optimizer:
+        if campaign.manifest.kind != "optimizer-timing":
+            raise Refused(f"{campaign.name} is a {campaign.manifest.kind} campaign, given to --optimizer")
+    seen: dict[int, str] = {}
+    for tc, oc in zip(throughput, optimizer):
+        parent = oc.manifest.parent
+        if parent is None:
+            raise Refused(f"optimizer campaign {oc.name} records no parent campaign; it cannot pair with {tc.name}")
+        same = (
+            parent.manifest_sha256 == tc.manifest_sha256
+            if parent.manifest_sha256
+            else Path(parent.path).resolve() == tc.path.resolve()
+        )
+        if not same:
+            raise Refused(
+                f"optimizer campaign {oc.name} was measured from {parent.path or parent.name}, not from its pair "
+                f"{tc.name} (campaigns pair by argument order; manifest SHA-256 differs)"
+            )
+        if sorted(oc.manifest.contexts) != sorted(tc.manifest.contexts) or oc.manifest.models != tc.manifest.models:
+            raise Refused(
+                f"optimizer campaign {oc.name} covers models {oc.manifest.models} at contexts "
+                f"{oc.manifest.contexts}, but its pair {tc.name} covers {tc.manifest.models} at {tc.manifest.contexts}"
+            )
+        for context in tc.manifest.contexts:
+            if context in seen:
+                raise Refused(
+                    f"context {context} appears in both {seen[context]} and {tc.name}; "
+                    "each context must come from one campaign pair"
+                )
+            seen[context] = tc.name
+    pairs = []
+    for tc, oc in zip(throughput, optimizer):
+        curves = throughput_curves(tc)
+        pairs.append(Pair(throughput=tc, optimizer=oc, curves=curves, points=optimizer_points(oc, curves, tc.name)))
+    return pairs

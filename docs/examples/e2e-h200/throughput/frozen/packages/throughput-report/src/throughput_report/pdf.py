@@ -1,0 +1,249 @@
+"""The six-page PDF: pages drawn as matplotlib figures, then checked and stamped with pypdf.
+
+    1  summary and the key table
+    2  throughput vs batch; memory vs batch with the GPU's capacity
+    3  optimizer share vs batch; optimizer table at each curve's primary batch
+    4  projected training time with window ranges; how to read the estimates
+    5  context comparison at fixed tokens per update; its table
+    6  methods, the checks that passed, and the SHA-256 of the inputs
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
+from pypdf import PdfReader, PdfWriter
+
+from throughput_report import figures, tables
+from throughput_report.projections import SPEEDUPS, Projection, median_share
+
+PAGE = (11.69, 8.27)  # A4 landscape
+PAGES = 6
+# Text that each page must carry; the PDF is refused if extraction does not find it.
+PAGE_MARKERS = (
+    "Training-time estimates",
+    "Throughput vs batch",
+    "Optimizer share vs batch",
+    "Projected training time",
+    "Context comparison",
+    "Methods and inputs",
+)
+
+EXCLUSIONS = (
+    "The estimates are ideal steady-state times. They exclude startup (imports, compilation, graph capture), "
+    "data delivery (the benchmark's inputs are fixed on the GPU), evaluation and checkpointing, and they do not "
+    "predict convergence or equal model quality: the repeated synthetic batch measures execution speed only."
+)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the text pages say about the inputs."""
+
+    pairs: list[tuple[str, str]]  # (throughput, optimizer) campaign paths
+    gpu: str
+    campaign_digests: list[tuple[str, str, int, str]]  # (campaign, manifest sha, files, digest of its lines)
+    inputs_digest: str
+    input_files: int
+    checks: dict[str, int]
+
+
+def _header(fig: Figure, number: int, title: str) -> None:
+    fig.text(0.04, 0.955, title, fontsize=15, fontweight="bold", va="top")
+    fig.text(0.96, 0.955, f"page {number} of {PAGES}", fontsize=8, ha="right", va="top", color="0.4")
+
+
+def _page(number: int, title: str, ratios: list[float]):
+    """A page with its title band on top and one subfigure per ratio below it."""
+    fig = Figure(figsize=PAGE)
+    band, *parts = fig.subfigures(len(ratios) + 1, 1, height_ratios=[0.09 * sum(ratios), *ratios], hspace=0.0)
+    band.text(0.04, 0.6, title, fontsize=15, fontweight="bold", va="center")
+    band.text(0.96, 0.6, f"page {number} of {PAGES}", fontsize=8, ha="right", va="center", color="0.4")
+    return fig, parts
+
+
+def _paragraphs(container, x: float, y: float, items: list[str], *, size: float = 8.8, right: float = 0.96) -> float:
+    """Wrapped paragraphs from (x, y) down, in the container's coordinates; returns the y below them."""
+    width_in = container.bbox.width / container.dpi * (right - x)
+    height_in = container.bbox.height / container.dpi
+    chars = int(width_in * 72 / (size * 0.56))
+    line = size * 1.32 / 72 / height_in
+    for item in items:
+        for text in textwrap.wrap(item, width=chars) or [""]:
+            container.text(x, y, text, fontsize=size, va="top")
+            y -= line
+        y -= line * 0.35
+    return y
+
+
+def _table(fig: Figure, rect, header: list[str], rows: list[list[str]], *, size: float = 7.6,
+           widths: list[float] | None = None) -> None:
+    ax = fig.add_axes(rect)
+    ax.axis("off")
+    if not rows:
+        ax.text(0, 1, "no rows", va="top")
+        return
+    table = ax.table(cellText=rows, colLabels=header, loc="upper center", cellLoc="center", colWidths=widths)
+    table.auto_set_font_size(False)
+    table.set_fontsize(size)
+    two_line = any("\n" in h for h in header)
+    height = min(0.075, 1.0 / (len(rows) + (2.6 if two_line else 1.5)))
+    for (r, _), cell in table.get_celld().items():
+        cell.set_height(height * (1.7 if r == 0 and two_line else 1.0))
+        cell.set_linewidth(0.4)
+        if r == 0:
+            cell.set_facecolor("#e8e8e8")
+            cell.set_text_props(fontweight="bold")
+        elif r % 2 == 0:
+            cell.set_facecolor("#f6f6f6")
+
+
+def page_summary(proj: Projection, ctx: Context) -> Figure:
+    fig = Figure(figsize=PAGE)
+    _header(fig, 1, "Training-time estimates at 20 tokens per parameter")
+    shares = [c.best.optimizer_share for c in proj.curves if c.best]
+    unstable = [c.curve for c in proj.curves if c.best and not c.best_is_stable]
+    pairs = "; ".join(f"{t} with {o}" for t, o in ctx.pairs)
+    items = [
+        f"Campaign pairs (throughput with optimizer timing, by argument order): {pairs}.",
+        f"{len(proj.models)} models × {len(proj.contexts)} contexts ({', '.join(f'{c:,}' for c in proj.contexts)}): "
+        f"{len(proj.curves)} curves, {len(proj.points)} fitting points on {ctx.gpu}. All independent checks passed "
+        f"({sum(ctx.checks.values()):,} in all; see page 6).",
+        "Primary rate R: the optimizer campaign's uninstrumented baseline worker, at each curve's fastest stable "
+        "batch; the original sweep's rate is shown as independent comparison data. Budget 20·P tokens per model, "
+        "the same for every setup of that model. T = 20·P / R; complete final updates U = ceil(20·P / (B·L)) take "
+        "U·B·L / R.",
+        f"Optimizer share at the primary batch: median {tables.fmt_pct(median_share(proj.points) if not shares else sorted(shares)[len(shares) // 2])}, "
+        f"range {tables.fmt_pct(min(shares, default=0))} – {tables.fmt_pct(max(shares, default=0))}. "
+        "Window range: slowest to fastest measurement window within the run (not a confidence interval).",
+        EXCLUSIONS,
+    ]
+    if unstable:
+        items.append("* no stable point on " + ", ".join(unstable) + "; the fastest unstable point is shown.")
+    y = _paragraphs(fig, 0.04, 0.9, items, size=8.6)
+    header, rows = tables.key_table(proj)
+    widths = [0.06, 0.07, 0.065, 0.06, 0.08, 0.08, 0.13, 0.08, 0.095, 0.08, 0.09, 0.08]
+    _table(fig, [0.03, 0.03, 0.94, y - 0.05], header, rows, size=7.4, widths=widths)
+    return fig
+
+
+def page_throughput_memory(proj: Projection) -> Figure:
+    fig, (upper, lower) = _page(2, "Throughput vs batch and memory vs batch", [1, 1])
+    figures.draw_throughput(upper, proj)
+    figures.draw_memory(lower, proj)
+    return fig
+
+
+def page_optimizer(proj: Projection) -> Figure:
+    fig, (upper, lower) = _page(3, "Optimizer share vs batch", [1.15, 1])
+    figures.draw_optimizer_share(upper, proj)
+    header, rows = tables.optimizer_table(proj)
+    y = _paragraphs(lower, 0.04, 0.98, [
+        "At each curve's primary batch. Primary share = median window optimizer ms (instrumented worker, bursts "
+        "weighted by update count) / baseline full-update ms. Instr. wall change compares the instrumented and "
+        "baseline rates; it includes instrumentation overhead and drift between workers (flagged beyond 5%)."], size=8)
+    _table(lower, [0.03, 0.0, 0.94, y - 0.02], header, rows, size=7.2)
+    return fig
+
+
+def page_training_time(proj: Projection) -> Figure:
+    fig, (upper, lower) = _page(4, "Projected training time per model and context", [1.55, 1])
+    figures.draw_training_time(upper, proj)
+    left, right = lower.subfigures(1, 2, width_ratios=[1, 1.25], wspace=0.0)
+    _paragraphs(left, 0.07, 0.97, [
+        "Bars: T = 20·P / R at each curve's fastest stable batch, R from the baseline worker; each model's budget "
+        "(20·P tokens) is fixed across contexts and batches. Error bars: T at the fastest and slowest measurement "
+        "window of the same run (within-run variation, not a confidence interval across independent runs).",
+        "Right: rounding to complete final updates, U = ceil(20·P / (B·L)); the last update overshoots the budget "
+        "by U·B·L − 20·P tokens.",
+        EXCLUSIONS], size=7.6, right=0.98)
+    header = ["Curve", "B", "U", "U·B·L tokens", "over budget", "U·B·L / R"]
+    rows = [
+        [c.curve, str(c.best.batch), f"{c.best.complete_updates:,}", f"{c.best.complete_tokens:,}",
+         f"+{c.best.complete_tokens - c.best.budget_tokens:,}", tables.fmt_hours(c.best.complete_seconds)]
+        for c in proj.curves if c.best is not None
+    ]
+    _table(right, [0.02, 0.02, 0.96, 0.96], header, rows, size=6.6)
+    return fig
+
+
+def page_context(proj: Projection) -> Figure:
+    fig, (upper, lower) = _page(5, f"Context comparison at {proj.tokens_per_update:,} tokens per update", [1.25, 1])
+    figures.draw_context_comparison(upper, proj)
+    header, rows = tables.comparison_table(proj)
+    y = _paragraphs(lower, 0.04, 0.98, [
+        f"B·L = {proj.tokens_per_update:,} tokens per update for every bar (B = {proj.tokens_per_update:,} / L), so "
+        f"contexts are compared at equal tokens per update and the same 20·P budget. Counterfactual: "
+        f"T' = T·(1 − f + f/k) for k = {', '.join(str(k) for k in SPEEDUPS)}, f the primary optimizer share; all "
+        "other work is held constant."], size=8)
+    _table(lower, [0.03, 0.0, 0.94, y - 0.02], header, rows, size=7.0 if len(rows) > 14 else 7.6)
+    return fig
+
+
+def page_methods(proj: Projection, ctx: Context) -> Figure:
+    fig = Figure(figsize=PAGE)
+    _header(fig, 6, "Methods and inputs")
+    checks = ", ".join(f"{name} {n:,}" for name, n in sorted(ctx.checks.items()))
+    items = [
+        "Measurement (from the campaigns): each point is one complete forward, cross-entropy, backward, clipping and "
+        "AdamW update per batch of B sequences of L tokens, no accumulation, BF16 autocast, FP32 weights and moments, "
+        "a complete-update CUDA graph. After warm-up and calibration, synchronised windows of about ten seconds are "
+        "timed; a window's rate is updates·B·L / seconds and the point's rate is the median window rate. If the "
+        "sample CV (stdev with n−1 over mean) exceeds 5%, five more windows count; remaining instability is flagged "
+        "and only stable points compete for the fastest batch.",
+        "Optimizer timing: in the same allocation an uninstrumented baseline worker runs first, then an instrumented "
+        "worker records CUDA events around ArenaAdamW.step inside the full-update graph. Events describe the last "
+        "replay of each ~0.1 s burst; a window's optimizer ms weights bursts by their update counts; the primary "
+        "share is the median window optimizer ms divided by the baseline's full-update ms (1000·B·L / R).",
+        "Formulas: budget 20·P tokens; T = 20·P / R; time per 10⁹ tokens = 10⁹ / R; U = ceil(20·P / (B·L)) complete "
+        "updates, U·B·L tokens, U·B·L / R seconds; context comparisons hold B·L fixed; optimizer k× faster: "
+        "T' = T·(1 − f + f/k). " + EXCLUSIONS,
+        "Independent checks re-derived by this report before drawing (counts): " + checks + ". Memory boundaries: "
+        "fitting batches 1, 2, 4, … and a first CUDA OOM at twice the largest fitting batch (or the batch cap).",
+        f"Inputs: {ctx.input_files:,} files; inputs.sha256 beside this PDF lists the SHA-256 of every one "
+        f"(SHA-256 of that list: {ctx.inputs_digest}).",
+    ]
+    y = _paragraphs(fig, 0.04, 0.9, items, size=8.4)
+    header = ["Campaign", "manifest.json SHA-256", "Files", "SHA-256 of its lines in inputs.sha256"]
+    rows = [[Path(c).name, m, f"{n:,}", d] for c, m, n, d in ctx.campaign_digests]
+    _table(fig, [0.03, 0.05, 0.94, y - 0.07], header, rows, size=6.6, widths=[0.18, 0.37, 0.05, 0.37])
+    return fig
+
+
+def build_pdf(proj: Projection, ctx: Context, path: Path) -> None:
+    """Draw the six pages, verify page count and page text with pypdf, write `path`."""
+    pages = [
+        page_summary(proj, ctx),
+        page_throughput_memory(proj),
+        page_optimizer(proj),
+        page_training_time(proj),
+        page_context(proj),
+        page_methods(proj, ctx),
+    ]
+    raw = io.BytesIO()
+    with PdfPages(raw, metadata={"CreationDate": None, "Creator": "throughput-report"}) as pdf:
+        for page in pages:
+            pdf.savefig(page)
+    raw.seek(0)
+    reader = PdfReader(raw)
+    if len(reader.pages) != PAGES:
+        raise RuntimeError(f"the report has {len(reader.pages)} pages, expected {PAGES}")
+    for number, (page, marker) in enumerate(zip(reader.pages, PAGE_MARKERS), start=1):
+        if marker not in page.extract_text():
+            raise RuntimeError(f"page {number} of the report lacks {marker!r}")
+    writer = PdfWriter()
+    writer.append(reader)
+    writer.add_metadata(
+        {
+            "/Title": "Training-time estimates at 20 tokens per parameter",
+            "/Creator": "throughput-report",
+            "/Subject": f"inputs.sha256 SHA-256 {ctx.inputs_digest}",
+        }
+    )
+    with open(path, "wb") as handle:
+        writer.write(handle)

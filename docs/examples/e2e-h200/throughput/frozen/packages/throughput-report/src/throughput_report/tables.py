@@ -1,0 +1,176 @@
+"""The report's tables: formatted rows for the PDF, and the joined CSV/JSON of every point."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import fields
+
+import msgspec
+
+from throughput_report.projections import Point, Projection
+
+GIB = 1024**3
+
+
+def fmt_params(n: int) -> str:
+    return f"{n / 1e6:,.1f}M" if n < 1e9 else f"{n / 1e9:,.2f}B"
+
+
+def fmt_rate(r: float) -> str:
+    return f"{r:,.0f}"
+
+
+def fmt_hours(seconds: float, digits: int = 1) -> str:
+    """Minutes below an hour, hours above: readable at print size and still comparable."""
+    hours = seconds / 3600.0
+    if hours < 1.0:
+        return f"{seconds / 60.0:.{digits}f} min"
+    return f"{hours:,.{digits + 1}f} h"
+
+
+def fmt_pct(share: float) -> str:
+    return f"{100.0 * share:.1f}%" if share >= 0.001 else f"{100.0 * share:.2f}%"
+
+
+def key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
+    """Page 1: every curve at its fastest stable batch (primary: uninstrumented baseline)."""
+    header = [
+        "Model",
+        "Params P",
+        "Context L",
+        "Batch B",
+        "Tokens/s R",
+        "T = 20·P/R",
+        "Window range\nof T",
+        "Time per\n1e9 tokens",
+        "Complete\nupdates U",
+        "U·B·L / R",
+        "Original\nsweep T",
+        "Optimizer\nshare",
+    ]
+    rows = []
+    for curve in projection.curves:
+        p = curve.best
+        if p is None:
+            rows.append([curve.model, "", str(curve.context), "none fits"] + [""] * (len(header) - 4))
+            continue
+        star = "" if curve.best_is_stable else " *"
+        rows.append(
+            [
+                curve.model,
+                fmt_params(p.parameters),
+                f"{p.context:,}",
+                f"{p.batch}{star}",
+                fmt_rate(p.tokens_per_second),
+                fmt_hours(p.projected_seconds),
+                f"{fmt_hours(p.projected_seconds_fastest_window, 2)} – {fmt_hours(p.projected_seconds_slowest_window, 2)}",
+                fmt_hours(p.seconds_per_billion_tokens),
+                f"{p.complete_updates:,}",
+                fmt_hours(p.complete_seconds),
+                fmt_hours(p.original_projected_seconds),
+                fmt_pct(p.optimizer_share),
+            ]
+        )
+    return header, rows
+
+
+def optimizer_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "Curve",
+        "Batch",
+        "Optimizer\nms",
+        "Baseline\nupdate ms",
+        "Share\n(primary)",
+        "Share of\ninstr. wall",
+        "Share of\ngraph",
+        "Instr. wall\nchange",
+        "Flags",
+    ]
+    rows = []
+    for curve in projection.curves:
+        p = curve.best
+        if p is None:
+            continue
+        flags = []
+        if p.instrumented_change_flag:
+            flags.append("instr. >5%")
+        if p.optimizer_unstable:
+            flags.append("optimizer CV>5%")
+        if p.unstable:
+            flags.append("unstable")
+        rows.append(
+            [
+                curve.curve,
+                str(p.batch),
+                f"{p.optimizer_ms:.3f}",
+                f"{p.update_ms:.2f}",
+                fmt_pct(p.optimizer_share),
+                fmt_pct(p.share_of_instrumented_wall),
+                fmt_pct(p.share_of_graph),
+                f"{100 * p.instrumented_wall_change:+.1f}%",
+                ", ".join(flags) or "–",
+            ]
+        )
+    return header, rows
+
+
+def comparison_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
+    header = ["Model", "Context L", "Batch B", "B·L", "T measured", "Optimizer\nshare", "T, optimizer\n2× faster",
+              "T, optimizer\n4× faster"]
+    rows = []
+    for model in projection.models:
+        for context in projection.contexts:
+            p = projection.comparison.get((model, context))
+            if p is None:
+                continue
+            rows.append(
+                [
+                    model,
+                    f"{context:,}",
+                    str(p.batch),
+                    f"{p.tokens_per_update:,}",
+                    fmt_hours(p.projected_seconds),
+                    fmt_pct(p.optimizer_share),
+                    fmt_hours(p.counterfactual_2x_seconds),
+                    fmt_hours(p.counterfactual_4x_seconds),
+                ]
+            )
+    return header, rows
+
+
+def points_csv(points: list[Point]) -> str:
+    names = [f.name for f in fields(Point)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(names)
+    for p in points:
+        writer.writerow([repr(v) if isinstance(v, float) else v for v in (getattr(p, n) for n in names)])
+    return buffer.getvalue()
+
+
+def points_json(projection: Projection, inputs: dict) -> bytes:
+    curves = [
+        {
+            "curve": c.curve,
+            "model": c.model,
+            "context": c.context,
+            "parameters": c.parameters,
+            "fitting_batches": c.fitting_batches,
+            "largest_fitting_batch": c.largest_fitting_batch,
+            "first_oom_batch": c.first_oom_batch,
+            "capped": c.capped,
+            "fastest_stable_batch": c.best.batch if c.best and c.best_is_stable else None,
+            "primary_batch": c.best.batch if c.best else None,
+            "original_fastest_batch": c.original_best_batch,
+        }
+        for c in projection.curves
+    ]
+    doc = {
+        "tokens_per_parameter": 20,
+        "context_comparison_tokens_per_update": projection.tokens_per_update,
+        "inputs": inputs,
+        "curves": curves,
+        "points": [p.row() for p in projection.points],
+    }
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"

@@ -1,0 +1,27 @@
+"""msgspec records for throughput results, submission receipts and campaigns.
+
+Every record that crosses a process or a file boundary lives here, so that the
+worker, the controller, the audit and the report (and other projects) agree on
+one versioned format. See `records` for the types, `codec` for strict decoding
+and atomic writing, `recipe` for model recipes and their exact parameter count.
+"""
+
+from throughput_schema.codec import SchemaError, decode, dumps, read, write_atomic
+from throughput_schema.outcomes import (
+    EXIT_CODES,
+    Cancelled,
+    Capped,
+    CompileError,
+    Crashed,
+    CudaOom,
+    HostOom,
+    NodeFail,
+    NonFinite,
+    Ok,
+    Outcome,
+    Timeout,
+)
+from throughput_schema.records import *  # noqa: F403
+from throughput_schema.version import SCHEMA_VERSION
+
+__version__ = "0.1.0"

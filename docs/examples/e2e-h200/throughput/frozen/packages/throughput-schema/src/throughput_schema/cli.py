@@ -1,0 +1,59 @@
+"""`throughput-schema`: export JSON Schema for every record, or validate a file.
+
+    throughput-schema export --output schemas/
+    throughput-schema validate worker-result runs/throughput-point.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import msgspec
+
+from throughput_schema.codec import SchemaError, dumps, read, write_atomic
+from throughput_schema.records import RECORD_TYPES
+from throughput_schema.argparsing import OneLineParser
+
+
+
+
+def json_schemas() -> dict[str, dict]:
+    """One self-contained JSON Schema document per record kind."""
+    return {name: msgspec.json.schema(type_) for name, type_ in RECORD_TYPES.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="throughput-schema", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    export = sub.add_parser("export", help="write <kind>.schema.json for every record")
+    export.add_argument("--output", type=Path, help="folder to write into (default: print one document)")
+    validate = sub.add_parser("validate", help="decode a file as a record kind; exit 1 if it is malformed")
+    validate.add_argument("kind", choices=sorted(RECORD_TYPES))
+    validate.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "export":
+        schemas = json_schemas()
+        if args.output is None:
+            sys.stdout.buffer.write(dumps(schemas))
+            return 0
+        if args.output.exists() and not args.output.is_dir():
+            print(f"throughput-schema: {args.output} exists and is not a folder; choose another --output", file=sys.stderr)
+            return 2
+        for name, schema in schemas.items():
+            write_atomic(args.output / f"{name}.schema.json", dumps(schema))
+        print(f"wrote {len(schemas)} schemas to {args.output}")
+        return 0
+    try:
+        read(args.file, RECORD_TYPES[args.kind])
+    except SchemaError as exc:
+        print(f"throughput-schema: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: valid {args.kind}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Strict decoding, canonical encoding and atomic writes of records.
+
+A `SchemaError` carries one line that names the file and the field, which the
+command lines print as-is: no traceback reaches a user for a bad file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from throughput_schema.version import SCHEMA_VERSION
+
+T = TypeVar("T")
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+_decoders: dict[Any, msgspec.json.Decoder] = {}
+
+
+class SchemaError(ValueError):
+    """A record that is malformed, truncated, or from a newer schema version."""
+
+
+def dumps(record: Any) -> bytes:
+    """Pretty, deterministic JSON with a trailing newline (diff-friendly files)."""
+    return msgspec.json.format(_encoder.encode(record), indent=2) + b"\n"
+
+
+def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
+    """Decode `data` as `type_`, naming `source` and the offending field on failure."""
+    decoder = _decoders.get(type_)
+    if decoder is None:
+        decoder = _decoders[type_] = msgspec.json.Decoder(type_)
+    try:
+        record = decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        version = _peek_version(data)
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaError(_newer(source, version)) from None
+        raise SchemaError(f"{source}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise SchemaError(f"{source}: not valid JSON ({exc}); the file may be truncated or corrupted") from None
+    version = getattr(record, "schema_version", SCHEMA_VERSION)
+    if version > SCHEMA_VERSION:
+        raise SchemaError(_newer(source, version))
+    return record
+
+
+def read(path: str | os.PathLike[str], type_: type[T]) -> T:
+    """Read and decode one record file; a missing or unreadable file is a SchemaError too."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
+    return decode(data, type_, source=str(path))
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: int = 0o644) -> Path:
+    """Write `data` (bytes, text, or a record) so that readers see old or new, never half.
+
+    Temp file in the same folder, fsync, rename, fsync the folder: a crash at any
+    instant leaves either the previous file or the complete new one.
+    """
+    path = Path(path)
+    if isinstance(data, str):
+        payload = data.encode()
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        payload = bytes(data)
+    else:
+        payload = dumps(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _peek_version(data: bytes | str) -> int | None:
+    try:
+        obj = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+    version = obj.get("schema_version") if isinstance(obj, dict) else None
+    return version if isinstance(version, int) else None
+
+
+def _newer(source: str, version: int) -> str:
+    return (
+        f"{source}: written with schema version {version}, newer than this tool's {SCHEMA_VERSION}; "
+        "upgrade the tools to read it"
+    )

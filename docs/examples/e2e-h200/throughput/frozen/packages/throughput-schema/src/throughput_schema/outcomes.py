@@ -1,0 +1,78 @@
+"""How a point ended: a tagged union, so a decoder picks the type from `kind`.
+
+Only `cuda_oom` may establish a curve's memory boundary; every other failure
+blocks the curve. `capped` is not a failure: the quick-start curve reached its
+`--max-batch` cap without an OOM.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+
+class _Outcome(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    phase: str = ""
+    message: str = ""
+
+
+class Ok(_Outcome, tag="ok"):
+    pass
+
+
+class CudaOom(_Outcome, tag="cuda_oom"):
+    """The CUDA allocator refused memory (setup, compile, capture or measurement)."""
+
+
+class Timeout(_Outcome, tag="timeout"):
+    deadline_seconds: float = 0.0
+
+
+class HostOom(_Outcome, tag="host_oom"):
+    pass
+
+
+class CompileError(_Outcome, tag="compile_error"):
+    pass
+
+
+class NonFinite(_Outcome, tag="nonfinite"):
+    window: int | None = None
+
+
+class Crashed(_Outcome, tag="crashed"):
+    exit_code: int | None = None
+
+
+class Cancelled(_Outcome, tag="cancelled"):
+    pass
+
+
+class NodeFail(_Outcome, tag="node_fail"):
+    pass
+
+
+class Capped(_Outcome, tag="capped"):
+    max_batch: int = 0
+
+
+Outcome = Union[Ok, CudaOom, Timeout, HostOom, CompileError, NonFinite, Crashed, Cancelled, NodeFail, Capped]
+
+OUTCOME_KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in Outcome.__args__)
+
+# The worker's exit status for each outcome it can detect itself. The watchdog
+# maps a signal death (SIGKILL from the kernel's OOM killer) to host_oom and its
+# own deadline to timeout; Slurm's states cover cancelled and node_fail.
+EXIT_CODES: dict[str, int] = {
+    "ok": 0,
+    "crashed": 1,
+    "usage": 2,
+    "cuda_oom": 3,
+    "compile_error": 4,
+    "nonfinite": 5,
+    "timeout": 6,
+    "host_oom": 7,
+    "cancelled": 8,
+    "node_fail": 9,
+}

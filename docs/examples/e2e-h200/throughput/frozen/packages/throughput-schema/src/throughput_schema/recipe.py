@@ -1,0 +1,164 @@
+"""Model recipes: YAML presets under `configs/`, `--set` overrides, exact parameter counts.
+
+No torch here: the controller, audit and report count parameters from the recipe
+alone, and the worker checks its built model against the same number.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
+
+SUPPORTED_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192)
+_SECTIONS = ("model", "training", "optimizer")
+
+
+class RecipeError(ValueError):
+    """A recipe or an override that cannot be used; the message is one line."""
+
+
+def parameter_count(model: ModelConfig) -> int:
+    """Exact trainable parameters: tied embedding, attention, SwiGLU, RMSNorm weights."""
+    d, attn = model.d_model, model.n_heads * model.head_dim
+    per_layer = 4 * d * attn + 3 * d * model.ffn_dim + 2 * d
+    return model.vocab_size * d + model.n_layers * per_layer + d
+
+
+def flops_per_token(model: ModelConfig) -> int:
+    """Training FLOPs per token, 6N + 12·layers·width·context (PaLM appendix B).
+
+    N counts the tied embedding, since it is also the LM-head matmul.
+    """
+    return 6 * parameter_count(model) + 12 * model.n_layers * model.d_model * model.context_length
+
+
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+    """Read a preset, apply `key=value` overrides, and validate the whole recipe."""
+    path = Path(path)
+    raw = _load_yaml(path)
+    for item in overrides:
+        _apply_override(raw, item, path)
+    raw.setdefault("name", path.stem)
+    return recipe_from_dict(raw, source=str(path))
+
+
+def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
+    try:
+        recipe = msgspec.convert(raw, Recipe, strict=True)
+    except msgspec.ValidationError as exc:
+        raise RecipeError(f"{source}: {exc}") from None
+    check_recipe(recipe, source=source)
+    return recipe
+
+
+def check_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
+    m, t = recipe.model, recipe.training
+    if m.n_heads * m.head_dim != m.d_model:
+        raise RecipeError(
+            f"{source}: model.n_heads ({m.n_heads}) x model.head_dim ({m.head_dim}) must equal model.d_model ({m.d_model})"
+        )
+    if m.context_length not in SUPPORTED_CONTEXTS:
+        raise RecipeError(
+            f"{source}: model.context_length={m.context_length} is not supported; "
+            f"use a power of two from {SUPPORTED_CONTEXTS[0]} to {SUPPORTED_CONTEXTS[-1]}"
+        )
+    if t.batch_tokens != t.micro_batch_size * m.context_length:
+        raise RecipeError(
+            f"{source}: training.batch_tokens={t.batch_tokens} must equal training.micro_batch_size "
+            f"x model.context_length = {t.micro_batch_size * m.context_length} (there is no gradient accumulation)"
+        )
+
+
+def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol: Any | None = None) -> Recipe:
+    """The recipe for one campaign point: context, batch, and the campaign's protocol."""
+    model = msgspec.structs.replace(recipe.model, context_length=context_length)
+    training = msgspec.structs.replace(
+        recipe.training, micro_batch_size=batch_size, batch_tokens=batch_size * context_length
+    )
+    optimizer = recipe.optimizer
+    if protocol is not None:
+        training = msgspec.structs.replace(training, seed=protocol.seed, grad_clip=protocol.grad_clip)
+        optimizer = msgspec.structs.replace(
+            optimizer,
+            lr=protocol.lr,
+            beta1=protocol.beta1,
+            beta2=protocol.beta2,
+            eps=protocol.eps,
+            weight_decay=protocol.weight_decay,
+        )
+    result = msgspec.structs.replace(recipe, model=model, training=training, optimizer=optimizer)
+    check_recipe(result, source=f"{recipe.name} at context {context_length}, batch {batch_size}")
+    return result
+
+
+def override_args(recipe: Recipe) -> list[str]:
+    """The `--set` arguments that turn a preset into this recipe (for job scripts)."""
+    out = []
+    for section in _SECTIONS:
+        for key, value in msgspec.structs.asdict(getattr(recipe, section)).items():
+            out.append(f"{section}.{key}={value}")
+    return out
+
+
+def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: int = 20) -> int:
+    return math.ceil(tokens_per_parameter * parameters / tokens_per_update)
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # only the recipe readers need it; the schema itself is msgspec-only
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise RecipeError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read config ({exc.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise RecipeError(f"{path}: malformed YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: expected a mapping with sections {', '.join(_SECTIONS)}")
+    return raw
+
+
+def _apply_override(raw: dict[str, Any], item: str, path: Path) -> None:
+    import yaml
+
+    key, sep, text = item.partition("=")
+    parts = key.strip().split(".")
+    if not sep or len(parts) != 2 or not all(parts):
+        raise RecipeError(f"--set {item!r}: expected SECTION.KEY=VALUE, for example model.context_length=2048")
+    section, field = parts
+    types = {"model": ModelConfig, "training": TrainingConfig, "optimizer": OptimizerConfig}
+    if section not in types:
+        raise RecipeError(f"--set {item!r}: unknown section {section!r}; use one of {', '.join(_SECTIONS)}")
+    fields = types[section].__struct_fields__
+    if field not in fields:
+        raise RecipeError(f"--set {item!r}: unknown key {key!r}; {section} keys are {', '.join(fields)}")
+    value = _scalar(text.strip(), yaml)
+    target = raw.setdefault(section, {})
+    if not isinstance(target, dict):
+        raise RecipeError(f"{path}: section {section!r} must be a mapping")
+    target[field] = value
+
+
+def _scalar(text: str, yaml) -> Any:
+    # YAML 1.1 reads "1e-8" as a string; a user typing --set optimizer.eps=1e-8 means a number.
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    try:
+        return yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return text

@@ -1,0 +1,356 @@
+"""`throughput-sweep`: run, status, collect and reconcile batch-doubling campaigns.
+
+Bad input is one line on stderr and exit status 2, with nothing on disk changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from throughput_schema import Protocol, SchemaError
+from throughput_schema.recipe import RecipeError
+
+from throughput_sweep.campaign import (
+    DEFAULT_CONTEXTS,
+    DEFAULT_MODELS,
+    Campaign,
+    CampaignError,
+    CampaignLock,
+    check_resume,
+    create,
+    find_repo_root,
+    load_profile,
+    open_campaign,
+    plan_optimizer,
+    plan_throughput,
+    verify_frozen,
+)
+from throughput_schema.argparsing import OneLineParser
+
+PROG = "throughput-sweep"
+
+
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must not be negative")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    run = sub.add_parser("run", help="create or resume a campaign and watch it until every curve ends")
+    run.add_argument("--output", type=Path, required=True, help="the campaign folder")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and the first batch script; write nothing")
+    run.add_argument("--resume", action="store_true", help="continue an existing campaign")
+    run.add_argument("--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts")
+    run.add_argument("--contexts", type=_positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)")
+    run.add_argument("--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)")
+    run.add_argument("--profile", help="cluster profile: a name under configs/clusters/ or a YAML path (default local)")
+    run.add_argument("--max-batch", type=_positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
+    run.add_argument("--window-seconds", type=_positive_float, help="seconds per measurement window (default 10)")
+    run.add_argument("--windows", type=_positive_int, help="measurement windows (default 5)")
+    run.add_argument("--warmup", type=_nonneg_int, help="warm-up updates (default 20)")
+    run.add_argument("--optimizer-timing-from", type=Path, metavar="DIR", help="remeasure a completed throughput campaign's fitting points with optimizer timing")
+    run.add_argument("--parallel-optimizer-points", action="store_true", help="with --optimizer-timing-from: submit every inherited point independently")
+    run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
+    run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
+
+    status = sub.add_parser("status", help="where each curve stands: state, job ids, failures")
+    status.add_argument("--output", type=Path, required=True)
+
+    collect = sub.add_parser("collect", help="write README.md, results.csv/json and the figures")
+    collect.add_argument("--output", type=Path, required=True)
+
+    rec = sub.add_parser("reconcile", help="settle an ambiguous submission intent by hand")
+    rec.add_argument("--output", type=Path, required=True)
+    rec.add_argument("--token", required=True, help="the intent's token (shown by status)")
+    group = rec.add_mutually_exclusive_group(required=True)
+    group.add_argument("--job-id", help="adopt this scheduler job as the point's receipt")
+    group.add_argument("--none", action="store_true", help="record that no job was submitted")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.umask(os.umask(0o022) | 0o022)  # campaign files: never writable by group or others
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "status": cmd_status, "collect": cmd_collect, "reconcile": cmd_reconcile}[args.command](args)
+    except (CampaignError, SchemaError, RecipeError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def _protocol(args: argparse.Namespace, base: Protocol | None = None) -> Protocol | None:
+    import msgspec
+
+    changes = {
+        k: v
+        for k, v in (("warmup", args.warmup), ("windows", args.windows), ("window_seconds", args.window_seconds))
+        if v is not None
+    }
+    if base is None and not changes:
+        return None
+    return msgspec.structs.replace(base or Protocol(), **changes)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.retry_failed and not args.resume:
+        raise CampaignError("--retry-failed works with --resume on an existing campaign")
+    if args.parallel_optimizer_points and not args.optimizer_timing_from:
+        raise CampaignError("--parallel-optimizer-points needs --optimizer-timing-from DIR")
+    output: Path = args.output
+    exists = (output / "manifest.json").exists()
+    if exists and not args.resume and not args.dry_run:
+        raise CampaignError(f"{output}: a campaign already exists here; add --resume to continue it")
+    if args.resume and not exists:
+        raise CampaignError(f"{output}: no campaign to resume (no manifest.json); leave out --resume to create one")
+    if exists:
+        campaign = open_campaign(output)
+        check_resume(campaign, models=args.models, contexts=args.contexts, max_batch=args.max_batch)
+        if args.profile and args.profile not in (campaign.manifest.profile.name, ):
+            raise CampaignError(
+                f"{output}: this campaign runs on profile {campaign.manifest.profile.name!r}; "
+                "another profile needs a new campaign"
+            )
+        if args.optimizer_timing_from and (
+            campaign.manifest.parent is None
+            or Path(campaign.manifest.parent.path) != args.optimizer_timing_from.resolve()
+        ):
+            raise CampaignError(f"{output}: this campaign was not created from {args.optimizer_timing_from}")
+        if _protocol(args, campaign.manifest.protocol) not in (None, campaign.manifest.protocol):
+            raise CampaignError(f"{output}: the protocol is frozen in the manifest; a different protocol needs a new campaign")
+        bad = verify_frozen(campaign)
+        if bad:
+            raise CampaignError(
+                f"{output}: frozen files changed since creation ({', '.join(bad[:3])}); the campaign cannot be trusted"
+            )
+        if args.dry_run:
+            return print_plan(campaign, args)
+    else:
+        root = find_repo_root()
+        profile = load_profile(args.profile or "local", root)
+        if args.optimizer_timing_from:
+            plan = plan_optimizer(
+                output,
+                parent_dir=args.optimizer_timing_from,
+                parallel=args.parallel_optimizer_points,
+                protocol=_protocol(args),
+                profile=profile,
+                worker=args.worker,
+                root=root,
+                models=args.models,
+                contexts=args.contexts,
+            )
+        else:
+            if args.max_batch is not None and args.max_batch & (args.max_batch - 1):
+                raise CampaignError(f"--max-batch {args.max_batch}: must be a power of two (batches double from 1)")
+            plan = plan_throughput(
+                output,
+                models=list(args.models or DEFAULT_MODELS),
+                contexts=list(args.contexts or DEFAULT_CONTEXTS),
+                protocol=_protocol(args, Protocol()),
+                profile=profile,
+                max_batch=args.max_batch,
+                worker=args.worker,
+                root=root,
+            )
+        if output.exists() and (not output.is_dir() or any(output.iterdir())):
+            raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
+        if args.dry_run:
+            return print_plan(_preview(plan), args)
+        campaign = create(plan)
+        print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
+    return watch(campaign, args)
+
+
+def _preview(plan) -> Campaign:
+    """An in-memory campaign for --dry-run: nothing is written."""
+    from throughput_schema import Manifest
+
+    from throughput_sweep import __version__
+    from throughput_sweep.campaign import now
+
+    manifest = Manifest(
+        kind=plan.kind,
+        name=plan.output.name,
+        created_at=now(),
+        models=plan.models,
+        contexts=plan.contexts,
+        protocol=plan.protocol,
+        profile=plan.profile,
+        tool_version=__version__,
+        max_batch=plan.max_batch,
+        parent=plan.parent,
+        inherited_batches=plan.inherited or {},
+        parallel_points=plan.parallel,
+        worker=plan.worker,
+        source_root=str(plan.root),
+    )
+    return Campaign(root=plan.output, manifest=manifest)
+
+
+def driver_name() -> str:
+    argv0 = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else PROG
+    if argv0.endswith(".py"):
+        return f"{shlex.quote(sys.executable)} {shlex.quote(sys.argv[0])}"
+    return PROG
+
+
+def watch(campaign: Campaign, args: argparse.Namespace) -> int:
+    import anyio
+
+    from throughput_sweep.jobs import job_script
+    from throughput_sweep.schedulers import make_scheduler
+    from throughput_sweep.status import render_status
+    from throughput_sweep.watcher import Options, Watcher, resume_command
+
+    options = Options(
+        retry_failed=args.retry_failed,
+        # Local jobs are checked from files, so polling often costs nothing; Slurm is asked less often.
+        poll_max=args.poll_max_seconds or (5.0 if campaign.manifest.profile.scheduler == "local" else 30.0),
+        progress=not args.no_progress,
+        resume_command=resume_command(campaign.root, driver_name()),
+    )
+    with CampaignLock(campaign.root):
+        scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
+        watcher = Watcher(campaign, scheduler, options, job_script)
+        try:
+            try:
+                code = anyio.run(watcher.run)
+            except BaseExceptionGroup as group:  # a task of the watcher failed: report the cause itself
+                raise _first_leaf(group) from None
+        except OSError as exc:
+            # Disk full, folder gone...: stop cleanly; every file is written atomically, so
+            # --resume continues from what is on disk (submitted jobs keep running).
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise CampaignError(
+                f"{campaign.root}: the watcher stopped: {exc.strerror or exc}{where}; "
+                f"submitted jobs keep running; fix it, then resume with: {options.resume_command}"
+            ) from None
+    if code == 130:
+        return 130
+    print(render_status(campaign), end="")
+    print(f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {shlex.quote(str(campaign.root))}", file=sys.stderr)
+    return 0
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
+
+
+def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
+    from throughput_sweep.curves import derive, pick
+    from throughput_sweep.jobs import job_script
+    from throughput_sweep.watcher import retry_set
+
+    m = campaign.manifest
+    p = m.profile
+    infos = campaign.infos() if (campaign.root / "manifest.json").exists() else []
+    retry = retry_set(campaign) if args.retry_failed and infos else frozenset()
+    curves = derive(m, infos, retry)
+    out = []
+    out.append(f"Dry run: nothing is written or submitted.")
+    out.append(f"campaign {campaign.root} ({m.kind}{', parallel points' if m.parallel_points else ''})")
+    out.append(f"models: {' '.join(m.models)}; contexts: {' '.join(map(str, m.contexts))}; "
+               + (f"max batch {m.max_batch}" if m.max_batch else "batches double from 1 until a CUDA OOM"))
+    if m.parent:
+        out.append(f"parent campaign: {m.parent.path}")
+    out.append(
+        f"profile {p.name}: scheduler {p.scheduler}, account {p.account or '-'}, partition {p.partition or '-'}, "
+        f"{p.gpus_per_job} GPU, {p.cpus_per_task} CPUs, mem {p.mem or '-'}, time {p.time_limit_minutes} min, "
+        f"watchdog {p.watchdog_minutes:g} min, at most {p.max_concurrent_jobs} jobs at once; python {p.python}"
+    )
+    pr = m.protocol
+    out.append(f"protocol: warmup {pr.warmup}, {pr.windows} windows of {pr.window_seconds:g} s, seed {pr.seed}, lr {pr.lr:g}, "
+               f"betas ({pr.beta1:g}, {pr.beta2:g}), eps {pr.eps:g}, weight decay {pr.weight_decay:g}, clip {pr.grad_clip:g}")
+    out.append("curves:")
+    for c in curves:
+        planned = f" (inherited batches {' '.join(map(str, c.planned))})" if c.planned is not None else ""
+        out.append(f"  {c.name:<16} {c.describe}{planned}")
+    first = pick(curves, p.max_concurrent_jobs)
+    out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
+    if first:
+        out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
+        out.append(job_script(campaign, first[0]).rstrip("\n"))
+    print("\n".join(out))
+    return 0
+
+
+# ------------------------------------------------------------ status, collect, reconcile
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from throughput_sweep.status import render_status
+
+    print(render_status(open_campaign(args.output)), end="")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from throughput_sweep.collect import collect
+
+    campaign = open_campaign(args.output)
+    written = collect(campaign)
+    for path in written:
+        print(path)
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from throughput_sweep.submission import reconcile_by_hand
+
+    campaign = open_campaign(args.output)
+    if args.job_id is not None and not args.job_id.isdigit():
+        raise CampaignError(f"--job-id {args.job_id!r}: expected a numeric job id")
+    if not any(i.attempt.intent is not None and i.attempt.intent.token == args.token for i in campaign.infos()):
+        raise CampaignError(f"--token {args.token}: no intent with this token in {campaign.root}")
+    with CampaignLock(campaign.root):  # checked again under the lock
+        print(reconcile_by_hand(campaign, args.token, None if args.none else args.job_id))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

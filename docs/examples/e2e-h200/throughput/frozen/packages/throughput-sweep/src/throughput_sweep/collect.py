@@ -1,0 +1,339 @@
+"""`throughput-sweep collect`: the campaign's README, tables and figures, from its files.
+
+Throughput campaigns: README.md, results.csv, results.json, throughput.png, memory.png.
+Optimizer-timing campaigns add optimizer.csv, optimizer.json, optimizer-time.png and
+optimizer-share.png: primary optimizer percentage = median window optimizer ms /
+the paired baseline's full-iteration ms, with flags for remaining instability and for an
+instrumented wall-time change over 5% against the baseline.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from pathlib import Path
+
+from throughput_schema import WorkerResult, dumps, write_atomic
+
+from throughput_sweep.campaign import Campaign, now
+from throughput_sweep.curves import AttemptInfo, Curve
+from throughput_sweep.faults import crash_point
+from throughput_sweep.status import campaign_done, is_complete
+
+WALL_CHANGE_FLAG = 0.05
+GIB = 1024**3
+
+POINT_FIELDS = [
+    "curve", "model", "context_length", "batch_size", "attempt", "status", "outcome", "job_id", "adopted",
+    "slurm_state", "slurm_elapsed", "accounting_final", "tokens_per_second", "sequences_per_second", "cv",
+    "unstable", "update_ms", "windows", "setup_seconds", "setup_allocated_bytes", "setup_reserved_bytes",
+    "measurement_allocated_bytes", "measurement_reserved_bytes", "parameters", "message",
+]
+OPT_FIELDS = [
+    "curve", "model", "context_length", "batch_size", "attempt", "job_id", "baseline_tokens_per_second",
+    "baseline_update_ms", "instrumented_tokens_per_second", "instrumented_update_ms", "optimizer_ms",
+    "optimizer_percent", "share_of_wall", "share_of_graph", "optimizer_cv", "wall_change", "flag_unstable",
+    "flag_wall_change_over_5pct",
+]
+
+
+def _mem(r: WorkerResult | None, phase: str, kind: str):
+    if r is None or r.memory is None:
+        return None
+    peaks = getattr(r.memory, phase)
+    return getattr(peaks, f"{kind}_bytes") if peaks is not None else None
+
+
+def _point_columns(info: AttemptInfo) -> dict:
+    """The columns that name an attempt, first in every table."""
+    a = info.attempt
+    return {
+        "curve": a.curve,
+        "model": a.model,
+        "context_length": a.context_length,
+        "batch_size": a.batch_size,
+        "attempt": a.attempt,
+    }
+
+
+def point_row(info: AttemptInfo) -> dict:
+    a = info.attempt
+    r = a.baseline if info.optimizer and a.baseline is not None else a.result
+    t = r.throughput if r is not None else None
+    acc = a.receipt.accounting if a.receipt else None
+    return {
+        **_point_columns(info),
+        "status": info.status,
+        "outcome": info.outcome,
+        "job_id": info.job_id,
+        "adopted": bool(a.receipt and a.receipt.adopted),
+        "slurm_state": acc.state if acc else "",
+        "slurm_elapsed": acc.elapsed if acc else "",
+        "accounting_final": bool(a.receipt and a.receipt.accounting_final),
+        "tokens_per_second": t.tokens_per_second if t else None,
+        "sequences_per_second": t.sequences_per_second if t else None,
+        "cv": t.cv if t else None,
+        "unstable": info.unstable if t else None,
+        "update_ms": t.update_ms if t else None,
+        "windows": len(r.windows) if r is not None else None,
+        "setup_seconds": r.setup_seconds if r is not None else None,
+        "setup_allocated_bytes": _mem(r, "setup", "allocated"),
+        "setup_reserved_bytes": _mem(r, "setup", "reserved"),
+        "measurement_allocated_bytes": _mem(r, "measurement", "allocated"),
+        "measurement_reserved_bytes": _mem(r, "measurement", "reserved"),
+        "parameters": r.parameters if r is not None else None,
+        "message": info.message,
+    }
+
+
+def optimizer_row(info: AttemptInfo) -> dict | None:
+    a = info.attempt
+    base, inst = a.baseline, a.result
+    if info.status != "ok" or base is None or inst is None or base.throughput is None or inst.throughput is None:
+        return None
+    timing = inst.optimizer_timing
+    if timing is None:
+        return None
+    opt_ms = statistics.median(timing.window_optimizer_ms) if timing.window_optimizer_ms else timing.optimizer_ms
+    base_ms = base.throughput.update_ms
+    wall_change = (inst.throughput.update_ms - base_ms) / base_ms
+    return {
+        **_point_columns(info),
+        "job_id": info.job_id,
+        "baseline_tokens_per_second": base.throughput.tokens_per_second,
+        "baseline_update_ms": base_ms,
+        "instrumented_tokens_per_second": inst.throughput.tokens_per_second,
+        "instrumented_update_ms": inst.throughput.update_ms,
+        "optimizer_ms": opt_ms,
+        "optimizer_percent": 100.0 * opt_ms / base_ms,
+        "share_of_wall": timing.share_of_wall,
+        "share_of_graph": timing.share_of_graph,
+        "optimizer_cv": timing.optimizer_cv,
+        "wall_change": wall_change,
+        "flag_unstable": bool(base.throughput.unstable or inst.throughput.unstable or timing.unstable),
+        "flag_wall_change_over_5pct": abs(wall_change) > WALL_CHANGE_FLAG,
+    }
+
+
+def _csv(rows: list[dict], fields: list[str]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in fields})
+    return buf.getvalue()
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj, indent=2, sort_keys=False, default=str).encode() + b"\n"
+
+
+def collect(campaign: Campaign) -> list[Path]:
+    import msgspec
+
+    m = campaign.manifest
+    curves = campaign.curves()
+    complete = is_complete(curves)
+    infos = [i for c in curves for i in c.attempts]
+    rows = [point_row(i) for i in infos]
+    root = campaign.root
+    written = []
+    crash_point("while-collect")
+    summaries = [msgspec.to_builtins(c.summary()) for c in curves]
+    for s, c in zip(summaries, curves):
+        s["description"] = c.describe
+        s["cap"] = c.cap if c.state == "capped" else None
+    results = {
+        "campaign": m.name,
+        "kind": m.kind,
+        "complete": complete,
+        "collected_at": now(),
+        "models": m.models,
+        "contexts": m.contexts,
+        "max_batch": m.max_batch,
+        "profile": msgspec.to_builtins(m.profile),
+        "protocol": msgspec.to_builtins(m.protocol),
+        "parent": msgspec.to_builtins(m.parent) if m.parent else None,
+        "curves": summaries,
+        "points": rows,
+        "receipts": [
+            {"path": str(i.attempt.path.relative_to(root)), **msgspec.to_builtins(i.attempt.receipt)}
+            for i in infos
+            if i.attempt.receipt is not None
+        ],
+    }
+    written.append(write_atomic(root / "results.json", _json(results)))
+    written.append(write_atomic(root / "results.csv", _csv(rows, POINT_FIELDS)))
+    written.append(_plot_throughput(root / "throughput.png", curves, campaign.optimizer))
+    written.append(_plot_memory(root / "memory.png", curves, campaign.optimizer))
+    opt_rows: list[dict] = []
+    if campaign.optimizer:
+        opt_rows = [r for r in map(optimizer_row, infos) if r is not None]
+        written.append(write_atomic(root / "optimizer.json", _json({"complete": complete, "points": opt_rows})))
+        written.append(write_atomic(root / "optimizer.csv", _csv(opt_rows, OPT_FIELDS)))
+        written.append(_plot_optimizer(root / "optimizer-time.png", opt_rows, "optimizer_ms", "optimizer ms per update"))
+        written.append(
+            _plot_optimizer(root / "optimizer-share.png", opt_rows, "optimizer_percent", "optimizer % of baseline update")
+        )
+    written.append(write_atomic(root / "README.md", readme(campaign, curves, infos, complete, opt_rows)))
+    return written
+
+
+def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], complete: bool, opt_rows: list[dict]) -> str:
+    m = campaign.manifest
+    out = []
+    if not complete:
+        state = "some curves are blocked" if campaign_done(curves) else "jobs are still running or pending"
+        out.append(f"**INCOMPLETE**: this campaign has not finished ({state}).\n")
+    out.append(f"# {m.kind.capitalize()} campaign {m.name}\n")
+    out.append(
+        f"Models {', '.join(m.models)} at contexts {', '.join(map(str, m.contexts))}; profile `{m.profile.name}` "
+        f"({m.profile.scheduler}); created {m.created_at}; tool {m.tool_version}."
+        + (f" Batches capped at {m.max_batch}." if m.max_batch else "")
+        + (f" Parent campaign: `{m.parent.path}`." if m.parent else "")
+        + "\n"
+    )
+    p = m.protocol
+    out.append(
+        f"Protocol: {p.warmup} warm-up updates, {p.windows} windows of {p.window_seconds:g} s "
+        f"(+{p.extra_windows} when CV > {p.cv_threshold:.0%}), seed {p.seed}, LR {p.lr:g}, betas ({p.beta1:g}, {p.beta2:g}), "
+        f"eps {p.eps:g}, weight decay {p.weight_decay:g}, clipping {p.grad_clip:g}.\n"
+    )
+    out.append("## Curves\n")
+    out.append("| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | unstable |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for c in curves:
+        fast = c.fastest_stable
+        state = c.state
+        if state == "capped":
+            state = f"capped: no OOM up to the cap ({c.cap})"
+        elif state == "blocked":
+            state = "blocked"
+        out.append(
+            f"| {c.name} | {state} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
+            f"{c.first_oom or '-'} | {fast[0] if fast else '-'} | {f'{fast[1]:,.0f}' if fast else '-'} | "
+            f"{' '.join(map(str, c.unstable)) or '-'} |"
+        )
+    blocked = [c for c in curves if c.state == "blocked"]
+    if blocked:
+        out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")
+        for c in blocked:
+            out.append(f"- {c.name}: {c.blocked_reason}")
+    failed = [i for c in curves for i in c.failed]
+    out.append("\n## Failed attempts\n")
+    if failed:
+        out.append("| curve | batch | attempt | job | outcome | message |")
+        out.append("|---|---|---|---|---|---|")
+        for f in failed:
+            out.append(
+                f"| {f.attempt.curve} | {f.batch} | {f.number} | {f.job_id or '-'} | {f.outcome} | {f.message.replace('|', '/') or '-'} |"
+            )
+    else:
+        out.append("None.")
+    if opt_rows:
+        out.append("\n## Optimizer time\n")
+        out.append("| curve | batch | optimizer ms | % of baseline update | share of wall | wall change | flags |")
+        out.append("|---|---|---|---|---|---|---|")
+        for r in opt_rows:
+            flags = ", ".join(
+                x for x, on in (("unstable", r["flag_unstable"]), ("wall change > 5%", r["flag_wall_change_over_5pct"])) if on
+            )
+            out.append(
+                f"| {r['curve']} | {r['batch_size']} | {r['optimizer_ms']:.3f} | {r['optimizer_percent']:.1f} | "
+                f"{r['share_of_wall']:.3f} | {r['wall_change']:+.1%} | {flags or '-'} |"
+            )
+    out.append("\n## Submission receipts\n")
+    out.append("| point | attempt | job id | adopted | state | elapsed | exit | final accounting | result |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for i in infos:
+        rec = i.attempt.receipt
+        if rec is None:
+            out.append(f"| {i.attempt.curve} b{i.batch} | {i.number} | - | - | - | - | - | - | {i.status} |")
+            continue
+        acc = rec.accounting
+        out.append(
+            f"| {i.attempt.curve} b{i.batch} | {i.number} | {rec.job_id} | {'yes' if rec.adopted else 'no'} | "
+            f"{acc.state if acc else '-'} | {acc.elapsed if acc else '-'} | {acc.exit_code if acc else '-'} | "
+            f"{'yes' if rec.accounting_final else 'no'} | {i.outcome} |"
+        )
+    out.append("\n## Files\n")
+    out.append("- `results.csv`, `results.json`: every attempt, curve summaries and receipts")
+    out.append("- `throughput.png`: tokens/s against batch; `memory.png`: peak GPU memory against batch")
+    if campaign.optimizer:
+        out.append("- `optimizer.csv`, `optimizer.json`, `optimizer-time.png`, `optimizer-share.png`")
+    out.append("- `curves/<model>-c<context>/b<batch>/attempt-<k>/`: intent, receipt, job script, raw results\n")
+    out.append("![throughput](throughput.png)\n\n![memory](memory.png)\n")
+    return "\n".join(out)
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    return plt, fig, ax
+
+
+def _save(plt, fig, ax, path: Path, ylabel: str, title: str) -> Path:
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch (sequences per update)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no measured points yet", transform=ax.transAxes, ha="center")
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return write_atomic(path, buf.getvalue())
+
+
+def _plot_throughput(path: Path, curves: list[Curve], optimizer: bool) -> Path:
+    plt, fig, ax = _figure()
+    for c in curves:
+        xs = [b for b in c.fitting if c.points[b].tokens_per_second]
+        if not xs:
+            continue
+        ys = [c.points[b].tokens_per_second for b in xs]
+        (line,) = ax.plot(xs, ys, marker="o", label=c.name)
+        unstable = [(b, c.points[b].tokens_per_second) for b in xs if b in c.unstable]
+        if unstable:
+            ax.scatter(*zip(*unstable), facecolors="white", edgecolors=line.get_color(), zorder=3)
+        if c.first_oom:
+            ax.axvline(c.first_oom, color=line.get_color(), ls=":", alpha=0.5)
+    title = "baseline throughput (uninstrumented)" if optimizer else "throughput (median window); dotted: first CUDA OOM"
+    title += "; hollow: unstable"
+    return _save(plt, fig, ax, path, "tokens per second", title)
+
+
+def _plot_memory(path: Path, curves: list[Curve], optimizer: bool) -> Path:
+    plt, fig, ax = _figure()
+    for c in curves:
+        pts = []
+        for b in c.fitting:
+            info = c.points[b]
+            r = info.attempt.baseline if optimizer and info.attempt.baseline else info.attempt.result
+            values = [v for v in (_mem(r, "setup", "reserved"), _mem(r, "measurement", "reserved")) if v is not None]
+            if values:
+                pts.append((b, max(values) / GIB))
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=f"{c.name} reserved peak")
+    return _save(plt, fig, ax, path, "GiB", "peak reserved GPU memory (setup or measurement)")
+
+
+def _plot_optimizer(path: Path, rows: list[dict], key: str, ylabel: str) -> Path:
+    plt, fig, ax = _figure()
+    by_curve: dict[str, list[dict]] = {}
+    for r in rows:
+        by_curve.setdefault(r["curve"], []).append(r)
+    for name, rs in sorted(by_curve.items()):
+        rs.sort(key=lambda r: r["batch_size"])
+        ax.plot([r["batch_size"] for r in rs], [r[key] for r in rs], marker="o", label=name)
+    return _save(plt, fig, ax, path, ylabel, ylabel)

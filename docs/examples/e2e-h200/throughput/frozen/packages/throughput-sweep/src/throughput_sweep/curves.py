@@ -1,0 +1,385 @@
+"""The curve state machine: pure functions from a campaign's attempt files to curve states.
+
+A curve is one (model, context). Throughput campaigns double the batch 1, 2, 4, ...
+one point at a time; only a confirmed `cuda_oom` sets the memory boundary, any other
+failure blocks the curve, and a `--max-batch` cap ends it as "no OOM up to the cap".
+Optimizer-timing campaigns walk the parent's fitting batches: sequentially, or every
+point at once (`parallel`), where a failure pauses only its own curve. An OOM there was
+not expected (the parent fitted that batch) and blocks.
+
+Nothing here reads files or talks to a scheduler, so every rule is unit-tested alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal
+
+import msgspec
+
+from throughput_schema import CurveSummary, FailedAttempt, Manifest
+from throughput_schema.layout import Attempt, curve_name
+
+Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
+CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "complete"]
+TERMINAL: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete"})
+
+
+class Settlement(msgspec.Struct, frozen=True, kw_only=True):
+    """How an intent without a receipt was settled (`settlement.json` beside the intent).
+
+    never-submitted: the scheduler has no job with the token (the attempt is void and the
+    point is retried in a fresh attempt). refused: the scheduler rejected the submission
+    for good (blocks the curve). ambiguous: more than one job, or the scheduler could not
+    answer; the user settles it with `throughput-sweep reconcile`.
+    """
+
+    token: str
+    state: Literal["never-submitted", "refused", "ambiguous"]
+    reason: str
+    decided_at: str
+    job_ids: list[str] = []
+    by: Literal["watcher", "user"] = "watcher"
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """One attempt's files plus its settlement marker, if any."""
+
+    attempt: Attempt
+    settlement: Settlement | None = None
+    optimizer: bool = False
+
+    @property
+    def batch(self) -> int:
+        return self.attempt.batch_size
+
+    @property
+    def number(self) -> int:
+        return self.attempt.attempt
+
+    @property
+    def job_id(self) -> str:
+        return self.attempt.receipt.job_id if self.attempt.receipt else ""
+
+    @property
+    def status(self) -> Status:
+        a = self.attempt
+        if a.result is not None:
+            kind = a.result.outcome.__struct_config__.tag
+            if kind == "ok" and self.optimizer:
+                base = a.baseline
+                if base is None:
+                    return "failed"
+                if base.outcome.__struct_config__.tag != "ok":
+                    return "oom" if base.outcome.__struct_config__.tag == "cuda_oom" else "failed"
+            if kind == "ok":
+                return "ok"
+            return "oom" if kind == "cuda_oom" else "failed"
+        if a.receipt is not None:
+            return "submitted"
+        if a.intent is None:
+            return "abandoned"  # the folder was made but the intent never written: nothing submitted
+        if self.settlement is not None:
+            return {"never-submitted": "abandoned", "refused": "refused", "ambiguous": "ambiguous"}[
+                self.settlement.state
+            ]
+        return "unsettled"
+
+    @property
+    def outcome(self) -> str:
+        a = self.attempt
+        if a.result is not None:
+            kind = a.result.outcome.__struct_config__.tag
+            if kind == "ok" and self.optimizer and (a.baseline is None or a.baseline.outcome.__struct_config__.tag != "ok"):
+                return "baseline-missing" if a.baseline is None else f"baseline-{a.baseline.outcome.__struct_config__.tag}"
+            return kind
+        return self.status
+
+    @property
+    def message(self) -> str:
+        a = self.attempt
+        if a.result is not None:
+            out = a.result.outcome
+            if self.optimizer and out.__struct_config__.tag == "ok" and a.baseline is not None:
+                out = a.baseline.outcome
+            text = " ".join(x for x in (out.phase, out.message) if x)
+            return text.replace("\n", " ")[:300]
+        if self.settlement is not None:
+            return self.settlement.reason
+        return ""
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        r = self.attempt.baseline if self.optimizer else self.attempt.result
+        if r is None or r.throughput is None:
+            return None
+        return r.throughput.tokens_per_second
+
+    @property
+    def unstable(self) -> bool:
+        results = [self.attempt.result] + ([self.attempt.baseline] if self.optimizer else [])
+        for r in results:
+            if r is None:
+                continue
+            if r.throughput is not None and r.throughput.unstable:
+                return True
+            if r.optimizer_timing is not None and r.optimizer_timing.unstable:
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class NextPoint:
+    model: str
+    context_length: int
+    batch_size: int
+    attempt: int
+
+    @property
+    def curve(self) -> str:
+        return curve_name(self.model, self.context_length)
+
+
+@dataclass
+class Curve:
+    model: str
+    context_length: int
+    state: CurveState = "pending"
+    blocked_reason: str = ""
+    next: list[NextPoint] = field(default_factory=list)
+    fitting: list[int] = field(default_factory=list)
+    first_oom: int | None = None
+    unstable: list[int] = field(default_factory=list)
+    running: list[AttemptInfo] = field(default_factory=list)
+    failed: list[AttemptInfo] = field(default_factory=list)
+    points: dict[int, AttemptInfo] = field(default_factory=dict)  # batch -> latest attempt that counts
+    attempts: list[AttemptInfo] = field(default_factory=list)
+    planned: list[int] | None = None  # optimizer campaigns: the inherited grid
+    cap: int | None = None
+
+    @property
+    def name(self) -> str:
+        return curve_name(self.model, self.context_length)
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL and not self.running
+
+    @property
+    def fastest_stable(self) -> tuple[int, float] | None:
+        best = None
+        for b in self.fitting:
+            info = self.points[b]
+            rate = info.tokens_per_second
+            if rate is None or info.unstable:
+                continue
+            if best is None or rate > best[1]:
+                best = (b, rate)
+        return best
+
+    @property
+    def largest_fitting(self) -> int | None:
+        return max(self.fitting) if self.fitting else None
+
+    @property
+    def describe(self) -> str:
+        if self.state == "bounded":
+            return f"bounded: fits {self.largest_fitting}, CUDA OOM at {self.first_oom}"
+        if self.state == "capped":
+            return f"no OOM up to the cap ({self.cap}); largest fitting {self.largest_fitting}"
+        if self.state == "blocked":
+            return f"blocked: {self.blocked_reason}"
+        if self.state == "complete":
+            return f"complete: {len(self.fitting)} points, largest {self.largest_fitting}"
+        if self.state == "running":
+            return "running batch " + ", ".join(str(r.batch) for r in self.running)
+        return "pending: next batch " + ", ".join(str(n.batch_size) for n in self.next)
+
+    def summary(self) -> CurveSummary:
+        fastest = self.fastest_stable
+        return CurveSummary(
+            curve=self.name,
+            model=self.model,
+            context_length=self.context_length,
+            state=self.state,
+            fitting_batches=list(self.fitting),
+            fastest_stable_batch=fastest[0] if fastest else None,
+            fastest_tokens_per_second=fastest[1] if fastest else None,
+            largest_fitting_batch=self.largest_fitting,
+            first_oom_batch=self.first_oom,
+            unstable_batches=list(self.unstable),
+            blocked_reason=self.blocked_reason,
+            failed_attempts=[
+                FailedAttempt(
+                    batch_size=f.batch, attempt=f.number, job_id=f.job_id, outcome=f.outcome, message=f.message
+                )
+                for f in self.failed
+            ],
+        )
+
+
+DOUBLING_LIMIT = 1 << 20  # no single GPU fits a million sequences: a curve this long is broken
+
+
+def doubling(limit: int = DOUBLING_LIMIT) -> Iterable[int]:
+    b = 1
+    while b <= limit:
+        yield b
+        b *= 2
+
+
+def derive(
+    manifest: Manifest, infos: list[AttemptInfo], retry: frozenset[Path] = frozenset()
+) -> list[Curve]:
+    """Every curve of the campaign, in manifest order (models outer, contexts inner).
+
+    `retry` holds the paths of failed attempts that may be retried now
+    (`--retry-failed`): the point gets a fresh attempt instead of blocking.
+    """
+    by_curve: dict[str, list[AttemptInfo]] = {}
+    for info in infos:
+        by_curve.setdefault(info.attempt.curve, []).append(info)
+    curves = []
+    for model in manifest.models:
+        for context in manifest.contexts:
+            name = curve_name(model, context)
+            curve = Curve(model=model, context_length=context, cap=manifest.max_batch)
+            curve.attempts = sorted(by_curve.get(name, []), key=lambda i: (i.batch, i.number))
+            _index(curve)
+            if manifest.kind == "throughput":
+                _sequential(curve, doubling(), oom_is_boundary=True, retry=retry)
+            else:
+                curve.planned = list(manifest.inherited_batches.get(name, []))
+                if manifest.parallel_points:
+                    _parallel(curve, retry)
+                else:
+                    _sequential(curve, iter(curve.planned), oom_is_boundary=False, retry=retry)
+            curves.append(curve)
+    return curves
+
+
+def _index(curve: Curve) -> None:
+    """The latest attempt that counts per batch (void ones skipped); failures and runs."""
+    for info in curve.attempts:
+        status = info.status
+        if status in ("failed", "refused", "ambiguous") or (status == "oom" and info.optimizer):
+            curve.failed.append(info)
+        if status in ("submitted", "unsettled"):
+            curve.running.append(info)
+        if status != "abandoned":
+            curve.points[info.batch] = info
+
+
+def _next_attempt(curve: Curve, batch: int) -> NextPoint:
+    numbers = [i.number for i in curve.attempts if i.batch == batch]
+    return NextPoint(curve.model, curve.context_length, batch, max(numbers, default=0) + 1)
+
+
+def _record_ok(curve: Curve, info: AttemptInfo) -> None:
+    curve.fitting.append(info.batch)
+    if info.unstable:
+        curve.unstable.append(info.batch)
+
+
+def _blocked_reason(info: AttemptInfo, *, unexpected_oom: bool = False) -> str:
+    status = info.status
+    where = f"batch {info.batch} attempt {info.number}"
+    if status == "ambiguous":
+        return (
+            f"{where}: ambiguous submission ({info.message}); settle it with "
+            f"`throughput-sweep reconcile --token {info.attempt.intent.token} --job-id ID|--none`"
+        )
+    if status == "refused":
+        return f"{where}: the scheduler refused the job: {info.message}"
+    if unexpected_oom:
+        return f"{where}: unexpected CUDA OOM (the parent campaign fitted this batch)"
+    job = f" (job {info.job_id})" if info.job_id else ""
+    detail = f": {info.message}" if info.message else ""
+    return f"{where}{job}: {info.outcome}{detail}"
+
+
+def _sequential(curve: Curve, batches: Iterable[int], *, oom_is_boundary: bool, retry: frozenset[Path]) -> None:
+    cap = curve.cap if oom_is_boundary else None
+    for b in batches:
+        if cap is not None and b > cap:
+            curve.state = "capped"
+            return
+        info = curve.points.get(b)
+        if info is None:
+            curve.state = "pending"
+            curve.next = [_next_attempt(curve, b)]
+            return
+        status = info.status
+        if status in ("submitted", "unsettled"):
+            curve.state = "running"
+            return
+        if status == "ok":
+            _record_ok(curve, info)
+            continue
+        if status == "oom" and oom_is_boundary:
+            curve.first_oom = b
+            curve.state = "bounded"
+            return
+        if status != "ambiguous" and info.attempt.path in retry:
+            curve.state = "pending"
+            curve.next = [_next_attempt(curve, b)]
+            return
+        curve.state = "blocked"
+        curve.blocked_reason = _blocked_reason(info, unexpected_oom=status == "oom")
+        return
+    if oom_is_boundary:
+        curve.state = "blocked"
+        curve.blocked_reason = f"no CUDA OOM up to batch {DOUBLING_LIMIT}; the worker's memory accounting looks wrong"
+        return
+    curve.state = "complete"
+
+
+def _parallel(curve: Curve, retry: frozenset[Path]) -> None:
+    ready, retries, blocked = [], [], []
+    for b in curve.planned or []:
+        info = curve.points.get(b)
+        if info is None:
+            ready.append(_next_attempt(curve, b))
+            continue
+        status = info.status
+        if status == "ok":
+            _record_ok(curve, info)
+        elif status in ("submitted", "unsettled"):
+            pass
+        elif status != "ambiguous" and info.attempt.path in retry:
+            retries.append(_next_attempt(curve, b))
+        else:
+            blocked.append(info)
+    retrying = [
+        r for r in curve.running if any(i.batch == r.batch and i.number < r.number for i in curve.failed)
+    ]
+    if blocked:
+        # A failure pauses further submissions on this curve until it is retried successfully.
+        curve.state = "blocked"
+        curve.blocked_reason = "; ".join(_blocked_reason(i, unexpected_oom=i.status == "oom") for i in blocked)
+    if retries:
+        curve.state = "pending"
+        curve.next = retries  # the failed points first; the rest waits for their success
+    elif blocked:
+        return
+    elif retrying:
+        curve.state = "running"
+    elif ready:
+        curve.state = "pending"
+        curve.next = ready
+    elif curve.running:
+        curve.state = "running"
+    else:
+        curve.state = "complete"
+
+
+def pick(curves: list[Curve], slots: int) -> list[NextPoint]:
+    """Up to `slots` points to submit now, smallest batches first, curves in turn."""
+    queue: list[NextPoint] = []
+    for curve in curves:
+        if curve.state == "pending":
+            queue.extend(curve.next)
+    queue.sort(key=lambda n: (n.batch_size, 0 if n.attempt > 1 else 1))
+    return queue[: max(0, slots)]

@@ -1,0 +1,83 @@
+"""The scheduler interface (after submitit): submit, poll, find by token, cancel.
+
+A campaign never talks to Slurm or to processes directly; it goes through one of
+these, so the Slurm backend and the local executor are interchangeable and the
+same batch script, watchdog and files serve both.
+
+Changes since the first version (all backward compatible: new fields have defaults):
+  * `SubmitFailed.maybe_submitted`: True when the failure may hide an accepted job
+    (sbatch timed out, or a transient error and the token lookup could not prove
+    absence). The caller must keep the intent and reconcile it by token; never
+    treat it as "not submitted".
+  * `JobStatus.reason`: the scheduler's reason for a PENDING job (e.g. "Resources"),
+    or a short note; informational only.
+  * `Scheduler.slots`: how many jobs the backend can run at once (Slurm: the
+    profile's max_concurrent_jobs; local: the GPU slots, 1 without a GPU). The
+    watcher should never have more than `slots` jobs out.
+  * `cancel` raises `QueryFailed` when the cancel command itself failed; cancelling
+    a job that already ended is not an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from throughput_schema import AccountingRow
+
+# Slurm's terminal states (sacct). The local executor reports the same names.
+TERMINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+)
+
+
+class SubmitFailed(RuntimeError):
+    """The scheduler refused the job. `permanent` when retrying cannot help (bad account...)."""
+
+    def __init__(self, message: str, *, permanent: bool, maybe_submitted: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        # The job may exist anyway: reconcile the intent by token before resubmitting.
+        self.maybe_submitted = maybe_submitted
+
+
+class QueryFailed(RuntimeError):
+    """squeue/sacct (or the local registry) did not answer: state unknown, not 'gone'."""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    # PENDING, RUNNING, a TERMINAL_STATES member, or UNKNOWN (asked, no answer yet).
+    state: str
+    accounting: AccountingRow | None = None
+    # True once the accounting row is complete (sacct lags a few seconds after the end).
+    accounting_final: bool = False
+    # Why a PENDING job waits (squeue's reason), or a short note; informational.
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state.split()[0] in TERMINAL_STATES
+
+
+class Scheduler(Protocol):
+    name: str  # "slurm" or "local"
+    slots: int  # jobs the backend runs at once; keep at most this many out
+
+    async def submit(self, script: Path, *, token: str, workdir: Path) -> str:
+        """Submit `script` (run in `workdir`), naming it by `token`; return the job id."""
+
+    async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """States of these jobs with at most one queue query and one accounting query."""
+
+    async def find_by_token(self, tokens: list[str], since: datetime) -> dict[str, list[str]]:
+        """Job ids whose name or comment is each token, submitted since `since`.
+
+        Raises QueryFailed unless every query answered: an intent may only be
+        declared 'never submitted' when both the queue and accounting said so.
+        """
+
+    async def cancel(self, job_id: str) -> None: ...

@@ -1,0 +1,502 @@
+"""The embedded scheduler: jobs as detached processes on this machine, no Slurm needed.
+
+    sched = LocalScheduler.for_campaign(profile, campaign)   # registry: <campaign>/.local-jobs/
+
+Slots: one per group of `profile.gpus_per_job` visible GPUs (CUDA_VISIBLE_DEVICES if it
+is set, else `nvidia-smi -L`), each job getting its own CUDA_VISIBLE_DEVICES; without a
+GPU there is one slot and the environment is left as it is. `slots` tells the watcher
+how many jobs to keep out. `submit` starts the job at once when a slot is free and
+otherwise waits (cancellable) until one frees: there is no pending queue to lose.
+
+Each job runs the same batch script as on Slurm (`bash job.sh` in `workdir`, output to
+`workdir/slurm-<id>.out`, like Slurm's `--output=slurm-%j.out`) under a tiny wrapper,
+`python -m throughput_sweep.schedulers.local run-job JOBS_DIR ID`, started in its own
+session, so Ctrl-C of the watcher or its death leaves jobs running. Job ids are 1, 2, 3...
+per registry.
+
+The registry survives the watcher (all files written atomically):
+  <id>.json      the job: token, script, workdir, slot, GPUs, time limit, and the
+                 wrapper's pid with its /proc start time (defeats pid reuse);
+                 written by `submit` right after spawning the wrapper.
+  <id>.end.json  how it ended: state, exit code "rc:signal", start, end; written by the
+                 wrapper (or by `poll` as NODE_FAIL when the wrapper vanished without one,
+                 e.g. after a reboot or a SIGKILL of the wrapper).
+  <id>.log       the wrapper's own messages.
+Exactly once: the wrapper only runs the script after it has found `<id>.json` naming its
+own pid (a handshake, 30 s at most). A watcher killed between spawning and recording
+leaves a wrapper that gives up and runs nothing, so "no record" really means "never ran".
+
+States, as in Slurm: RUNNING, COMPLETED (exit 0), FAILED (non-zero exit, or a signal),
+TIMEOUT (the profile's time limit: SIGTERM to the job's whole session, SIGKILL after
+`kill_wait_seconds`), CANCELLED (`cancel`), NODE_FAIL (wrapper gone, no end record).
+Without cgroups, "the whole job" is the job's session (the watchdog keeps workers in
+it, in their own process groups); a process that calls setsid() itself escapes.
+Accounting rows carry state, exit code, start, end, elapsed, job name = comment = token,
+partition "local", the time limit, the job's CPUs/memory/GPUs as TRES and the host name.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
+from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
+
+__all__ = ["LOCAL_JOBS_DIR", "LocalEnd", "LocalJob", "LocalScheduler", "detect_gpus", "proc_start_time"]
+
+LOCAL_JOBS_DIR = ".local-jobs"
+HANDSHAKE_SECONDS = 30.0
+
+
+class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    token: str
+    script: str
+    workdir: str
+    output: str
+    slot: int
+    gpus: str = ""  # CUDA_VISIBLE_DEVICES of the job; "" = no GPU (environment untouched)
+    submitted_at: str
+    time_limit_seconds: float
+    kill_wait_seconds: float = 10.0
+    wrapper_pid: int
+    wrapper_start: int  # /proc/<pid>/stat field 22; 0 where /proc is unavailable
+    cpus: int = 0
+    mem: str = ""
+
+
+class LocalEnd(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    state: str
+    exit_code: str  # "rc:signal", as sacct prints it
+    start: str
+    end: str
+    elapsed_seconds: float
+    message: str = ""
+
+
+def _stamp(when: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if when is None else when).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _elapsed(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time of a live, non-zombie process (clock ticks since boot); None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X", "x"):
+        return None
+    return int(fields[19])
+
+
+def _alive(pid: int, start: int) -> bool:
+    if Path("/proc/self/stat").exists():
+        return proc_start_time(pid) == start if start else proc_start_time(pid) is not None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def detect_gpus() -> list[str]:
+    """Visible GPUs: CUDA_VISIBLE_DEVICES when set (empty = none), else `nvidia-smi -L`."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    return [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))]
+
+
+def _session_members(sid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _signal_session(sid: int, sig: int) -> None:
+    """Signal every process of the job's session (the watchdog puts workers in own groups)."""
+    targets = set(_session_members(sid)) if Path("/proc").is_dir() else set()
+    try:
+        os.killpg(sid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class LocalScheduler:
+    """The `Scheduler` interface on this machine (see the module docstring)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        profile: ClusterProfile,
+        jobs_dir: str | Path,
+        *,
+        gpus: list[str] | None = None,
+        time_limit_seconds: float | None = None,
+        kill_wait_seconds: float = 10.0,
+        python: str = sys.executable,
+        wait_interval: float = 0.5,
+    ) -> None:
+        self.profile = profile
+        self.jobs_dir = Path(jobs_dir).absolute()
+        gpus = detect_gpus() if gpus is None else list(gpus)
+        per = max(1, profile.gpus_per_job)
+        groups = [gpus[i : i + per] for i in range(0, len(gpus) - per + 1, per)]
+        self.slot_gpus: list[str] = [",".join(g) for g in groups] or [""]
+        self.slots = len(self.slot_gpus)
+        self.time_limit_seconds = (
+            float(profile.time_limit_minutes * 60) if time_limit_seconds is None else float(time_limit_seconds)
+        )
+        self.kill_wait_seconds = kill_wait_seconds
+        self.python = python
+        self.wait_interval = wait_interval
+        self._children: dict[str, subprocess.Popen] = {}
+        self._lock = anyio.Lock()
+
+    @classmethod
+    def for_campaign(cls, profile: ClusterProfile, campaign: str | Path, **kwargs) -> "LocalScheduler":
+        return cls(profile, Path(campaign) / LOCAL_JOBS_DIR, **kwargs)
+
+    # ------------------------------------------------------------------ registry
+
+    def _job_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.json"
+
+    def _end_path(self, job_id: str) -> Path:
+        return self.jobs_dir / f"{job_id}.end.json"
+
+    def _load(self, job_id: str) -> LocalJob | None:
+        path = self._job_path(job_id)
+        if not path.exists():
+            return None
+        return read(path, LocalJob)
+
+    def _load_end(self, job_id: str) -> LocalEnd | None:
+        path = self._end_path(job_id)
+        if not path.exists():
+            return None
+        return read(path, LocalEnd)
+
+    def _all_jobs(self) -> list[LocalJob]:
+        if not self.jobs_dir.is_dir():
+            return []
+        jobs = []
+        for path in self.jobs_dir.glob("*.json"):
+            stem = path.name[: -len(".json")]
+            if stem.isdigit():
+                jobs.append(read(path, LocalJob))
+        return sorted(jobs, key=lambda j: int(j.job_id))
+
+    def _reap(self) -> None:
+        for job_id, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                del self._children[job_id]
+
+    def _running(self, job: LocalJob) -> bool:
+        """The job's wrapper is alive and has not recorded an end."""
+        if self._end_path(job.job_id).exists():
+            return False
+        return _alive(job.wrapper_pid, job.wrapper_start)
+
+    def _settle(self, job: LocalJob) -> LocalEnd | None:
+        """The end record, writing NODE_FAIL if the wrapper vanished without one."""
+        end = self._load_end(job.job_id)
+        if end is not None:
+            return end
+        if _alive(job.wrapper_pid, job.wrapper_start):
+            return None
+        end = self._load_end(job.job_id)  # written just before the wrapper exited?
+        if end is not None:
+            return end
+        end = LocalEnd(
+            job_id=job.job_id,
+            state="NODE_FAIL",
+            exit_code="0:0",
+            start=job.submitted_at,
+            end=_stamp(),
+            elapsed_seconds=0.0,
+            message="the job's wrapper process is gone without an end record (machine restarted or wrapper killed)",
+        )
+        write_atomic(self._end_path(job.job_id), end)
+        return end
+
+    # -------------------------------------------------------------------- submit
+
+    def _try_start(self, script: Path, token: str, workdir: Path) -> str | None:
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.jobs_dir / "lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._reap()
+            jobs = self._all_jobs()
+            busy = {j.slot for j in jobs if self._running(j)}
+            free = [s for s in range(self.slots) if s not in busy]
+            if not free:
+                return None
+            slot = free[0]
+            job_id = str(max((int(j.job_id) for j in jobs), default=0) + 1)
+            env = dict(os.environ)
+            if self.slot_gpus[slot]:
+                env["CUDA_VISIBLE_DEVICES"] = self.slot_gpus[slot]
+            env["THROUGHPUT_LOCAL_JOB_ID"] = job_id
+            with open(self.jobs_dir / f"{job_id}.log", "ab") as log:
+                try:
+                    proc = subprocess.Popen(
+                        [self.python, "-m", "throughput_sweep.schedulers.local", "run-job", str(self.jobs_dir), job_id],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        close_fds=True,
+                    )
+                except OSError as exc:
+                    raise SubmitFailed(f"cannot start the local job wrapper: {exc}", permanent=True) from None
+            record = LocalJob(
+                job_id=job_id,
+                token=token,
+                script=str(Path(script).absolute()),
+                workdir=str(Path(workdir).absolute()),
+                output=str(Path(workdir).absolute() / f"slurm-{job_id}.out"),
+                slot=slot,
+                gpus=self.slot_gpus[slot],
+                submitted_at=_stamp(),
+                time_limit_seconds=self.time_limit_seconds,
+                kill_wait_seconds=self.kill_wait_seconds,
+                wrapper_pid=proc.pid,
+                wrapper_start=proc_start_time(proc.pid) or 0,
+                cpus=self.profile.cpus_per_task,
+                mem=self.profile.mem,
+            )
+            write_atomic(self._job_path(job_id), record)
+            self._children[job_id] = proc
+            return job_id
+
+    async def submit(self, script: Path, *, token: str, workdir: Path) -> str:
+        if not Path(script).is_file():
+            raise SubmitFailed(f"batch script not found: {script}", permanent=True)
+        if not Path(workdir).is_dir():
+            raise SubmitFailed(f"working folder not found: {workdir}", permanent=True)
+        async with self._lock:
+            while True:
+                try:
+                    job_id = await anyio.to_thread.run_sync(self._try_start, Path(script), token, Path(workdir))
+                except SchemaError as exc:
+                    raise SubmitFailed(f"local job registry unreadable: {exc}", permanent=True) from None
+                except OSError as exc:
+                    raise SubmitFailed(f"local job registry: {exc}", permanent=False) from None
+                if job_id is not None:
+                    return job_id
+                await anyio.sleep(self.wait_interval)
+
+    # ---------------------------------------------------------------------- poll
+
+    def _status(self, job_id: str) -> JobStatus:
+        job = self._load(job_id)
+        if job is None:
+            return JobStatus(job_id, "UNKNOWN")
+        end = self._settle(job)
+        tres = f"cpu={job.cpus}" + (f",mem={job.mem}" if job.mem else "")
+        if job.gpus:
+            tres += f",gres/gpu={len(job.gpus.split(','))}"
+        base = dict(
+            job_id=job.job_id,
+            job_name=job.token,
+            partition="local",
+            account=self.profile.account,
+            timelimit=_elapsed(job.time_limit_seconds),
+            alloc_tres=tres,
+            req_mem=job.mem,
+            comment=job.token,
+            node_list=socket.gethostname(),
+        )
+        if end is None:
+            started = datetime.strptime(job.submitted_at, "%Y-%m-%dT%H:%M:%S").timestamp()
+            row = AccountingRow(
+                **base, state="RUNNING", exit_code="0:0", start=job.submitted_at, end="Unknown",
+                elapsed=_elapsed(time.time() - started),
+            )
+            return JobStatus(job_id, "RUNNING", accounting=row)
+        row = AccountingRow(
+            **base, state=end.state, exit_code=end.exit_code, start=end.start, end=end.end,
+            elapsed=_elapsed(end.elapsed_seconds),
+        )
+        return JobStatus(job_id, end.state, accounting=row, accounting_final=True, reason=end.message)
+
+    async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        def work() -> dict[str, JobStatus]:
+            self._reap()
+            return {str(j): self._status(str(j)) for j in dict.fromkeys(job_ids)}
+
+        try:
+            return await anyio.to_thread.run_sync(work)
+        except (SchemaError, OSError) as exc:
+            raise QueryFailed(f"local job registry unreadable: {exc}") from None
+
+    async def find_by_token(self, tokens: list[str], since: datetime) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {t: [] for t in tokens}
+        try:
+            jobs = await anyio.to_thread.run_sync(self._all_jobs)
+        except (SchemaError, OSError) as exc:
+            raise QueryFailed(f"local job registry unreadable: {exc}") from None
+        for job in jobs:
+            if job.token in found:
+                found[job.token].append(job.job_id)
+        return found
+
+    async def cancel(self, job_id: str) -> None:
+        try:
+            job = self._load(str(job_id))
+        except SchemaError as exc:
+            raise QueryFailed(str(exc)) from None
+        if job is None or not self._running(job):
+            return
+        try:
+            os.kill(job.wrapper_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def running_jobs(self) -> list[str]:
+        """Ids of jobs whose wrapper is alive (for diagnostics and tests)."""
+        return [j.job_id for j in self._all_jobs() if self._running(j)]
+
+
+# ------------------------------------------------------------------------ wrapper
+
+
+def run_job(jobs_dir: Path, job_id: str) -> int:
+    """The wrapper: handshake, run `bash script`, enforce the time limit, record the end."""
+    stop: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _f: stop.append(signum))
+    record_path = jobs_dir / f"{job_id}.json"
+    deadline = time.monotonic() + HANDSHAKE_SECONDS
+    job: LocalJob | None = None
+    while time.monotonic() < deadline:
+        if record_path.exists():
+            try:
+                candidate = read(record_path, LocalJob)
+            except SchemaError:
+                candidate = None
+            if candidate is not None:
+                if candidate.wrapper_pid != os.getpid():
+                    print(f"job {job_id}: the registry names another process; not running", flush=True)
+                    return 3
+                job = candidate
+                break
+        time.sleep(0.05)
+    if job is None:
+        print(f"job {job_id}: never recorded by the submitter; not running", flush=True)
+        return 3
+    end_path = jobs_dir / f"{job_id}.end.json"
+    started = time.time()
+
+    def finish(state: str, exit_code: str, message: str = "") -> int:
+        write_atomic(
+            end_path,
+            LocalEnd(
+                job_id=job_id, state=state, exit_code=exit_code, start=_stamp(started), end=_stamp(),
+                elapsed_seconds=round(time.time() - started, 3), message=message,
+            ),
+        )
+        return 0
+
+    if stop:
+        return finish("CANCELLED", "0:15", "cancelled before it started")
+    env = dict(os.environ)
+    env.setdefault("THROUGHPUT_LOCAL_JOB_ID", job_id)
+    with open(job.output, "ab") as out:
+        try:
+            child = subprocess.Popen(
+                ["/bin/bash", job.script], cwd=job.workdir, env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as exc:
+            out.write(f"local job {job_id}: cannot start: {exc}\n".encode())
+            return finish("FAILED", "127:0", str(exc))
+    limit = started + job.time_limit_seconds
+    reason = None
+    while True:
+        try:
+            child.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if stop:
+            reason = "CANCELLED"
+        elif time.time() >= limit:
+            reason = "TIMEOUT"
+        if reason:
+            _signal_session(child.pid, signal.SIGTERM)
+            try:
+                child.wait(timeout=job.kill_wait_seconds)
+            except subprocess.TimeoutExpired:
+                _signal_session(child.pid, signal.SIGKILL)
+                child.wait()
+            break
+    _signal_session(child.pid, signal.SIGKILL)  # leftovers of the job, as Slurm's cgroup would
+    rc = child.returncode
+    exit_code = f"{rc}:0" if rc >= 0 else f"0:{-rc}"
+    if reason == "TIMEOUT":
+        return finish("TIMEOUT", exit_code, f"time limit of {job.time_limit_seconds:.0f} s reached")
+    if reason == "CANCELLED":
+        return finish("CANCELLED", exit_code, "cancelled")
+    return finish("COMPLETED" if rc == 0 else "FAILED", exit_code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] != "run-job":
+        print("usage: python -m throughput_sweep.schedulers.local run-job JOBS_DIR JOB_ID", file=sys.stderr)
+        return 2
+    return run_job(Path(argv[1]), argv[2])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""`throughput-sweep status`: where every curve stands, from the campaign files alone."""
+
+from __future__ import annotations
+
+from throughput_sweep.campaign import Campaign
+from throughput_sweep.curves import Curve
+
+
+def campaign_done(curves: list[Curve]) -> bool:
+    return all(c.done for c in curves)
+
+
+def is_complete(curves: list[Curve]) -> bool:
+    """Every curve ended with a result: bounded, capped or complete (none blocked, none running)."""
+    return all(c.done and c.state != "blocked" for c in curves)
+
+
+def render_status(campaign: Campaign) -> str:
+    m = campaign.manifest
+    curves = campaign.curves()
+    label = "complete" if is_complete(curves) else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
+    lines = [
+        f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
+        f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
+        + (f"; max batch {m.max_batch}" if m.max_batch else ""),
+        "",
+        f"{'curve':<18} {'state':<9} {'fitting':<24} {'largest':>7} {'1st OOM':>7} {'fastest stable':>22}",
+    ]
+    for c in curves:
+        fastest = c.fastest_stable
+        fast = f"b{fastest[0]} {fastest[1]:,.0f} tok/s" if fastest else "-"
+        lines.append(
+            f"{c.name:<18} {c.state:<9} {' '.join(map(str, c.fitting)) or '-':<24} "
+            f"{c.largest_fitting or '-':>7} {c.first_oom or '-':>7} {fast:>22}"
+        )
+        if c.state == "capped":
+            lines.append(f"    no OOM up to the cap (batch {c.cap}); not a memory boundary")
+        if c.state == "blocked":
+            lines.append(f"    blocked: {c.blocked_reason}")
+        if c.unstable:
+            lines.append(f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}")
+        for r in c.running:
+            rec = r.attempt.receipt
+            what = f"job {rec.job_id}" if rec else f"intent {r.attempt.intent.token} (not yet settled)"
+            lines.append(f"    running: batch {r.batch} attempt {r.number}, {what}")
+        if c.next and c.state == "pending":
+            lines.append(f"    next: batch {' '.join(str(n.batch_size) for n in c.next)}")
+        for f in c.failed:
+            job = f" job {f.job_id}" if f.job_id else ""
+            token = f" token {f.attempt.intent.token}" if f.status == "ambiguous" else ""
+            msg = f": {f.message}" if f.message else ""
+            lines.append(f"    failed: batch {f.batch} attempt {f.number}{job}{token} {f.outcome}{msg}")
+        jobs = [f"b{i.batch}/a{i.number}={i.job_id}" for i in c.attempts if i.job_id]
+        if jobs:
+            lines.append(f"    jobs: {' '.join(jobs)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,245 @@
+"""Exactly-once submission, reconciliation, and the result of every finished job.
+
+1. The intent (fresh token, point, attempt, script hash, time) is written and fsynced
+   before the scheduler is asked; 2. the job is submitted with the token as its name
+   and comment; 3. the receipt with the job id is written.
+
+An intent without a receipt is settled by asking the scheduler for its token: one job
+is adopted as the receipt (`adopted=True`); none, while every query answered, means it
+was never submitted (`settlement.json`: never-submitted; the point gets a fresh attempt);
+more than one job, or queries that keep failing, is ambiguous and blocks the curve until
+`throughput-sweep reconcile` settles it by hand.
+
+A job that ends without `result.json` (time limit, host OOM kill, cancellation, node
+failure, a crash before the worker wrote anything) gets one derived from its final
+accounting, so every finished job has a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import signal
+from datetime import datetime, timezone
+from pathlib import Path
+
+import msgspec
+
+from throughput_schema import (
+    AccountingRow,
+    Receipt,
+    SubmissionIntent,
+    WorkerResult,
+    write_atomic,
+)
+from throughput_schema.layout import INTENT, JOB_SCRIPT, RECEIPT, RESULT, attempt_dir
+from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
+from throughput_schema.recipe import parameter_count
+
+from throughput_sweep.campaign import SETTLEMENT, Campaign, now
+from throughput_sweep.curves import AttemptInfo, NextPoint, Settlement
+from throughput_sweep.faults import crash_point, should_crash
+from throughput_sweep.jobs import point_recipe, point_spec
+from throughput_sweep.schedulers.base import QueryFailed, Scheduler, SubmitFailed
+
+
+def new_token(point: NextPoint) -> str:
+    """Unique per attempt and readable in squeue: tsw-<curve>-b<batch>-a<attempt>-<random>."""
+    return f"tsw-{point.curve}-b{point.batch_size}-a{point.attempt}-{secrets.token_hex(4)}"
+
+
+
+def parse_time(text: str) -> datetime:
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+class Submitted:
+    """What happened to one submission: the job id, or why there is none."""
+
+    def __init__(self, job_id: str = "", error: str = "", retry_later: bool = False) -> None:
+        self.job_id, self.error, self.retry_later = job_id, error, retry_later
+
+
+async def submit_point(campaign: Campaign, scheduler: Scheduler, point: NextPoint, script: str) -> Submitted:
+    """Intent, submit, receipt, each step durable before the next."""
+    crash_point("before-intent")
+    directory = attempt_dir(campaign.root, point.model, point.context_length, point.batch_size, point.attempt)
+    directory.mkdir(parents=True, exist_ok=False, mode=0o755)
+    write_atomic(directory / JOB_SCRIPT, script, mode=0o755)
+    token = new_token(point)
+    intent = SubmissionIntent(
+        token=token,
+        campaign=campaign.manifest.name,
+        point=point_spec(campaign, point),
+        script_sha256=hashlib.sha256(script.encode()).hexdigest(),
+        created_at=now(),
+        scheduler=scheduler.name,
+    )
+    write_atomic(directory / INTENT, intent)
+    crash_point("after-intent")
+    try:
+        job_id = await scheduler.submit(directory / JOB_SCRIPT, token=token, workdir=directory)
+    except SubmitFailed as exc:
+        message = str(exc).replace("\n", " ")
+        if getattr(exc, "maybe_submitted", False) and not exc.permanent:
+            # The job may exist: keep the intent unsettled; reconciliation finds out.
+            return Submitted(error=message, retry_later=True)
+        if getattr(exc, "maybe_submitted", False):
+            state = "ambiguous"
+        else:
+            state = "refused" if exc.permanent else "never-submitted"
+        write_atomic(
+            directory / SETTLEMENT, Settlement(token=token, state=state, reason=message, decided_at=now())
+        )
+        return Submitted(error=message, retry_later=not exc.permanent)
+    crash_point("after-submit")
+    receipt = Receipt(token=token, job_id=job_id, submitted_at=now(), scheduler=scheduler.name)
+    write_atomic(directory / RECEIPT, receipt)
+    crash_point("after-receipt")
+    return Submitted(job_id=job_id)
+
+
+# --------------------------------------------------------------------- reconciliation
+
+
+async def settle_intents(
+    campaign: Campaign, scheduler: Scheduler, infos: list[AttemptInfo], *, give_up: bool
+) -> tuple[int, str]:
+    """Settle every intent without a receipt. Returns (settled count, query error or '').
+
+    On a failed query nothing is decided unless `give_up`, when the intents become
+    ambiguous (the user settles them with `reconcile`).
+    """
+    pending = [i for i in infos if i.status == "unsettled"]
+    if not pending:
+        return 0, ""
+    since = min(parse_time(i.attempt.intent.created_at) for i in pending)
+    tokens = [i.attempt.intent.token for i in pending]
+    try:
+        found = await scheduler.find_by_token(tokens, since)
+    except QueryFailed as exc:
+        if give_up:
+            for info in pending:
+                _settle(info, "ambiguous", f"the scheduler could not be queried for the token: {exc}")
+            return len(pending), str(exc)
+        return 0, str(exc)
+    for info in pending:
+        token = info.attempt.intent.token
+        jobs = found.get(token, [])
+        if len(jobs) == 1:
+            adopt(info.attempt.path, token, jobs[0], scheduler.name)
+        elif not jobs:
+            _settle(info, "never-submitted", "no job carries this token in the queue or the accounting")
+        else:
+            _settle(info, "ambiguous", f"{len(jobs)} jobs carry this token: {', '.join(jobs)}", jobs)
+    return len(pending), ""
+
+
+def adopt(directory: Path, token: str, job_id: str, scheduler: str) -> Receipt:
+    receipt = Receipt(token=token, job_id=job_id, submitted_at=now(), scheduler=scheduler, adopted=True)
+    write_atomic(directory / RECEIPT, receipt)
+    return receipt
+
+
+def _settle(info: AttemptInfo, state: str, reason: str, jobs: list[str] = (), by: str = "watcher") -> None:
+    write_atomic(
+        info.attempt.path / SETTLEMENT,
+        Settlement(
+            token=info.attempt.intent.token, state=state, reason=reason, decided_at=now(), job_ids=list(jobs), by=by
+        ),
+    )
+
+
+def reconcile_by_hand(campaign: Campaign, token: str, job_id: str | None) -> str:
+    """`throughput-sweep reconcile`: the user's decision for one unsettled or ambiguous intent."""
+    from throughput_sweep.campaign import CampaignError
+
+    matches = [i for i in campaign.infos() if i.attempt.intent is not None and i.attempt.intent.token == token]
+    if not matches:
+        raise CampaignError(f"--token {token}: no intent with this token in {campaign.root}")
+    info = matches[0]
+    if info.attempt.receipt is not None:
+        raise CampaignError(
+            f"--token {token}: already settled (job {info.attempt.receipt.job_id}); nothing to reconcile"
+        )
+    where = info.attempt.path.relative_to(campaign.root)
+    if job_id is None:
+        _settle(info, "never-submitted", "settled by hand: no job was submitted", by="user")
+        return f"{where}: recorded as never submitted; the point will be retried in a fresh attempt"
+    if not job_id.isdigit():
+        raise CampaignError(f"--job-id {job_id!r}: expected a numeric job id")
+    adopt(info.attempt.path, token, job_id, campaign.manifest.profile.scheduler)
+    extra = ""
+    if info.settlement is not None and len(info.settlement.job_ids) > 1:
+        others = [j for j in info.settlement.job_ids if j != job_id]
+        extra = f"; cancel the other jobs if they are still queued: scancel {' '.join(others)}"
+    return f"{where}: adopted job {job_id} as this point's receipt{extra}"
+
+
+# ----------------------------------------------------------------- finished jobs
+
+
+def _exit_code(text: str) -> int | None:
+    head = (text or "").split(":")[0]
+    return int(head) if head.isdigit() else None
+
+
+def outcome_from_state(state: str, accounting: AccountingRow | None, deadline_seconds: float):
+    word = state.split()[0] if state else "UNKNOWN"
+    code = _exit_code(accounting.exit_code) if accounting else None
+    note = f"job ended {word} without result.json"
+    if word in ("TIMEOUT", "DEADLINE"):
+        return Timeout(phase="slurm", message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds)
+    if word == "OUT_OF_MEMORY":
+        return HostOom(phase="slurm", message=f"{note} (host memory limit)")
+    if word in ("CANCELLED", "PREEMPTED"):
+        return Cancelled(phase="slurm", message=note)
+    if word in ("NODE_FAIL", "BOOT_FAIL"):
+        return NodeFail(phase="slurm", message=note)
+    return Crashed(phase="slurm", message=note, exit_code=code)
+
+
+def write_missing_result(
+    campaign: Campaign, info: AttemptInfo, state: str, accounting: AccountingRow | None
+) -> Path | None:
+    """A result derived from the scheduler's final word for a job that wrote none.
+
+    `info` may predate the query that reported the end: a job that wrote its own result
+    in between keeps it (None is returned). Once the job has ended nothing else writes
+    there, so looking again now is enough.
+    """
+    path = info.attempt.path / RESULT
+    if path.exists():
+        return None
+    recipe = point_recipe(campaign, info.attempt.model, info.attempt.context_length, info.attempt.batch_size)
+    outcome = outcome_from_state(state, accounting, campaign.manifest.profile.watchdog_minutes * 60)
+    code = _exit_code(accounting.exit_code) if accounting else None
+    result = WorkerResult(
+        outcome=outcome,
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        mode=campaign.manifest.kind,
+        protocol=campaign.manifest.protocol,
+        finished_at=now(),
+        exit_code=code if code is not None else -1,
+    )
+    if should_crash("while-result"):
+        # Die half-way through an atomic write: a temp file exists, result.json does not.
+        tmp = path.parent / f".{RESULT}.crash.tmp"
+        tmp.write_bytes(msgspec.json.encode(result)[:40])
+        os.kill(os.getpid(), signal.SIGKILL)
+    write_atomic(path, result)
+    return path
+
+
+def record_accounting(info: AttemptInfo, accounting: AccountingRow | None, final: bool) -> None:
+    receipt = info.attempt.receipt
+    if receipt is None or accounting is None:
+        return
+    if receipt.accounting_final or (receipt.accounting == accounting and receipt.accounting_final == final):
+        return
+    write_atomic(
+        info.attempt.path / RECEIPT, msgspec.structs.replace(receipt, accounting=accounting, accounting_final=final)
+    )

@@ -1,0 +1,355 @@
+"""The login-side watcher: an anyio program that submits and polls concurrently.
+
+Two tasks share the campaign folder as their only state: the submitter derives the
+curves from the files and submits ready points while fewer than `scheduler.slots` jobs
+are out; the poller asks the scheduler about every job without final accounting (one
+`poll` per cycle, its interval growing to a cap while nothing changes), writes the
+result of a job that ended without one, and adds the final accounting to receipts.
+Ctrl-C leaves submitted jobs running and prints the resume command.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from throughput_sweep.campaign import Campaign
+from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
+from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
+from throughput_sweep.schedulers.slurm import slurm_minutes
+from throughput_sweep.submission import (
+    record_accounting,
+    settle_intents,
+    submit_point,
+    write_missing_result,
+)
+
+
+@dataclass
+class Options:
+    retry_failed: bool = False
+    poll_min: float = 1.0
+    poll_max: float = 30.0
+    # Wait this long for sacct to complete a finished job's row before keeping what it has.
+    accounting_grace: float = 30.0
+    # Failed token lookups tolerated before an unsettled intent becomes ambiguous.
+    settle_attempts: int = 5
+    # While running, an intent is declared ambiguous only after lookups failed for this long
+    # (a slurmctld restart of a few minutes must not block curves).
+    settle_patience: float = 600.0
+    submit_backoff_max: float = 120.0
+    progress: bool = True
+    resume_command: str = ""
+
+
+@dataclass
+class _State:
+    finished: dict[str, str] = field(default_factory=dict)  # job id -> terminal state
+    first_seen_finished: dict[str, float] = field(default_factory=dict)
+    first_seen_row: dict[str, float] = field(default_factory=dict)  # job id -> first sacct row
+    accounting_given_up: set[str] = field(default_factory=set)
+    # Held while submitting, so the poller never settles an intent whose sbatch is in flight.
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    settle_failures: int = 0
+    settle_failing_since: float | None = None
+    durations: list[float] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    wake_poller: anyio.Event = field(default_factory=anyio.Event)
+    wake_submitter: anyio.Event = field(default_factory=anyio.Event)
+    done: bool = False
+    submit_error: str = ""
+    interrupted: bool = False
+    last_line: str = ""
+
+
+def _terminal(state: str) -> bool:
+    return (state.split()[0] if state else "") in TERMINAL_STATES
+
+
+def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
+    """Jobs that may occupy a slot: unsettled intents and receipts not known to have ended."""
+    out = 0
+    for info in infos:
+        status = info.status
+        if status == "unsettled":
+            out += 1
+            continue
+        receipt = info.attempt.receipt
+        if receipt is None:
+            continue
+        if receipt.job_id in finished or (receipt.accounting and _terminal(receipt.accounting.state)):
+            continue
+        out += 1
+    return out
+
+
+def to_poll(infos: list[AttemptInfo], st: _State) -> list[AttemptInfo]:
+    return [
+        i
+        for i in infos
+        if i.attempt.receipt is not None
+        and not i.attempt.receipt.accounting_final
+        and i.attempt.receipt.job_id not in st.accounting_given_up
+    ]
+
+
+def retry_set(campaign: Campaign) -> frozenset[Path]:
+    """Failed attempts that are the latest at their point: `--retry-failed` retries these."""
+    curves = campaign.curves()
+    paths = set()
+    for curve in curves:
+        for info in curve.failed:
+            if curve.points.get(info.batch) is info and info.status != "ambiguous":
+                paths.add(info.attempt.path)
+    return frozenset(paths)
+
+
+class Watcher:
+    def __init__(self, campaign: Campaign, scheduler: Scheduler, options: Options, script_for) -> None:
+        self.campaign = campaign
+        self.scheduler = scheduler
+        self.options = options
+        self.script_for = script_for
+        self.retry = retry_set(campaign) if options.retry_failed else frozenset()
+        self.st = _State()
+        self.slots = getattr(scheduler, "slots", campaign.manifest.profile.max_concurrent_jobs)
+
+    # ----------------------------------------------------------------- main
+
+    async def run(self) -> int:
+        """0 when every curve has ended (bounded, capped, complete or blocked), 130 on Ctrl-C."""
+        await self.startup()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._signals, tg.cancel_scope)
+            tg.start_soon(self._poller)
+            await self._submitter()
+            tg.cancel_scope.cancel()
+        return 130 if self.st.interrupted else 0
+
+    async def startup(self) -> None:
+        """Before anything is submitted: learn every recorded job's state, settle every intent."""
+        await self._poll_once(await self.infos())
+        for attempt in range(self.options.settle_attempts):
+            infos = await self.infos()
+            give_up = attempt == self.options.settle_attempts - 1
+            _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
+            if not error:
+                break
+            self._say(f"cannot settle submission intents yet ({error}); retrying")
+            await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
+        await self._poll_once(await self.infos())
+
+    async def infos(self) -> list[AttemptInfo]:
+        """Every attempt's files, read in a worker thread: a campaign of hundreds of points on a
+        shared file system must not stall the event loop (signals, the other task)."""
+        return await anyio.to_thread.run_sync(self.campaign.infos)
+
+    async def curves(self) -> tuple[list[AttemptInfo], list[Curve]]:
+        infos = await self.infos()
+        return infos, derive(self.campaign.manifest, infos, self.retry)
+
+    def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
+        if any(not c.done for c in curves):
+            return False
+        if any(i.status == "unsettled" for i in infos):
+            return False
+        return not to_poll(infos, self.st)
+
+    # ------------------------------------------------------------ submitter
+
+    async def _submitter(self) -> None:
+        backoff = 0.0
+        while True:
+            # A fresh event before reading the files: a wake-up sent while this round reads
+            # and submits is not lost (the wait below returns at once and the files are read again).
+            self.st.wake_submitter = anyio.Event()
+            infos, curves = await self.curves()
+            self._progress(infos, curves)
+            if self.finished_all(infos, curves):
+                self.st.done = True
+                self.st.wake_poller.set()
+                return
+            free = self.slots - jobs_out(infos, self.st.finished)
+            submitted = 0
+            for point in pick(curves, free):
+                script = self.script_for(self.campaign, point)
+                with anyio.CancelScope(shield=True):
+                    async with self.st.lock:
+                        outcome = await submit_point(self.campaign, self.scheduler, point, script)
+                if outcome.job_id:
+                    submitted += 1
+                    backoff = 0.0
+                    continue
+                self.st.submit_error = outcome.error
+                self._say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
+                if outcome.retry_later:
+                    backoff = min(self.options.submit_backoff_max, max(2.0, backoff * 2))
+                break
+            if submitted:
+                self.st.wake_poller.set()
+            with anyio.move_on_after(backoff or self.options.poll_max):
+                await self.st.wake_submitter.wait()
+            if backoff:
+                await anyio.sleep(0)  # let the poller settle the failed intent first
+
+    # --------------------------------------------------------------- poller
+
+    async def _poller(self) -> None:
+        interval = self.options.poll_min
+        while not self.st.done:
+            self.st.wake_poller = anyio.Event()
+            with anyio.move_on_after(interval):
+                await self.st.wake_poller.wait()
+            if self.st.done:
+                return
+            changed = await self._poll_once(await self.infos())
+            changed |= await self._settle_in_loop()
+            if changed:
+                interval = self.options.poll_min
+                self.st.wake_submitter.set()
+            else:
+                interval = min(self.options.poll_max, interval * 1.5)
+
+    async def _settle_in_loop(self) -> bool:
+        async with self.st.lock:
+            infos = await self.infos()
+            if not any(i.status == "unsettled" for i in infos):
+                return False
+            since = self.st.settle_failing_since
+            give_up = (
+                self.st.settle_failures + 1 >= self.options.settle_attempts
+                and since is not None
+                and time.monotonic() - since >= self.options.settle_patience
+            )
+            count, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
+        if error:
+            self.st.settle_failures += 1
+            if self.st.settle_failing_since is None:
+                self.st.settle_failing_since = time.monotonic()
+            self._say(f"cannot settle submission intents yet: {error}")
+        else:
+            self.st.settle_failures = 0
+            self.st.settle_failing_since = None
+        return count > 0
+
+    async def _poll_once(self, infos: list[AttemptInfo]) -> bool:
+        wanted = to_poll(infos, self.st)
+        if not wanted:
+            return False
+        try:
+            statuses = await self.scheduler.poll([i.attempt.receipt.job_id for i in wanted])
+        except QueryFailed as exc:
+            self._say(f"cannot query the scheduler: {exc}; retrying")
+            return False
+        changed = False
+        clock = time.monotonic()
+        for info in wanted:
+            receipt = info.attempt.receipt
+            status = statuses.get(receipt.job_id)
+            if status is None or not status.finished:
+                continue
+            if receipt.job_id not in self.st.finished:
+                self.st.finished[receipt.job_id] = status.state
+                self.st.first_seen_finished[receipt.job_id] = clock
+                changed = True
+                if status.accounting and status.accounting.elapsed:
+                    self.st.durations.append(_seconds(status.accounting.elapsed))
+            if info.attempt.result is None:
+                write_missing_result(self.campaign, info, status.state, status.accounting)
+                changed = True
+            # The grace for a late row counts from sacct's first row for the job. No row at all
+            # means sacct did not answer (slurmdbd down): wait much longer for it to come back
+            # before keeping a receipt without its final accounting.
+            if status.accounting is not None:
+                self.st.first_seen_row.setdefault(receipt.job_id, clock)
+            row_since = self.st.first_seen_row.get(receipt.job_id)
+            grace = self.options.accounting_grace
+            overdue = (row_since is not None and clock - row_since >= grace) or (
+                clock - self.st.first_seen_finished[receipt.job_id] >= 10 * grace
+            )
+            if status.accounting_final or overdue:
+                record_accounting(info, status.accounting, status.accounting_final)
+                if not status.accounting_final:
+                    self.st.accounting_given_up.add(receipt.job_id)
+                changed = True
+        return changed
+
+    # -------------------------------------------------------------- signals
+
+    async def _signals(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.st.interrupted = True
+                out = jobs_out(await self.infos(), self.st.finished)
+                self._end_progress()
+                print(
+                    f"\nInterrupted. {out} submitted job(s) keep running. Resume with:\n  {self.options.resume_command}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                scope.cancel()
+                return
+
+    # ------------------------------------------------------------- progress
+
+    def _progress(self, infos: list[AttemptInfo], curves: list[Curve]) -> None:
+        if not self.options.progress:
+            return
+        done = sum(1 for i in infos if i.status in ("ok", "oom", "failed"))
+        running = jobs_out(infos, self.st.finished)
+        blocked = sum(1 for c in curves if c.state == "blocked")
+        ended = sum(1 for c in curves if c.done)
+        ahead = sum(len(c.next) for c in curves if c.state == "pending") + running
+        eta = ""
+        if self.st.durations and ahead:
+            mean = sum(self.st.durations) / len(self.st.durations)
+            waves = math.ceil(ahead / max(1, self.slots))
+            eta = f", at least {ahead} point(s) ahead, ~{_fmt(waves * mean)} at {_fmt(mean)}/point"
+        elif ahead:
+            eta = f", at least {ahead} point(s) ahead"
+        line = (
+            f"[sweep] {done} points done, {running} running, {blocked} curve(s) blocked, "
+            f"{ended}/{len(curves)} curves ended{eta}"
+        )
+        if line != self.st.last_line:
+            self.st.last_line = line
+            if sys.stderr.isatty():
+                print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
+            else:
+                print(line, file=sys.stderr, flush=True)
+
+    def _end_progress(self) -> None:
+        if sys.stderr.isatty() and self.st.last_line:
+            print(file=sys.stderr)
+
+    def _say(self, message: str) -> None:
+        self._end_progress()
+        print(f"[sweep] {message}", file=sys.stderr, flush=True)
+
+
+def _seconds(elapsed: str) -> float:
+    """sacct's Elapsed in seconds (0 when it cannot be read)."""
+    try:
+        return 60.0 * (slurm_minutes(elapsed) or 0.0)
+    except ValueError:
+        return 0.0
+
+
+def _fmt(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def resume_command(output: Path, driver: str = "throughput-sweep") -> str:
+    return f"{driver} run --output {shlex.quote(str(output))} --resume"

@@ -1,0 +1,89 @@
+"""Opt-in speed variants of the update, each numerically faithful to the default.
+
+`Kernels()` is the current behaviour; every field's default keeps it. A variant
+becomes a default only after a GPU measurement (`benchmarks/variants.py`) shows it
+faster and equal within BF16 tolerance. The worker records `Kernels.record()` in its
+result (`WorkerResult.kernels`), so every figure says how it was produced.
+
+- `attention`: which SDPA kernel may run. "auto" lets PyTorch choose (cuDNN on Hopper
+  in torch 2.11, whose backward took 2.7x its forward at 250m); the others pin one
+  backend with `torch.nn.attention.sdpa_kernel`, which torch.compile traces (dynamo
+  records the backend switch in the graph, so the compiled forward and backward use
+  the pinned kernel and the CUDA graph replays it).
+- `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
+  "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
+  chunks of tokens, with the gradients computed in the forward, so the full logits
+  (and their gradient) never exist at once.
+- `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
+  "max-autotune-no-cudagraphs" (we capture the graph ourselves).
+- `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
+  tuning of its generated kernels (RMSNorm, RoPE, SwiGLU, casts: 23% of the update).
+- `optimizer`: ArenaAdamW's kernel ("auto": "fused" on CUDA, "tensor" on CPU; see
+  `tiny_llm.arena_adamw`), e.g. "compiled": its step through inductor.
+
+Torch-free at import (the CLI's parser reads the choices without importing torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
+CROSS_ENTROPY = ("default", "chunked")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+INDUCTOR_TUNING = ("default", "coordinate-descent")
+OPTIMIZER = ("auto", "tensor", "fused", "compiled")  # "auto" and tiny_llm.arena_adamw.KERNELS
+# Tokens per chunk: 8192 x 32000 vocab is 0.5 GB of BF16 logits per chunk (1 GB as FP32),
+# against 2 GB BF16 + 4 GB FP32 for the whole of 250m@2048x16 (32768 tokens).
+CE_CHUNK_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class Kernels:
+    attention: str = "auto"
+    cross_entropy: str = "default"
+    ce_chunk_tokens: int = CE_CHUNK_TOKENS
+    compile_mode: str | None = None
+    inductor_tuning: str = "default"
+    optimizer: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("attention", ATTENTION), ("cross_entropy", CROSS_ENTROPY),
+                              ("inductor_tuning", INDUCTOR_TUNING), ("optimizer", OPTIMIZER)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.ce_chunk_tokens < 1:
+            raise ValueError(f"ce_chunk_tokens must be >= 1, got {self.ce_chunk_tokens}")
+
+    def record(self) -> dict[str, str]:
+        """What the result file records: every field, as strings."""
+        out = {
+            "attention": self.attention,
+            "cross_entropy": self.cross_entropy,
+            "compile_mode": self.compile_mode or "default",
+            "inductor_tuning": self.inductor_tuning,
+            "optimizer": self.optimizer,
+        }
+        if self.cross_entropy == "chunked":
+            out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)
+        return out
+
+    def sdpa_backends(self) -> list | None:
+        """The backends `sdpa_kernel` allows, or None to leave PyTorch's choice alone."""
+        if self.attention == "auto":
+            return None
+        from torch.nn.attention import SDPBackend
+
+        return [{"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[self.attention]]
+
+    def compile_kwargs(self) -> dict:
+        """torch.compile keyword arguments (mode and options are exclusive there, so merge into options)."""
+        mode = None if self.compile_mode in (None, "default") else self.compile_mode
+        if self.inductor_tuning == "default":
+            return {"mode": mode}
+        from torch._inductor import list_mode_options
+
+        options = dict(list_mode_options(mode)) if mode else {}
+        options["coordinate_descent_tuning"] = True
+        return {"options": options}

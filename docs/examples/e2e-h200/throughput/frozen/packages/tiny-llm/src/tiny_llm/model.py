@@ -1,0 +1,163 @@
+"""A Llama-style decoder built from a `throughput_schema.ModelConfig`.
+
+RMSNorm, SwiGLU, rotary position embeddings, no biases, tied input/output
+embeddings, and causal attention through `F.scaled_dot_product_attention`, so
+PyTorch picks its fastest attention kernel (flash / cuDNN on Hopper).
+
+The parameter count equals `throughput_schema.recipe.parameter_count` exactly:
+q, k, v and o are stored as one fused `qkv` matrix plus `proj`, and SwiGLU's gate
+and up matrices as one `gate_up` matrix (fewer, larger matmuls; the same number
+of weights).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel
+
+from throughput_schema import ModelConfig
+from tiny_llm.cross_entropy import chunked_cross_entropy
+from tiny_llm.kernels import Kernels
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # F.rms_norm computes in the input's dtype; inductor fuses it with its neighbours.
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_tables(head_dim: int, context: int, theta: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of shape (context, head_dim), in the "rotate half" layout Llama uses."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    angles = torch.outer(torch.arange(context, device=device, dtype=torch.float32), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: (B, H, T, D); cos/sin: (T, D). Rotation in FP32 then back: the tables are FP32
+    # and rotating BF16 values directly would round the angles' products twice.
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return (x.float() * cos + rotated.float() * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.sdpa_backends = kernels.sdpa_backends()  # None: PyTorch chooses
+        inner = cfg.n_heads * cfg.head_dim
+        self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
+        self.proj = nn.Linear(inner, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.sdpa_backends is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            # A pinned kernel (Kernels.attention); dynamo traces this context manager,
+            # so the compiled forward and backward (and the CUDA graph) use that kernel.
+            with sdpa_kernel(self.sdpa_backends):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=False)
+        self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg, kernels)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+        super().__init__()
+        self.cfg, self.kernels = cfg, kernels
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        # Tied LM head: the output projection reuses the embedding matrix.
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.embed.weight
+        cos, sin = rope_tables(cfg.head_dim, cfg.context_length, cfg.rope_theta, device=self.embed.weight.device)
+        # Buffers, not parameters: they move with .to() but are neither trained nor counted.
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        # GPT-2 style init: N(0, 0.02), residual output projections scaled by 1/sqrt(2·layers)
+        # so the residual stream's variance does not grow with depth.
+        if self.embed.weight.is_meta:
+            return
+        residual_std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
+        for name, p in self.named_parameters():
+            if p.ndim == 1:
+                p.fill_(1.0)
+            elif name.endswith(("proj.weight", "down.weight")):
+                p.normal_(0.0, residual_std)
+            else:
+                p.normal_(0.0, 0.02)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits for `idx` (B, T), or with `targets` the mean cross-entropy."""
+        T = idx.shape[1]
+        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        x = self.norm(x)
+        if targets is not None and self.kernels.cross_entropy == "chunked":
+            # LM head + cross-entropy a chunk of tokens at a time (see tiny_llm.kernels).
+            return chunked_cross_entropy(
+                x.view(-1, x.shape[-1]), self.lm_head.weight, targets.view(-1), self.kernels.ce_chunk_tokens
+            )
+        logits = self.lm_head(x)  # BF16 under autocast
+        if targets is None:
+            return logits
+        # The upcast is written out so that, compiled, inductor fuses it into the
+        # log-softmax reductions: the (B·T, vocab) FP32 logits are never stored.
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def build_model(
+    cfg: ModelConfig, device: str | torch.device = "cpu", seed: int = 42, kernels: Kernels = Kernels()
+) -> Transformer:
+    """A model whose weights depend only on `seed` (initialised on `device`); `kernels` never changes them."""
+    device = torch.device(device)
+    if device.type != "meta":
+        torch.manual_seed(seed)
+    with device:
+        return Transformer(cfg, kernels)

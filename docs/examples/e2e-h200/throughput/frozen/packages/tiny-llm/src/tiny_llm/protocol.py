@@ -1,0 +1,200 @@
+"""The measurement protocol, as the guide fixes it.
+
+After setup: `warmup` updates, then `calibration_updates` (5) timed updates choose a
+fixed N updates per window targeting `window_seconds` (at least
+`min_updates_per_window`). Then `windows` synchronised wall-clock windows: inside
+the timer only the updates run (no disk, no host finite check); after each window
+the state's finiteness and the optimizer's exact update count are checked. If the
+sample CV of the window rates exceeds 5%, `extra_windows` (5) more are measured and
+all count; still above 5% flags the point unstable.
+
+Optimizer timing: each window is split into synchronised bursts of replays targeting
+`burst_seconds`; after each burst (outside its timer) the three events captured in
+the graph are read: they describe the burst's last replay. The window's wall time is
+the sum of its bursts' times; its optimizer (graph) ms is the burst samples weighted
+by burst update count. Extra windows are added when throughput or optimizer CV
+exceeds the threshold.
+
+The loop talks to a `Runner` (run N updates, synchronise, check the state, read
+events) and a clock, so tests drive it with controlled times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol as TypingProtocol
+
+from throughput_schema import BurstSample, Calibration, Recipe, Window
+from throughput_schema import Protocol as ProtocolRecord
+from tiny_llm import stats
+
+
+class Runner(TypingProtocol):
+    def run(self, updates: int) -> None: ...
+    def sync(self) -> None: ...
+    def check(self) -> tuple[bool, int]: ...  # (state finite, optimizer update counter)
+    def read_events(self) -> tuple[float, float]: ...  # (graph ms, optimizer ms) of the last replay
+
+
+class NonFiniteState(RuntimeError):
+    def __init__(self, phase: str, window: int | None) -> None:
+        where = f"after window {window}" if window is not None else f"after {phase}"
+        super().__init__(f"non-finite optimizer state {where}")
+        self.phase, self.window = phase, window
+
+
+class CounterMismatch(RuntimeError):
+    def __init__(self, phase: str, counter: int, expected: int) -> None:
+        super().__init__(f"optimizer update counter is {counter} after {phase}, expected exactly {expected}")
+        self.phase = phase
+
+
+@dataclass(frozen=True)
+class Options:
+    warmup: int = 20
+    calibration_updates: int = 5
+    windows: int = 5
+    extra_windows: int = 5
+    window_seconds: float = 10.0
+    min_updates_per_window: int = 20
+    cv_threshold: float = 0.05
+    burst_seconds: float = 0.1
+    optimizer_timing: bool = False
+
+
+def protocol_record(recipe: Recipe, opts: Options) -> ProtocolRecord:
+    """The protocol a result records: these options plus the recipe's optimizer settings."""
+    o = recipe.optimizer
+    return ProtocolRecord(
+        warmup=opts.warmup,
+        calibration_updates=opts.calibration_updates,
+        windows=opts.windows,
+        extra_windows=opts.extra_windows,
+        window_seconds=opts.window_seconds,
+        min_updates_per_window=opts.min_updates_per_window,
+        cv_threshold=opts.cv_threshold,
+        lr=o.lr,
+        beta1=o.beta1,
+        beta2=o.beta2,
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        grad_clip=recipe.training.grad_clip,
+        seed=recipe.training.seed,
+        burst_seconds=opts.burst_seconds,
+    )
+
+
+@dataclass
+class Measurement:
+    """Filled as the protocol runs, so a failure still leaves every completed window."""
+
+    tokens_per_update: int
+    calibration: Calibration | None = None
+    windows: list[Window] = field(default_factory=list)
+    bursts: list[BurstSample] = field(default_factory=list)
+    burst_updates: int = 0
+
+    def rates(self) -> list[float]:
+        return [stats.window_rate(w.updates, w.seconds, self.tokens_per_update) for w in self.windows]
+
+    def cv(self) -> float:
+        return stats.sample_cv(self.rates())
+
+    def window_optimizer_ms(self) -> list[float]:
+        return self._weighted("optimizer_ms")
+
+    def window_graph_ms(self) -> list[float]:
+        return self._weighted("graph_ms")
+
+    def optimizer_cv(self) -> float:
+        return stats.sample_cv(self.window_optimizer_ms())
+
+    def _weighted(self, attr: str) -> list[float]:
+        out = []
+        for i in range(len(self.windows)):
+            samples = [b for b in self.bursts if b.window == i]
+            if samples:
+                out.append(stats.weighted_mean([getattr(b, attr) for b in samples], [b.updates for b in samples]))
+        return out
+
+
+def measure(
+    runner: Runner,
+    opts: Options,
+    measurement: Measurement,
+    *,
+    updates_before: int,
+    clock: Callable[[], float] = time.perf_counter,
+    on_phase: Callable[[str], None] = lambda phase: None,
+) -> Measurement:
+    """Warm-up, calibration and windows; raises NonFiniteState / CounterMismatch."""
+    expected = updates_before
+
+    def check(phase: str, window: int | None = None) -> int:
+        finite, counter = runner.check()
+        if not finite:
+            raise NonFiniteState(phase, window)
+        if counter != expected:
+            raise CounterMismatch(phase if window is None else f"window {window}", counter, expected)
+        return counter
+
+    on_phase("warmup")
+    runner.run(opts.warmup)
+    runner.sync()
+    expected += opts.warmup
+    check("warmup")
+
+    # Calibration: part of the warm-up phase for outcomes; its time picks N.
+    start = clock()
+    runner.run(opts.calibration_updates)
+    runner.sync()
+    seconds = clock() - start
+    expected += opts.calibration_updates
+    check("warmup")
+    n = stats.updates_per_window(opts.calibration_updates, seconds, opts.window_seconds, opts.min_updates_per_window)
+    measurement.calibration = Calibration(updates=opts.calibration_updates, seconds=seconds, updates_per_window=n)
+    measurement.burst_updates = stats.burst_size(seconds / opts.calibration_updates, opts.burst_seconds)
+
+    on_phase("measurement")
+
+    def window(index: int) -> None:
+        nonlocal expected
+        if opts.optimizer_timing:
+            total = 0.0
+            for size in stats.split_bursts(n, measurement.burst_updates):
+                t0 = clock()
+                runner.run(size)
+                runner.sync()
+                wall = clock() - t0
+                total += wall
+                graph_ms, optimizer_ms = runner.read_events()  # outside the burst's timer
+                measurement.bursts.append(
+                    BurstSample(
+                        window=index, updates=size, wall_seconds=wall, graph_ms=graph_ms, optimizer_ms=optimizer_ms
+                    )
+                )
+            seconds = total
+        else:
+            t0 = clock()
+            runner.run(n)
+            runner.sync()
+            seconds = clock() - t0
+        expected += n
+        counter = check("measurement", index)
+        measurement.windows.append(Window(updates=n, seconds=seconds, counter_after=counter))
+
+    for i in range(opts.windows):
+        window(i)
+    if opts.extra_windows and unstable(measurement, opts):
+        for i in range(opts.windows, opts.windows + opts.extra_windows):
+            window(i)
+    return measurement
+
+
+def unstable(measurement: Measurement, opts: Options) -> bool:
+    """Throughput CV (and in timing mode optimizer CV) above the threshold."""
+    if stats.needs_more_windows(measurement.cv(), opts.cv_threshold):
+        return True
+    return opts.optimizer_timing and stats.needs_more_windows(measurement.optimizer_cv(), opts.cv_threshold)

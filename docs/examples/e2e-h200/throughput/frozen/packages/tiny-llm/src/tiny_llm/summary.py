@@ -1,0 +1,67 @@
+"""The result's derived figures from a finished `Measurement`, torch-free.
+
+`throughput_summary`: median window rate, sample CV, stability flag, update ms, FLOPs per
+token and MFU (with the peak from `hardware.PEAK_BF16`). `optimizer_summary`: each
+window's optimizer and graph ms (burst samples weighted by burst update count), their
+median, CV, and the optimizer's share of instrumented wall time and of graph time.
+`write_bursts` keeps the raw burst samples beside the result (`throughput_schema.layout.bursts_path`).
+
+Kept apart from `worker` (which needs torch) so that test doubles of the worker can
+produce records with exactly the real worker's arithmetic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from throughput_schema import Hardware, OptimizerTiming, Recipe, Throughput, write_atomic
+from throughput_schema.layout import bursts_path, encode_bursts
+from throughput_schema.recipe import flops_per_token
+from tiny_llm import hardware, stats
+from tiny_llm.protocol import Measurement, Options
+
+MFU_FORMULA = "(6*P + 12*layers*width*context) * tokens_per_second / peak_bf16_flops"
+
+
+def throughput_summary(m: Measurement, recipe: Recipe, opts: Options, hw: Hardware, fpt: int | None = None) -> Throughput:
+    fpt = flops_per_token(recipe.model) if fpt is None else fpt
+    rates = m.rates()
+    rate = stats.median(rates)
+    cv = stats.sample_cv(rates)
+    peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if hw.gpu_name else None
+    return Throughput(
+        tokens_per_second=rate,
+        sequences_per_second=rate / recipe.model.context_length,
+        window_tokens_per_second=rates,
+        cv=cv,
+        unstable=stats.needs_more_windows(cv, opts.cv_threshold),
+        update_ms=1000.0 * recipe.training.batch_tokens / rate,
+        flops_per_token=float(fpt),
+        mfu=stats.mfu(rate, fpt, peak),
+        peak_flops=peak,
+        mfu_formula=MFU_FORMULA + (f", peak {peak:.4g} FLOP/s ({hw.gpu_name})" if peak else ", peak unknown"),
+    )
+
+
+def optimizer_summary(m: Measurement, opts: Options, *, separate_step_ms: float | None = None) -> OptimizerTiming:
+    window_opt = m.window_optimizer_ms()
+    window_graph = m.window_graph_ms()
+    wall_ms_per_update = [1000.0 * w.seconds / w.updates for w in m.windows]
+    optimizer_ms = stats.median(window_opt)
+    cv = stats.sample_cv(window_opt)
+    return OptimizerTiming(
+        bursts=list(m.bursts),
+        window_optimizer_ms=window_opt,
+        window_graph_ms=window_graph,
+        optimizer_ms=optimizer_ms,
+        optimizer_cv=cv,
+        share_of_wall=min(1.0, optimizer_ms / stats.median(wall_ms_per_update)),
+        share_of_graph=min(1.0, optimizer_ms / stats.median(window_graph)),
+        unstable=stats.needs_more_windows(cv, opts.cv_threshold),
+        separate_step_ms=separate_step_ms,
+    )
+
+
+def write_bursts(output: str | Path, timing: OptimizerTiming) -> Path:
+    """The raw burst samples, one JSON object a line, written atomically beside `output`."""
+    return write_atomic(bursts_path(output), encode_bursts(timing.bursts))

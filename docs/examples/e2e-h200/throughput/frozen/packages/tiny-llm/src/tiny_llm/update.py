@@ -1,0 +1,150 @@
+"""The complete update, and building everything it needs from a recipe.
+
+One update = copy the fixed inputs into the static inputs (device to device),
+zero the gradient arena, BF16-autocast forward and cross-entropy, backward,
+ArenaAdamW.step (clip + AdamW + counters). There is no gradient accumulation: the
+micro-batch is the optimizer batch. On CUDA the model is `torch.compile`d and the
+whole update is captured as one CUDA graph (see `graph.py`); on CPU the same
+update runs eagerly (backend "cpu-eager"), so CI exercises the same logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from throughput_schema import Recipe
+from tiny_llm.arena_adamw import ArenaAdamW
+from tiny_llm.kernels import Kernels
+from tiny_llm.model import Transformer, build_model
+
+PhaseHook = Callable[[str], None]
+
+
+def make_inputs(recipe: Recipe, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens generated once on the device from the recipe's seed (42 in campaigns).
+
+    The repeated synthetic batch measures speed, not learning; inputs and targets are
+    the shifted halves of one (B, L+1) draw, as real next-token data would be.
+    """
+    t, m = recipe.training, recipe.model
+    gen = torch.Generator(device=device)
+    gen.manual_seed(t.seed)
+    tokens = torch.randint(0, m.vocab_size, (t.micro_batch_size, m.context_length + 1), generator=gen, device=device)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
+class Update:
+    """One complete update, callable eagerly or under CUDA-graph capture.
+
+    `events`, when given, are three CUDA events recorded at the update's start,
+    before `ArenaAdamW.step` and after it (optimizer timing); recorded inside a
+    capture they must be created with `external=True`.
+    """
+
+    def __init__(
+        self,
+        model_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        optimizer: ArenaAdamW,
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        events: tuple | None = None,
+    ) -> None:
+        self.model_fn, self.optimizer, self.events = model_fn, optimizer, events
+        self.source_inputs, self.source_targets = inputs, targets
+        # Static inputs: fixed addresses a captured graph reads each replay.
+        self.inputs, self.targets = torch.empty_like(inputs), torch.empty_like(targets)
+        self.loss = torch.zeros((), device=inputs.device, dtype=torch.float32)
+        self.device_type = inputs.device.type
+
+    def __call__(self) -> None:
+        if self.events:
+            self.events[0].record()
+        self.inputs.copy_(self.source_inputs, non_blocking=True)
+        self.targets.copy_(self.source_targets, non_blocking=True)
+        self.optimizer.zero_grad()
+        with torch.autocast(self.device_type, dtype=torch.bfloat16):
+            loss = self.model_fn(self.inputs, self.targets)
+        loss.backward()
+        self.loss.copy_(loss.detach())
+        if self.events:
+            self.events[1].record()
+        self.optimizer.step()
+        if self.events:
+            self.events[2].record()
+
+
+@dataclass
+class Built:
+    recipe: Recipe
+    device: torch.device
+    model: Transformer
+    optimizer: ArenaAdamW
+    update: Update
+    backend: str
+    # One update as the timed production entrypoint runs it (graph replay on CUDA).
+    run: Callable[[], None]
+    # Updates already executed during setup (eager warm-up before capture).
+    setup_updates: int = 0
+    graph: object | None = None
+    notes: dict = field(default_factory=dict)
+    kernels: Kernels = Kernels()
+
+
+def build(
+    recipe: Recipe,
+    device: torch.device,
+    *,
+    timing_events: bool = False,
+    compile_model: bool | None = None,
+    use_graph: bool | None = None,
+    compile_mode: str | None = None,
+    kernels: Kernels = Kernels(),
+    on_phase: PhaseHook = lambda phase: None,
+) -> Built:
+    """Model, arena, inputs, compile and capture. Phases are announced through `on_phase`.
+
+    `kernels` picks opt-in speed variants (default: none); `compile_mode`, when given,
+    overrides `kernels.compile_mode`.
+    """
+    if compile_mode is not None:
+        kernels = replace(kernels, compile_mode=compile_mode)
+    cuda = device.type == "cuda"
+    compile_model = cuda if compile_model is None else compile_model
+    use_graph = cuda if use_graph is None else use_graph
+    on_phase("setup")
+    model = build_model(recipe.model, device, seed=recipe.training.seed, kernels=kernels)
+    o = recipe.optimizer
+    optimizer = ArenaAdamW(
+        model,
+        lr=o.lr,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        max_norm=recipe.training.grad_clip,
+        kernel=None if kernels.optimizer == "auto" else kernels.optimizer,
+    )
+    inputs, targets = make_inputs(recipe, device)
+    model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model
+    events = None
+    if timing_events:
+        if not cuda:
+            raise ValueError("optimizer timing needs CUDA events")
+        events = tuple(torch.cuda.Event(enable_timing=True, external=True) for _ in range(3))
+    update = Update(model_fn, optimizer, inputs, targets, events=events)
+    backend = ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
+    built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels)
+    if use_graph:
+        from tiny_llm.graph import capture_update
+
+        built.graph, built.setup_updates = capture_update(update, on_phase=on_phase)
+        built.run = built.graph.replay
+    elif compile_model:
+        on_phase("compile")
+        update()  # the first call compiles forward and backward
+        built.setup_updates = 1
+    optimizer.check_views()
+    return built

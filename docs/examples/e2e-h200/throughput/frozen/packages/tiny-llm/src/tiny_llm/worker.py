@@ -1,0 +1,265 @@
+"""One throughput point: build, measure, and always write the result.
+
+Outcomes and exit codes (`throughput_schema.outcomes.EXIT_CODES`):
+
+| outcome         | exit | when |
+|-----------------|------|------|
+| `ok`            | 0    | measured; the result may still be flagged unstable |
+| `crashed`       | 1    | any other exception (including an optimizer-counter mismatch) |
+| (usage)         | 2    | bad command line or recipe; one line on stderr, no result file |
+| `cuda_oom`      | 3    | `torch.cuda.OutOfMemoryError` anywhere; `phase` says where |
+| `compile_error` | 4    | a torch._dynamo / inductor / triton failure (not an OOM) |
+| `nonfinite`     | 5    | the state is not finite after warm-up or after a window |
+
+Phases: `setup` (model, arena, inputs), `compile` (the first eager update, which
+compiles forward and backward), `capture` (the CUDA graph), `warmup` (warm-up and
+calibration updates), `measurement` (the windows). The result JSON is written
+atomically in every case, with whatever was measured before a failure.
+
+With `--optimizer-timing`, a measured result's raw burst samples are also written,
+atomically and before the result, beside it (`throughput_schema.layout.bursts_path`):
+`bursts.jsonl` when the output is named `result.json` (the campaign layout), else
+`<output stem>.bursts.jsonl`; one `BurstSample` JSON object a line, equal to the
+result's `optimizer_timing.bursts`. A failed run writes no bursts file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from throughput_schema import (
+    EXIT_CODES,
+    CompileError,
+    Crashed,
+    CudaOom,
+    MemoryPeaks,
+    MemoryReport,
+    NonFinite,
+    Ok,
+    Recipe,
+    Throughput,
+    WorkerResult,
+    write_atomic,
+)
+from throughput_schema.recipe import flops_per_token, parameter_count
+from tiny_llm import hardware, stats
+from tiny_llm.kernels import Kernels
+from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
+from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
+
+
+@dataclass
+class WorkerOptions:
+    protocol: Options
+    device: str = "auto"  # auto | cuda | cpu
+    compile_mode: str | None = None
+    kernels: Kernels = Kernels()  # opt-in speed variants; recorded in the result
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class TorchRunner:
+    """The protocol's view of a built update: replays, syncs, checks, event reads."""
+
+    def __init__(self, built) -> None:
+        self.built, self.cuda = built, built.device.type == "cuda"
+        self._run = built.run
+
+    def run(self, updates: int) -> None:
+        run = self._run
+        for _ in range(updates):
+            run()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def check(self) -> tuple[bool, int]:
+        opt = self.built.optimizer
+        return bool(opt.state_is_finite().item()), int(opt.updates.item())
+
+    def read_events(self) -> tuple[float, float]:
+        start, before_step, after_step = self.built.update.events
+        return start.elapsed_time(after_step), before_step.elapsed_time(after_step)
+
+
+def _peaks(device: torch.device) -> MemoryPeaks:
+    return MemoryPeaks(
+        allocated_bytes=torch.cuda.max_memory_allocated(device), reserved_bytes=torch.cuda.max_memory_reserved(device)
+    )
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def classify(exc: BaseException, phase: str):
+    """The outcome for an exception raised in `phase` (OOM wins over everything it is wrapped in)."""
+    chain = list(_chain(exc))
+    for e in chain:
+        if isinstance(e, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(e):
+            return CudaOom(phase=phase, message=_one_line(e))
+    for e in chain:
+        if isinstance(e, NonFiniteState):
+            return NonFinite(phase=e.phase, window=e.window, message=str(e))
+    for e in chain:
+        module = type(e).__module__ or ""
+        if module.startswith(("torch._dynamo", "torch._inductor", "triton")):
+            return CompileError(phase=phase, message=_one_line(exc))
+    return Crashed(phase=phase, message=_one_line(exc), exit_code=EXIT_CODES["crashed"])
+
+
+def kind_of(outcome) -> str:
+    """The outcome's tag (`ok`, `cuda_oom`, ...), as written in the result's `kind` field."""
+    return type(outcome).__struct_config__.tag
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=print) -> WorkerResult:
+    """Measure one point and write its result to `output`; never raises for measurement failures."""
+    started_at = _now()
+    opts = options.protocol
+    device = resolve_device(options.device)
+    cuda = device.type == "cuda"
+    tokens_per_update = recipe.training.batch_tokens
+    fpt = flops_per_token(recipe.model)
+    phase = "setup"
+
+    def on_phase(name: str) -> None:
+        nonlocal phase
+        phase = name
+
+    protocol = protocol_record(recipe, opts)
+    hw = hardware.collect(device)
+    measurement = Measurement(tokens_per_update=tokens_per_update)
+    setup_seconds = None
+    memory = None
+    throughput = None
+    timing = None
+    built = None
+    setup_peaks = None
+    outcome = None
+    try:
+        from tiny_llm.update import build
+
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        t0 = time.perf_counter()
+        built = build(
+            recipe,
+            device,
+            timing_events=opts.optimizer_timing,
+            compile_mode=options.compile_mode,
+            kernels=options.kernels,
+            on_phase=on_phase,
+        )
+        if cuda:
+            torch.cuda.synchronize()
+        setup_seconds = time.perf_counter() - t0
+        if cuda:
+            setup_peaks = _peaks(device)
+            memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
+            torch.cuda.reset_peak_memory_stats(device)
+
+        measure(
+            TorchRunner(built), opts, measurement, updates_before=built.setup_updates, on_phase=on_phase
+        )
+        if cuda:
+            memory = MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
+        throughput = summarise(measurement, recipe, opts, hw, fpt)
+        if opts.optimizer_timing:
+            timing = optimizer_summary(measurement, opts, separate_step_ms=_separate_step_ms(built))
+        outcome = Ok()
+    except BaseException as exc:  # noqa: BLE001 - every failure must still produce a result file
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        outcome = classify(exc, phase)
+        if kind_of(outcome) in ("crashed", "compile_error"):
+            traceback.print_exc(file=sys.stderr)
+        if cuda and setup_peaks is not None:
+            try:
+                memory = MemoryReport(
+                    setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes
+                )
+            except Exception:  # noqa: BLE001 - the device may be unusable after the failure
+                pass
+        elif cuda and memory is None:
+            try:
+                memory = MemoryReport(setup=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
+            except Exception:  # noqa: BLE001
+                pass
+    kind = kind_of(outcome)
+    result = WorkerResult(
+        outcome=outcome,
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        mode="optimizer-timing" if opts.optimizer_timing else "throughput",
+        backend=built.backend if built is not None else ("cuda-graph" if cuda else "cpu-eager"),
+        protocol=protocol,
+        setup_seconds=setup_seconds,
+        calibration=measurement.calibration,
+        windows=list(measurement.windows),
+        throughput=throughput,
+        optimizer_timing=timing,
+        memory=memory,
+        hardware=hw,
+        started_at=started_at,
+        finished_at=_now(),
+        exit_code=EXIT_CODES[kind],
+        setup_updates=built.setup_updates if built is not None else 0,
+        kernels=_kernels_record(options, built),
+    )
+    if timing is not None:
+        # Raw burst samples beside the result (bursts.jsonl for result.json), written
+        # before it, so a result with optimizer timing always has its bursts file.
+        write_bursts(output, timing)
+    write_atomic(output, result)
+    return result
+
+
+def _kernels_record(options: WorkerOptions, built) -> dict[str, str]:
+    from dataclasses import replace
+
+    kernels = options.kernels
+    if options.compile_mode is not None:
+        kernels = replace(kernels, compile_mode=options.compile_mode)
+    if built is not None:  # "auto" resolved: the optimizer kernel that actually ran
+        kernels = replace(kernels, optimizer=built.optimizer.kernel)
+    return kernels.record()
+
+
+def summarise(m: Measurement, recipe: Recipe, opts: Options, hw, fpt: int) -> Throughput:
+    return throughput_summary(m, recipe, opts, hw, fpt)
+
+
+def _separate_step_ms(built) -> float | None:
+    """ArenaAdamW.step captured alone and replayed (after all windows, so the result is unaffected)."""
+    if built.device.type != "cuda":
+        return None
+    from tiny_llm.graph import capture, time_replays
+
+    graph = capture(built.optimizer.step)
+    return stats.median(time_replays(graph.replay, replays=20, rounds=5))

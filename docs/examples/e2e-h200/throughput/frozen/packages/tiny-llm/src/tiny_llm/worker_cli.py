@@ -1,0 +1,155 @@
+"""`python -m tiny_llm benchmark-throughput-worker`: measure one point, write its result.
+
+Exit status: 0 ok, 1 crashed, 2 bad input, 3 cuda_oom, 4 compile_error, 5 nonfinite
+(see `tiny_llm.worker`). Bad input is one line on stderr and no result file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from throughput_schema.recipe import load_recipe
+
+
+class UsageError(ValueError):
+    pass
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tiny_llm.cli import add_recipe_args
+
+    p = sub.add_parser(
+        "benchmark-throughput-worker",
+        help="measure one point's training throughput and write its result JSON",
+        description="Measure the complete-update throughput of one recipe (the guide's individual point).",
+    )
+    add_recipe_args(p)
+    p.add_argument("--output", type=Path, required=True, help="the result JSON, written atomically")
+    p.add_argument("--warmup", type=int, default=20, help="warm-up updates after setup (default 20)")
+    p.add_argument("--windows", type=int, default=5, help="measurement windows (default 5; +5 if CV > 5%%)")
+    p.add_argument("--window-seconds", type=float, default=10.0, help="target seconds per window (default 10)")
+    p.add_argument(
+        "--min-updates-per-window", type=int, default=20, help="lower bound on updates per window (default 20)"
+    )
+    p.add_argument(
+        "--optimizer-timing",
+        action="store_true",
+        help="capture three external CUDA events in the update graph and time ArenaAdamW.step in bursts (CUDA only)",
+    )
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="default: cuda if available")
+    p.add_argument(
+        "--compile-mode",
+        default=None,
+        help="torch.compile mode for the model (default: inductor's default; the update graph is captured by us)",
+    )
+    # Opt-in speed variants (tiny_llm.kernels); the defaults are the measured behaviour,
+    # and the choice is recorded in the result's `kernels`.
+    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER
+
+    p.add_argument("--attention-backend", choices=ATTENTION, default="auto",
+                   help="SDPA kernel to pin (default auto: PyTorch chooses)")
+    p.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="default",
+                   help="default: F.cross_entropy over all logits; chunked: LM head + loss fused over token chunks")
+    p.add_argument("--ce-chunk-tokens", type=int, default=CE_CHUNK_TOKENS,
+                   help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})")
+    p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
+                   help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
+    p.add_argument("--optimizer-kernel", choices=OPTIMIZER, default="auto",
+                   help="ArenaAdamW's kernel (auto: fused on CUDA, tensor on CPU; compiled: its step through inductor)")
+    p.set_defaults(func=main)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.windows < 1:
+        raise UsageError(f"--windows must be >= 1, got {args.windows}")
+    if not args.window_seconds > 0:
+        raise UsageError(f"--window-seconds must be > 0, got {args.window_seconds}")
+    if args.min_updates_per_window < 1:
+        raise UsageError(f"--min-updates-per-window must be >= 1, got {args.min_updates_per_window}")
+    if args.ce_chunk_tokens < 1:
+        raise UsageError(f"--ce-chunk-tokens must be >= 1, got {args.ce_chunk_tokens}")
+    if args.output.exists() and args.output.is_dir():
+        raise UsageError(f"--output {args.output} is a directory; give a file path such as {args.output}/result.json")
+
+
+def main(args: argparse.Namespace) -> int:
+    recipe = load_recipe(args.config, args.overrides)  # RecipeError -> one line, exit 2 (cli.main)
+    try:
+        _check(args)
+        import torch
+
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+        cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+        if args.optimizer_timing and not cuda:
+            # The events live inside the CUDA graph; a host timer around CPU code would
+            # measure something else, so there is no CPU substitute.
+            raise UsageError("--optimizer-timing needs a CUDA device (its timing events live inside the CUDA graph)")
+    except UsageError as exc:
+        print(f"tiny_llm: {exc}", file=sys.stderr)
+        return 2
+
+    from tiny_llm.protocol import Options
+    from tiny_llm.worker import WorkerOptions, run_worker
+
+    options = WorkerOptions(
+        protocol=Options(
+            warmup=args.warmup,
+            windows=args.windows,
+            window_seconds=args.window_seconds,
+            min_updates_per_window=args.min_updates_per_window,
+            optimizer_timing=args.optimizer_timing,
+        ),
+        device=args.device,
+        compile_mode=args.compile_mode,
+        kernels=kernels_from_args(args),
+    )
+    result = run_worker(recipe, args.output, options)
+    print(summary_line(result, args.output))
+    return result.exit_code
+
+
+def kernels_from_args(args: argparse.Namespace):
+    from tiny_llm.kernels import Kernels
+
+    return Kernels(
+        attention=args.attention_backend,
+        cross_entropy=args.cross_entropy,
+        ce_chunk_tokens=args.ce_chunk_tokens,
+        compile_mode=args.compile_mode,
+        inductor_tuning=args.inductor_tuning,
+        optimizer=args.optimizer_kernel,
+    )
+
+
+def summary_line(result, output: Path) -> str:
+    from tiny_llm.worker import kind_of
+
+    kind = kind_of(result.outcome)
+    head = f"{result.recipe.name} L={result.recipe.model.context_length} B={result.recipe.training.micro_batch_size}"
+    if kind != "ok":
+        return f"{head}: {kind} in {result.outcome.phase or '?'}: {result.outcome.message}; result: {output}"
+    t = result.throughput
+    mfu = f"{t.mfu:.1%}" if t.mfu is not None else "n/a (peak unknown)"
+    text = (
+        f"{head} [{result.backend}]: {t.tokens_per_second:,.0f} tokens/s, {t.sequences_per_second:,.2f} sequences/s, "
+        f"MFU {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
+        f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
+    )
+    defaults = {"default", "auto"}
+    variants = {k: v for k, v in result.kernels.items()
+                if v not in defaults and not (k == "optimizer" and v in ("fused", "tensor"))}  # the automatic choices
+    if variants:
+        text += " [" + ", ".join(f"{k}={v}" for k, v in variants.items()) + "]"
+    if result.optimizer_timing is not None:
+        o = result.optimizer_timing
+        sep = f", alone {o.separate_step_ms:.3f} ms" if o.separate_step_ms is not None else ""
+        text += (
+            f"; optimizer {o.optimizer_ms:.3f} ms/update (CV {o.optimizer_cv:.2%}{sep}), "
+            f"{o.share_of_wall:.1%} of wall, {o.share_of_graph:.1%} of graph"
+        )
+    return f"{text}; result: {output}"
