@@ -108,6 +108,24 @@ def test_classify_outcomes():
     assert EXIT_CODES["cuda_oom"] == 3
 
 
+def test_long_messages_end_at_a_sentence():
+    # PyTorch's text from the H200 run (20m, context 512, batch 2048), which was cut mid-word.
+    oom = torch.cuda.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 62.50 GiB. GPU 0 has a total capacity of 139.80 GiB of which "
+        "37.67 GiB is free. Including non-PyTorch memory, this process has 102.12 GiB memory in use. Of the "
+        "allocated memory 100.87 GiB is allocated by PyTorch, and 521.85 MiB is reserved by PyTorch but "
+        "unallocated. If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+        "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+    message = classify(oom, "compile").message
+    assert len(message) <= 500 and message.endswith("to avoid fragmentation.")
+    assert message.startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate 62.50 GiB.")
+    unbroken = classify(ValueError("x" * 900), "warmup").message
+    assert len(unbroken) == 500 and unbroken.endswith("xx...")
+    assert classify(ValueError("short. text"), "warmup").message == "ValueError: short. text"
+
+
 def test_peak_lookup_needs_name_and_memory():
     assert peak_bf16_flops("NVIDIA H200", int(140.4 * GIB)) == 989e12
     assert peak_bf16_flops("NVIDIA H200", int(80 * GIB)) is None

@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 
 from throughput_schema import SchemaError
-from throughput_schema.argparsing import OneLineParser
+from throughput_schema.argparsing import OneLineParser, command_line
 
 SHOWN_FAILURES = 8
 
 
-
-
+@command_line
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(
         prog="throughput-audit",

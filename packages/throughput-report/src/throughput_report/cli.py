@@ -17,7 +17,7 @@ from throughput_schema.codec import SchemaError
 
 from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
-from throughput_schema.argparsing import OneLineParser
+from throughput_schema.argparsing import OneLineParser, command_line
 
 
 
@@ -49,6 +49,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@command_line
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from throughput_report.report import build_report  # matplotlib loads only for a real run

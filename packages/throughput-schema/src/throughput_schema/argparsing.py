@@ -1,16 +1,39 @@
-"""The argument parser every command line of the project uses.
+"""What every command line of the project shares: its argument parser and entry wrapper.
 
 A usage error is one line on stderr and exit status 2, like every other message the
-tools print for bad input: no usage block for a user to read through.
+tools print for bad input: no usage block for a user to read through. Output cut short
+by its reader (`throughput-sweep status | head`) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
+from collections.abc import Callable
+
+# What a shell reports for a command ended by SIGPIPE (128 + 13).
+BROKEN_PIPE_EXIT = 141
 
 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"{self.prog}: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def command_line(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """Wraps a command's `main(argv)`: a reader that closed the pipe is not a traceback."""
+
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except BrokenPipeError:
+            # Python's own advice: point stdout at devnull so the flush at exit stays quiet.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return BROKEN_PIPE_EXIT
+
+    return run

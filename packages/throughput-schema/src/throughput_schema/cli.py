@@ -14,7 +14,7 @@ import msgspec
 
 from throughput_schema.codec import SchemaError, dumps, read, write_atomic
 from throughput_schema.records import RECORD_TYPES
-from throughput_schema.argparsing import OneLineParser
+from throughput_schema.argparsing import OneLineParser, command_line
 
 
 
@@ -24,6 +24,7 @@ def json_schemas() -> dict[str, dict]:
     return {name: msgspec.json.schema(type_) for name, type_ in RECORD_TYPES.items()}
 
 
+@command_line
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="throughput-schema", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)

@@ -29,7 +29,7 @@ from throughput_sweep.campaign import (
     verify_frozen,
 )
 from throughput_sweep.profiles import load_profile
-from throughput_schema.argparsing import OneLineParser
+from throughput_schema.argparsing import OneLineParser, command_line
 
 PROG = "throughput-sweep"
 
@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@command_line
 def main(argv: list[str] | None = None) -> int:
     os.umask(os.umask(0o022) | 0o022)  # campaign files: never writable by group or others
     args = build_parser().parse_args(argv)
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CampaignError, SchemaError, RecipeError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # the reader has gone: command_line ends quietly
     except OSError as exc:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from throughput_schema import dumps
-from throughput_schema.argparsing import OneLineParser
+from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.recipe import RecipeError, flops_per_token, load_recipe, parameter_count
 
 
@@ -60,6 +60,7 @@ def _command_modules():
 
 
 
+@command_line
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -108,9 +108,18 @@ def _chain(exc: BaseException):
         exc = exc.__cause__ or exc.__context__
 
 
+MESSAGE_LIMIT = 500
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+    line = f"{type(exc).__name__}: {text[0] if text else ''}"
+    if len(line) <= MESSAGE_LIMIT:
+        return line
+    # Whole sentences: PyTorch's OOM text puts the figures first and advice last, and a
+    # cut mid-word reads as a corrupted record.
+    end = line.rfind(". ", 0, MESSAGE_LIMIT)
+    return line[: end + 1] if end > 0 else line[: MESSAGE_LIMIT - 3] + "..."
 
 
 def classify(exc: BaseException, phase: str):

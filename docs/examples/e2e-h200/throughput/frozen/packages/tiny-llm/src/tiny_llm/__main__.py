@@ -1,5 +1,0 @@
-import sys
-
-from tiny_llm.cli import main
-
-sys.exit(main())
