@@ -152,6 +152,7 @@ CASES = [
     ("reconcile-settled-token-bad-id", SWEEP, ["reconcile", "--output", "{w}/incomplete", "--token", "x", "--job-id", "1;rm"], "numeric job id", None),
     # --- python -m tiny_llm
     ("tiny-malformed-yaml", TINY, ["describe", "--config", "{w}/bad.yaml"], "bad.yaml", _write("bad.yaml", "model: {n_layers: [\n")),
+    ("tiny-typo-in-preset", TINY, ["describe", "--config", "{w}/typo.yaml"], "context_lenght", _write("typo.yaml", (ROOT / "configs/20m.yaml").read_text().replace("context_length", "context_lenght"))),
     ("tiny-unknown-set-key", TINY, ["describe", "--config", "configs/20m.yaml", "--set", "model.bogus=1"], "unknown key", None),
     ("tiny-set-wrong-type", TINY, ["describe", "--config", "configs/20m.yaml", "--set", "model.n_layers=abc"], "n_layers", None),
     ("tiny-set-without-equals", TINY, ["describe", "--config", "configs/20m.yaml", "--set", "model.n_layers"], "model.n_layers", None),

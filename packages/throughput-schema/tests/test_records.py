@@ -25,7 +25,7 @@ from throughput_schema import (
     write_atomic,
 )
 from throughput_schema.cli import json_schemas, main
-from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol
+from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol, Recipe, unknown_field
 from throughput_schema.recipe import recipe_from_dict
 
 
@@ -105,12 +105,28 @@ def test_newer_schema_version_is_refused_with_upgrade_hint():
         decode(json.dumps(data), WorkerResult)
 
 
-def test_older_reader_skips_unknown_result_fields_but_configs_forbid_them():
+def test_older_reader_skips_unknown_fields_also_inside_embedded_configs():
+    # A newer writer added a metric and a recipe field (with defaults, same schema version).
     data = json.loads(dumps(sample_result()))
     data["extra_metric"] = 3
-    assert decode(json.dumps(data), WorkerResult).parameters == 1234
-    with pytest.raises(SchemaError, match="unknown field `acount`"):
-        decode(json.dumps({"name": "x", "scheduler": "slurm", "acount": "a"}), ClusterProfile)
+    data["recipe"]["model"]["qk_norm"] = True
+    result = decode(json.dumps(data), WorkerResult)
+    assert result.parameters == 1234 and result.recipe == sample_result().recipe
+    profile = decode(json.dumps({"name": "x", "scheduler": "slurm", "qos": "high"}), ClusterProfile)
+    assert profile.scheduler == "slurm"
+
+
+def test_unknown_field_names_a_users_typo_where_it_is_and_what_is_accepted():
+    assert unknown_field({"name": "x", "scheduler": "slurm", "account": "a"}, ClusterProfile) is None
+    assert unknown_field({"name": "x", "acount": "a"}, ClusterProfile).startswith(
+        "unknown field `acount` at `$`; ClusterProfile fields are name, scheduler, account,"
+    )
+    recipe = msgspec.to_builtins(tiny_recipe())
+    assert unknown_field(recipe, Recipe) is None
+    recipe["model"]["context_lenght"] = 2048
+    message = unknown_field(recipe, Recipe)
+    assert message.startswith("unknown field `context_lenght` at `$.model`; ModelConfig fields are n_layers,")
+    assert "schema_version" not in unknown_field({"x": 1}, Recipe)
 
 
 def test_missing_field_gets_default_for_schema_evolution():

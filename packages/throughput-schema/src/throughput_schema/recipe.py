@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
+from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig, unknown_field
 
 SUPPORTED_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192)
 _SECTIONS = ("model", "training", "optimizer")
@@ -48,6 +48,9 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
+    typo = unknown_field(raw, Recipe)
+    if typo:
+        raise RecipeError(f"{source}: {typo}")
     try:
         recipe = msgspec.convert(raw, Recipe, strict=True)
     except msgspec.ValidationError as exc:

@@ -1,15 +1,17 @@
 """Every record that crosses a process or a file.
 
 Conventions (msgspec's own advice): records are frozen; every field added after
-version 1 gets a default so older files still decode; configuration records
-(`ModelConfig`, `TrainingConfig`, `OptimizerConfig`, `ClusterProfile`) forbid
-unknown fields so a typo is an error, while result records skip unknown fields
-so an older reader can still read a newer writer's output of the same version.
+version 1 gets a default so older files still decode, and every record skips fields it
+does not know, so an older reader can still read a newer writer's output of the same
+version. That holds for configuration embedded in records too (a result's recipe, a
+manifest's profile and protocol). A typo in what a user writes is still an error: the
+loaders of YAML presets and profiles call `unknown_field` before converting.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -43,6 +45,7 @@ __all__ = [
     "Window",
     "WorkerResult",
     "RECORD_TYPES",
+    "unknown_field",
 ]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
@@ -52,7 +55,7 @@ NonNegFloat = Annotated[float, Meta(ge=0)]
 Fraction = Annotated[float, Meta(ge=0, le=1)]
 
 
-class _Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Config(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
@@ -96,7 +99,7 @@ class OptimizerConfig(_Config):
     weight_decay: NonNegFloat = 0.1
 
 
-class Recipe(_Record, forbid_unknown_fields=True):
+class Recipe(_Record):
     """A resolved model recipe: the YAML preset with every `--set` applied."""
 
     name: str
@@ -393,3 +396,19 @@ RECORD_TYPES: dict[str, type] = {
     "manifest": Manifest,
     "curve-summary": CurveSummary,
 }
+
+
+def unknown_field(raw: Mapping[str, Any], type_: type[msgspec.Struct], at: str = "$") -> str | None:
+    """The first key of user input that `type_` (or a record nested in it) has no field
+    for, as one line naming it, where it is and what would be accepted; None if none."""
+    fields = {f.encode_name: f.type for f in msgspec.structs.fields(type_)}
+    for key, value in raw.items():
+        if key not in fields:
+            known = ", ".join(name for name in fields if name != "schema_version")
+            return f"unknown field `{key}` at `{at}`; {type_.__name__} fields are {known}"
+        nested = fields[key]
+        if isinstance(value, Mapping) and isinstance(nested, type) and issubclass(nested, msgspec.Struct):
+            found = unknown_field(value, nested, f"{at}.{key}")
+            if found:
+                return found
+    return None
