@@ -10,10 +10,14 @@ results must equal the published `docs/examples/e2e-h200/` copy, and the reading
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs/examples"
@@ -26,6 +30,19 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def _curves(results: Path) -> list[dict]:
     return json.loads(results.read_text())["curves"]
+
+
+@pytest.mark.parametrize("tz", ["America/Los_Angeles", "Asia/Tokyo"])
+def test_the_audit_does_not_depend_on_the_auditors_timezone(worked_example, tz, tmp_path):
+    # The local scheduler's registry, like sacct, writes times without a zone; the
+    # archive was made on a UTC machine and is re-audited wherever its reader is.
+    campaign = tmp_path / "throughput"
+    shutil.copytree(worked_example / "throughput", campaign)
+    audited = subprocess.run(
+        [sys.executable, "-m", "throughput_audit.cli", "--output", str(campaign)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "TZ": tz},
+    )
+    assert audited.returncode == 0, audited.stdout + audited.stderr
 
 
 def test_throughput_campaign_audits_clean_and_every_curve_ends_at_a_confirmed_oom(worked_example):

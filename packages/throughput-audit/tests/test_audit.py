@@ -415,6 +415,23 @@ def test_job_lost_after_its_result_was_finished_is_accepted(campaign):
     assert not failures(out)
 
 
+@pytest.mark.parametrize("tz", ["Asia/Tokyo", "America/Los_Angeles"])
+def test_lost_job_times_compare_as_instants_in_any_auditors_timezone(campaign, tz, monkeypatch):
+    """The result's UTC time against an end written with another offset (the local
+    scheduler writes its machine's), audited in a third timezone: 10 s apart either way."""
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        folder = point(campaign, "20m-c512", 4)
+        fine = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:20+00:00", "2026-11-30T06:33:30+09:00"))
+        assert not failures(fine)
+        late = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:40+00:00", "2026-11-30T06:33:30+09:00"))
+        assert "NODE_FAIL/BOOT_FAIL ending after the result was finished" in failures(late, "slurm.state")[0].message
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_ok_result_finished_after_a_lost_job_is_caught(campaign):
     folder = point(campaign, "20m-c512", 4)
     out = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:20+00:00", "2026-11-29T21:32:42+00:00"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -59,6 +60,10 @@ def test_submit_poll_completed_and_survive_restart(tmp_path):
     assert row.timelimit == "00:14:00" and row.start and row.end and row.elapsed.startswith("00:00:0")
     assert status3 == status
     assert (work / f"slurm-{job_id}.out").read_text() == f"out {job_id}\n"
+    # Times carry their UTC offset, so the instant survives an audit in another timezone.
+    start, end = (datetime.fromisoformat(t) for t in (row.start, row.end))
+    assert start.tzinfo is not None and end.tzinfo is not None
+    assert 0 <= (end - start).total_seconds() < 60 and abs(time.time() - end.timestamp()) < 60
 
 
 def test_failed_exit_code_and_unknown_id(tmp_path):

@@ -257,7 +257,7 @@ class LocalScheduler:
             node_list=socket.gethostname(),
         )
         if end is None:
-            started = datetime.strptime(job.submitted_at, "%Y-%m-%dT%H:%M:%S").timestamp()
+            started = datetime.fromisoformat(job.submitted_at).timestamp()  # older registries: naive local
             row = AccountingRow(
                 **base, state="RUNNING", exit_code="0:0", start=job.submitted_at, end="Unknown",
                 elapsed=_elapsed(time.time() - started),

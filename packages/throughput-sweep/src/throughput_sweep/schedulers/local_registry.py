@@ -64,7 +64,9 @@ def end_path(jobs_dir: Path, job_id: str) -> Path:
 
 
 def _stamp(when: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if when is None else when).strftime("%Y-%m-%dT%H:%M:%S")
+    """Local time like sacct's, but with its UTC offset: the registry travels with the
+    campaign, and an audit in another timezone must read the same instant."""
+    return datetime.fromtimestamp(time.time() if when is None else when).astimezone().isoformat(timespec="seconds")
 
 
 def _elapsed(seconds: float) -> str:
