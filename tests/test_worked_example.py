@@ -34,8 +34,8 @@ def _curves(results: Path) -> list[dict]:
 
 @pytest.mark.parametrize("tz", ["America/Los_Angeles", "Asia/Tokyo"])
 def test_the_audit_does_not_depend_on_the_auditors_timezone(worked_example, tz, tmp_path):
-    # The local scheduler's registry, like sacct, writes times without a zone; the
-    # archive was made on a UTC machine and is re-audited wherever its reader is.
+    # The archive was made on a UTC machine (its registry's older times carry no offset)
+    # and is re-audited wherever its reader is.
     campaign = tmp_path / "throughput"
     shutil.copytree(worked_example / "throughput", campaign)
     audited = subprocess.run(
