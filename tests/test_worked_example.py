@@ -68,6 +68,9 @@ def test_throughput_campaign_audits_clean_and_every_curve_ends_at_a_confirmed_oo
 
 def test_the_reading_quotes_the_published_results():
     reading = (EXAMPLES / "README.md").read_text()
+    points = json.loads((PUBLISHED / "throughput/results.json").read_text())["points"]
+    stated = re.search(r"the CV is at most ([\d.]+)% at every point", reading)
+    assert stated and max(p["cv"] for p in points if p["cv"] is not None) * 100 <= float(stated.group(1))
     for c in _curves(PUBLISHED / "throughput/results.json"):
         row = re.search(rf"^\| {re.escape(c['curve'])} \|(.*)$", reading, re.MULTILINE)
         assert row, f"no row for {c['curve']} in docs/examples/README.md"
