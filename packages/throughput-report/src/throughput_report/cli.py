@@ -17,19 +17,7 @@ from throughput_schema.codec import SchemaError
 
 from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
-from throughput_schema.argparsing import OneLineParser, command_line
-
-
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive")
-    return value
+from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
                    help="optimizer-timing campaigns, the n-th measured from the n-th --throughput campaign")
     p.add_argument("--output", type=Path, required=True, metavar="OUT",
                    help="a new directory for the report (an existing report is never overwritten)")
-    p.add_argument("--tokens-per-update", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--tokens-per-update", type=positive_int, default=None, metavar="N",
                    help="B·L for the context comparison (default: the largest available on every curve)")
     return p
 

@@ -17,6 +17,17 @@ from collections.abc import Callable
 BROKEN_PIPE_EXIT = 141
 
 
+def positive_int(text: str) -> int:
+    """An argparse `type=`: a whole number above zero, or a one-line usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"{self.prog}: {message} (see --help)", file=sys.stderr)

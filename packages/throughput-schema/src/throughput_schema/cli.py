@@ -17,8 +17,6 @@ from throughput_schema.records import RECORD_TYPES
 from throughput_schema.argparsing import OneLineParser, command_line
 
 
-
-
 def json_schemas() -> dict[str, dict]:
     """One self-contained JSON Schema document per record kind."""
     return {name: msgspec.json.schema(type_) for name, type_ in RECORD_TYPES.items()}

@@ -29,21 +29,9 @@ from throughput_sweep.campaign import (
     verify_frozen,
 )
 from throughput_sweep.profiles import load_profile
-from throughput_schema.argparsing import OneLineParser, command_line
+from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
 PROG = "throughput-sweep"
-
-
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be positive")
-    return value
 
 
 def _nonneg_int(text: str) -> int:
@@ -75,12 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan and the first batch script; write nothing")
     run.add_argument("--resume", action="store_true", help="continue an existing campaign")
     run.add_argument("--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts")
-    run.add_argument("--contexts", type=_positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)")
+    run.add_argument("--contexts", type=positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)")
     run.add_argument("--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)")
     run.add_argument("--profile", help="cluster profile: a name under configs/clusters/ or a YAML path (default local)")
-    run.add_argument("--max-batch", type=_positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
+    run.add_argument("--max-batch", type=positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
     run.add_argument("--window-seconds", type=_positive_float, help="seconds per measurement window (default 10)")
-    run.add_argument("--windows", type=_positive_int, help="measurement windows (default 5)")
+    run.add_argument("--windows", type=positive_int, help="measurement windows (default 5)")
     run.add_argument("--warmup", type=_nonneg_int, help="warm-up updates (default 20)")
     run.add_argument("--optimizer-timing-from", type=Path, metavar="DIR", help="remeasure a completed throughput campaign's fitting points with optimizer timing")
     run.add_argument("--parallel-optimizer-points", action="store_true", help="with --optimizer-timing-from: submit every inherited point independently")

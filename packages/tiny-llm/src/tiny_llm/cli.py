@@ -58,8 +58,6 @@ def _command_modules():
     return [worker_cli.register]
 
 
-
-
 @command_line
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
