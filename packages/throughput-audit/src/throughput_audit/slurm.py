@@ -181,8 +181,13 @@ def expected_states(outcome: str) -> str:
     return f"{text} (or {'/'.join(LOST_AFTER_RESULT)} ending after the result was finished)"
 
 
+def _head(state: str) -> str:
+    """"CANCELLED by 0" -> "CANCELLED"."""
+    return state.split()[0] if state else ""
+
+
 def state_matches(outcome: str, state: str, exit_code: str) -> bool:
-    head = (state or "").split()[0] if state else ""
+    head = _head(state)
     code, _ = exit_status(exit_code)
     for want, want_code in _EXPECTED.get(outcome, ()):
         if head == want and (want_code is None or code == want_code):
@@ -204,8 +209,7 @@ def state_explains(outcome: str, row: AccountingRow, result_finished_at: str) ->
     """The job's end state agrees with the result's outcome, or the job was lost after the result."""
     if state_matches(outcome, row.state, row.exit_code):
         return True
-    head = (row.state or "").split()[0] if row.state else ""
-    if head not in LOST_AFTER_RESULT:
+    if _head(row.state) not in LOST_AFTER_RESULT:
         return False
     done, end = parse_time(result_finished_at), parse_time(row.end)
     return done is not None and end is not None and done <= end

@@ -6,7 +6,7 @@ one versioned format. See `records` for the types, `codec` for strict decoding
 and atomic writing, `recipe` for model recipes and their exact parameter count.
 """
 
-from throughput_schema.codec import SchemaError, decode, dumps, read, write_atomic
+from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, write_atomic
 from throughput_schema.outcomes import (
     EXIT_CODES,
     Cancelled,

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from throughput_schema.records import unknown_field
 from throughput_schema.version import SCHEMA_VERSION
 
 T = TypeVar("T")
@@ -48,6 +49,18 @@ def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
     if version > SCHEMA_VERSION:
         raise SchemaError(_newer(source, version))
     return record
+
+
+def convert_input(raw: dict[str, Any], type_: type[T], *, strict: bool = True) -> T:
+    """What a user wrote (a parsed YAML preset or profile) as `type_`. Unlike records read
+    back from files, a field `type_` does not know is a typo here: a SchemaError naming it."""
+    typo = unknown_field(raw, type_)
+    if typo:
+        raise SchemaError(typo)
+    try:
+        return msgspec.convert(raw, type_, strict=strict)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(str(exc)) from None
 
 
 def read(path: str | os.PathLike[str], type_: type[T]) -> T:

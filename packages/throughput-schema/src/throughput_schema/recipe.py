@@ -12,7 +12,8 @@ from typing import Any
 
 import msgspec
 
-from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig, unknown_field
+from throughput_schema.codec import SchemaError, convert_input
+from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
 
 SUPPORTED_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192)
 _SECTIONS = ("model", "training", "optimizer")
@@ -48,12 +49,9 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
-    typo = unknown_field(raw, Recipe)
-    if typo:
-        raise RecipeError(f"{source}: {typo}")
     try:
-        recipe = msgspec.convert(raw, Recipe, strict=True)
-    except msgspec.ValidationError as exc:
+        recipe = convert_input(raw, Recipe)
+    except SchemaError as exc:
         raise RecipeError(f"{source}: {exc}") from None
     check_recipe(recipe, source=source)
     return recipe

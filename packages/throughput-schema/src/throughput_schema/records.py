@@ -4,8 +4,8 @@ Conventions (msgspec's own advice): records are frozen; every field added after
 version 1 gets a default so older files still decode, and every record skips fields it
 does not know, so an older reader can still read a newer writer's output of the same
 version. That holds for configuration embedded in records too (a result's recipe, a
-manifest's profile and protocol). A typo in what a user writes is still an error: the
-loaders of YAML presets and profiles call `unknown_field` before converting.
+manifest's profile and protocol). A typo in what a user writes is still an error: its
+loaders convert it with `codec.convert_input`, which refuses fields `unknown_field` finds.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import ClusterProfile, unknown_field
+from throughput_schema import ClusterProfile, SchemaError, convert_input
 from throughput_sweep.campaign import CampaignError
 
 __all__ = ["embedded_local_profile", "load_profile"]
@@ -46,12 +46,9 @@ def load_profile(spec: str, root: Path) -> ClusterProfile:
     if not isinstance(raw, dict):
         raise CampaignError(f"{path}: expected a mapping of profile fields")
     raw.setdefault("name", path.stem)
-    typo = unknown_field(raw, ClusterProfile)
-    if typo:
-        raise CampaignError(f"{path}: {typo}")
     try:
-        profile = msgspec.convert(raw, ClusterProfile, strict=False)
-    except msgspec.ValidationError as exc:
+        profile = convert_input(raw, ClusterProfile, strict=False)
+    except SchemaError as exc:
         raise CampaignError(f"{path}: {exc}") from None
     return _absolute_python(profile, root)
 
