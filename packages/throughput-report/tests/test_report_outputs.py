@@ -5,14 +5,18 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import statistics
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from PIL import Image
 from pypdf import PdfReader
+from throughput_schema.records import Protocol
 
 from throughput_report.cli import main
+from throughput_report.pdf import protocol_text
 from throughput_report.report import FIGURE_FILES, REPORT_FILES
 
 import campaigns
@@ -48,10 +52,30 @@ def test_pdf_has_six_pages_with_expected_text(report, two_pairs):
     for number, (text, needles) in enumerate(zip(pages, expected), start=1):
         for needle in needles:
             assert needle in text, f"page {number} lacks {needle!r}"
+    # The protocol is read from the manifests, not assumed (pypdf may break lines anywhere).
+    flat = [" ".join(text.split()) for text in pages]
+    assert "Measurement windows of 10 s" in flat[0]
+    assert "5 synchronised windows of 10 s (at least 20 updates each; 5 more when the CV exceeds 5%)" in flat[5]
+    # The median of the primary shares, as points.json gives them.
+    doc = json.loads((report / "points.json").read_text())
+    primary = {(c["model"], c["context"], c["primary_batch"]) for c in doc["curves"]}
+    shares = [p["optimizer_share"] for p in doc["points"] if (p["model"], p["context"], p["batch"]) in primary]
+    assert len(shares) == 6
+    assert f"median {statistics.median(shares):.1%}" in flat[0]
     # Page 6 carries the exact manifest hash of every input campaign.
     for campaign in [*two_pairs[0], *two_pairs[1]]:
         digest = hashlib.sha256((campaign / "manifest.json").read_bytes()).hexdigest()
         assert digest in pages[5]
+
+
+def test_protocol_text_names_each_campaigns_protocol_when_they_differ():
+    short = msgspec.structs.replace(Protocol(), window_seconds=2.0)
+    same = protocol_text([("t", short), ("o", short)])
+    assert same.startswith("Protocol of every campaign: 20 warm-up and 5 calibration updates")
+    assert "windows of 2 s" in same and "10 s" not in same
+    differ = protocol_text([("t", Protocol()), ("o", short)])
+    assert differ.startswith("Protocols differ between campaigns: t: ") and "; o: " in differ
+    assert "windows of 10 s" in differ and "windows of 2 s" in differ
 
 
 def test_every_png_is_450_dpi(report):

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import io
+import statistics
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from pathlib import Path
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 from pypdf import PdfReader, PdfWriter
+
+from throughput_schema.records import Protocol
 
 from throughput_report import figures, tables
 from throughput_report.projections import SPEEDUPS, Projection, median_share
@@ -51,6 +54,28 @@ class Context:
     inputs_digest: str
     input_files: int
     checks: dict[str, int]
+    protocols: list[tuple[str, Protocol]]  # (campaign, its manifest's protocol)
+
+
+def protocol_text(protocols: list[tuple[str, Protocol]]) -> str:
+    """The measurement protocol as the manifests record it, once when every campaign shares it.
+
+    Windows may be shortened on the command line to fit the GPU time at hand, so the
+    report states the length that was used rather than the default.
+    """
+
+    def describe(p: Protocol) -> str:
+        return (
+            f"{p.warmup} warm-up and {p.calibration_updates} calibration updates, then {p.windows} synchronised "
+            f"windows of {p.window_seconds:g} s (at least {p.min_updates_per_window} updates each; "
+            f"{p.extra_windows} more when the CV exceeds {p.cv_threshold:.0%}); optimizer bursts of "
+            f"{p.burst_seconds:g} s"
+        )
+
+    distinct = {p for _, p in protocols}
+    if len(distinct) == 1:
+        return f"Protocol of every campaign: {describe(protocols[0][1])}."
+    return "Protocols differ between campaigns: " + "; ".join(f"{name}: {describe(p)}" for name, p in protocols) + "."
 
 
 def _header(fig: Figure, number: int, title: str) -> None:
@@ -103,6 +128,11 @@ def _table(fig: Figure, rect, header: list[str], rows: list[list[str]], *, size:
             cell.set_facecolor("#f6f6f6")
 
 
+def _windows(protocols: list[tuple[str, Protocol]]) -> str:
+    lengths = sorted({p.window_seconds for _, p in protocols})
+    return f"Measurement windows of {' and '.join(f'{s:g} s' for s in lengths)} (protocol on page 6)."
+
+
 def page_summary(proj: Projection, ctx: Context) -> Figure:
     fig = Figure(figsize=PAGE)
     _header(fig, 1, "Training-time estimates at 20 tokens per parameter")
@@ -113,12 +143,12 @@ def page_summary(proj: Projection, ctx: Context) -> Figure:
         f"Campaign pairs (throughput with optimizer timing, by argument order): {pairs}.",
         f"{len(proj.models)} models × {len(proj.contexts)} contexts ({', '.join(f'{c:,}' for c in proj.contexts)}): "
         f"{len(proj.curves)} curves, {len(proj.points)} fitting points on {ctx.gpu}. All independent checks passed "
-        f"({sum(ctx.checks.values()):,} in all; see page 6).",
+        f"({sum(ctx.checks.values()):,} in all; see page 6). {_windows(ctx.protocols)}",
         "Primary rate R: the optimizer campaign's uninstrumented baseline worker, at each curve's fastest stable "
         "batch; the original sweep's rate is shown as independent comparison data. Budget 20·P tokens per model, "
         "the same for every setup of that model. T = 20·P / R; complete final updates U = ceil(20·P / (B·L)) take "
         "U·B·L / R.",
-        f"Optimizer share at the primary batch: median {tables.fmt_pct(median_share(proj.points) if not shares else sorted(shares)[len(shares) // 2])}, "
+        f"Optimizer share at the primary batch: median {tables.fmt_pct(statistics.median(shares) if shares else median_share(proj.points))}, "
         f"range {tables.fmt_pct(min(shares, default=0))} – {tables.fmt_pct(max(shares, default=0))}. "
         "Window range: slowest to fastest measurement window within the run (not a confidence interval).",
         EXCLUSIONS,
@@ -192,10 +222,10 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
     items = [
         "Measurement (from the campaigns): each point is one complete forward, cross-entropy, backward, clipping and "
         "AdamW update per batch of B sequences of L tokens, no accumulation, BF16 autocast, FP32 weights and moments, "
-        "a complete-update CUDA graph. After warm-up and calibration, synchronised windows of about ten seconds are "
-        "timed; a window's rate is updates·B·L / seconds and the point's rate is the median window rate. If the "
-        "sample CV (stdev with n−1 over mean) exceeds 5%, five more windows count; remaining instability is flagged "
-        "and only stable points compete for the fastest batch.",
+        "a complete-update CUDA graph. After warm-up, calibration fixes the updates per window; synchronised windows "
+        "are timed; a window's rate is updates·B·L / seconds and the point's rate is the median window rate. If the "
+        "sample CV (stdev with n−1 over mean) exceeds the threshold, more windows count; remaining instability is "
+        "flagged and only stable points compete for the fastest batch. " + protocol_text(ctx.protocols),
         "Optimizer timing: in the same allocation an uninstrumented baseline worker runs first, then an instrumented "
         "worker records CUDA events around ArenaAdamW.step inside the full-update graph. Events describe the last "
         "replay of each ~0.1 s burst; a window's optimizer ms weights bursts by their update counts; the primary "

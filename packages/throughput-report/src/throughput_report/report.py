@@ -100,6 +100,7 @@ def build_report(
         inputs_digest=inputs_digest,
         input_files=hash_text.count("\n"),
         checks=dict(tally.counts),
+        protocols=[(c.name, c.manifest.protocol) for pair in pairs for c in (pair.throughput, pair.optimizer)],
     )
     inputs_doc = {
         "pairs": [{"throughput": t, "optimizer": o} for t, o in ctx.pairs],
