@@ -52,6 +52,7 @@ SETUP_UPDATES = 3
 GIB = 1024**3
 # A device the peak table knows, so MFU is filled in as on a real GPU run.
 HARDWARE_GPU = ("NVIDIA H200", int(140.4 * GIB))
+SCRIPTED_GPU_UUID = "GPU-00000000-0000-0000-0000-5c41f7ed0001"
 
 
 def _now() -> str:
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu_name=HARDWARE_GPU[0],
         gpu_memory_bytes=HARDWARE_GPU[1],
         gpu_count=1,
+        gpu_uuid=SCRIPTED_GPU_UUID,
         python=sys.version.split()[0],
         hostname=os.uname().nodename,
         cpu="scripted test worker",

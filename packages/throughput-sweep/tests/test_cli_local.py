@@ -79,6 +79,9 @@ def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
     assert c1024["state"] == "blocked" and c1024["first_oom_batch"] is None
     rows = (out / "results.csv").read_text().splitlines()
     assert rows[0].startswith("curve,model,context_length,batch_size,attempt,status,outcome,job_id") and len(rows) == 1 + 5
+    # Each measured point names the GPU it ran on (hostnames of lent machines repeat).
+    measured = [p for p in results["points"] if p["status"] == "ok"]
+    assert measured and {p["gpu_uuid"] for p in measured} == {"GPU-00000000-0000-0000-0000-5c41f7ed0001"}
     for png in ("throughput.png", "memory.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     # --retry-failed: a fresh attempt directory, the failed one kept; the curve then goes on.

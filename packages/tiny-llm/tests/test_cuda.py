@@ -118,6 +118,10 @@ def test_guide_command_completes(tmp_path):
     result = read(out, WorkerResult)
     assert result.backend == "cuda-graph" and len(result.windows) in (5, 10)
     assert result.throughput.tokens_per_second > 0 and result.memory.measurement is not None
+    # The record names the physical GPU as nvidia-smi does.
+    listed = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.split()
+    assert result.hardware.gpu_uuid.startswith("GPU-") and result.hardware.gpu_uuid in listed
     print(proc.stdout)
 
 

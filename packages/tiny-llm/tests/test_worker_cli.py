@@ -44,6 +44,7 @@ def test_cpu_worker_end_to_end(tmp_path, capsys):
     assert t.mfu is None and t.peak_flops is None and "peak unknown" in t.mfu_formula
     assert result.setup_seconds > 0 and result.memory is None
     assert result.hardware.torch == torch.__version__ and result.hardware.cpu_count > 0
+    assert result.hardware.gpu_uuid == "" and result.hardware.gpu_name == ""
     assert result.protocol.warmup == 2 and result.protocol.seed == 42
     line = capsys.readouterr().out
     assert "tokens/s" in line and "sequences/s" in line and "MFU" in line and "CV" in line

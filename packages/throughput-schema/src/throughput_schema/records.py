@@ -196,6 +196,9 @@ class Hardware(msgspec.Struct, frozen=True, kw_only=True):
     gpu_name: str = ""
     gpu_memory_bytes: int = 0
     gpu_count: int = 0
+    # The GPU that ran the point, as nvidia-smi names it ("GPU-<uuid>"): hostnames of
+    # lent or cloud machines repeat, and run-to-run spread is only explained per device.
+    gpu_uuid: str = ""
     driver: str = ""
     cuda: str = ""
     torch: str = ""

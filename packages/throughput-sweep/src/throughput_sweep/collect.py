@@ -29,7 +29,7 @@ POINT_FIELDS = [
     "curve", "model", "context_length", "batch_size", "attempt", "status", "outcome", "job_id", "adopted",
     "slurm_state", "slurm_elapsed", "accounting_final", "tokens_per_second", "sequences_per_second", "cv",
     "unstable", "update_ms", "windows", "setup_seconds", "setup_allocated_bytes", "setup_reserved_bytes",
-    "measurement_allocated_bytes", "measurement_reserved_bytes", "parameters", "message",
+    "measurement_allocated_bytes", "measurement_reserved_bytes", "parameters", "gpu_uuid", "message",
 ]
 OPT_FIELDS = [
     "curve", "model", "context_length", "batch_size", "attempt", "job_id", "baseline_tokens_per_second",
@@ -84,6 +84,7 @@ def point_row(info: AttemptInfo) -> dict:
         "measurement_allocated_bytes": _mem(r, "measurement", "allocated"),
         "measurement_reserved_bytes": _mem(r, "measurement", "reserved"),
         "parameters": r.parameters if r is not None else None,
+        "gpu_uuid": r.hardware.gpu_uuid if r is not None else "",
         "message": info.message,
     }
 

@@ -74,15 +74,17 @@ def _driver_version() -> str:
 def collect(device: torch.device) -> Hardware:
     import torch
 
-    gpu_name, gpu_memory, gpu_count, driver = "", 0, 0, ""
+    gpu_name, gpu_memory, gpu_count, gpu_uuid, driver = "", 0, 0, "", ""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         gpu_name, gpu_memory, gpu_count = props.name, int(props.total_memory), torch.cuda.device_count()
+        gpu_uuid = f"GPU-{props.uuid}" if getattr(props, "uuid", None) else ""
         driver = _driver_version()
     return Hardware(
         gpu_name=gpu_name,
         gpu_memory_bytes=gpu_memory,
         gpu_count=gpu_count,
+        gpu_uuid=gpu_uuid,
         driver=driver,
         cuda=torch.version.cuda or "",
         torch=str(torch.__version__),
