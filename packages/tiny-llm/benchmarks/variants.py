@@ -5,7 +5,9 @@ compile, eager warm-up, whole-update CUDA graph) and then:
 1. equality: `--check-updates` (default 4) graph replays after setup, the same count in
    every case; the losses and the weight arena are compared with the baseline's
    (equal = every loss within 2e-2 and ||w - w_base|| < 0.25·||w_base - w_init||, the
-   criterion of the GPU tests for BF16 kernels that round differently);
+   criterion of the GPU tests for BF16 kernels that round differently, or, once `repeat`
+   has measured how far the baseline drifts from itself, within twice that drift: at
+   250m the rebuilt baseline alone differs by 0.11 in loss after four updates);
 2. speed: the worker's protocol (`tiny_llm.protocol.measure`: warm-up, calibration,
    windows with the exact counter and finite checks) with short windows.
 Cases: baseline (Kernels()), repeat (the baseline rebuilt: the drift BF16 rounding alone
@@ -80,6 +82,21 @@ DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd"
 LOSS_TOL = 2e-2
 WEIGHT_TOL = 0.25  # of how far the baseline's weights moved from their init
 WIN = 1.01  # a choice enters "best" when at least 1% faster than the baseline
+# Nondeterministic backward kernels make the rebuilt baseline drift from itself; a variant
+# is not told apart from that drift unless it strays this many times further.
+NOISE_FACTOR = 2.0
+
+
+def judge(loss_diff: float, weight_ratio: float | None, drift: dict | None = None) -> tuple[bool, dict]:
+    """Equal to the baseline: within the fixed tolerances, or within NOISE_FACTOR times the
+    drift `repeat` measured (its max_loss_diff and weight_diff_ratio) when that is larger."""
+    loss_tol, weight_tol = LOSS_TOL, WEIGHT_TOL
+    if drift:
+        loss_tol = max(loss_tol, NOISE_FACTOR * drift["max_loss_diff"])
+        weight_tol = max(weight_tol, NOISE_FACTOR * drift["weight_diff_ratio"])
+    equal = weight_ratio is not None and loss_diff <= loss_tol and weight_ratio < weight_tol
+    return bool(equal), {"loss_tol": loss_tol, "weight_ratio_tol": weight_tol,
+                         "against": "repeat drift" if drift else "fixed"}
 
 
 def free(device) -> None:
@@ -120,9 +137,9 @@ def run_case(recipe, kernels: Kernels, device, opts: Options, check_updates: int
         loss_diff = max(abs(a - b) for a, b in zip(losses, reference["losses"]))
         weight_diff = (params - reference["params"]).norm().item()
         moved = (reference["params"] - reference["init"]).norm().item()
-        out.update(max_loss_diff=loss_diff, weight_diff=weight_diff, baseline_moved=moved,
-                   weight_diff_ratio=weight_diff / moved if moved else None)
-        out["equal"] = bool(loss_diff <= LOSS_TOL and moved > 0 and weight_diff < WEIGHT_TOL * moved)
+        ratio = weight_diff / moved if moved else None
+        out.update(max_loss_diff=loss_diff, weight_diff=weight_diff, baseline_moved=moved, weight_diff_ratio=ratio)
+        out["equal"], out["criterion"] = judge(loss_diff, ratio, reference.get("drift"))
     m = Measurement(tokens_per_update=recipe.training.batch_tokens)
     measure(TorchRunner(built), opts, m, updates_before=built.setup_updates + check_updates)
     rates = m.rates()
@@ -173,7 +190,9 @@ def main(argv=None) -> int:
         return 2
     points = args.points or (DEFAULT_POINTS if device.type == "cuda" else ["tiny@128x2"])
     cases = [c for c in args.cases if c != "baseline"]
-    cases = ["baseline", *[c for c in cases if c != "best"], *(["best"] if "best" in cases else [])]
+    # repeat right after the baseline: the variants after it are judged against its drift.
+    cases = ["baseline", *(["repeat"] if "repeat" in cases else []),
+             *[c for c in cases if c not in ("repeat", "best")], *(["best"] if "best" in cases else [])]
     seconds, windows = (0.5, 3) if args.quick else (2.0, 5)
     opts = Options(warmup=3, calibration_updates=3, windows=windows, extra_windows=0, window_seconds=seconds,
                    min_updates_per_window=3)
@@ -182,7 +201,8 @@ def main(argv=None) -> int:
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if device.type == "cuda" else None
     report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
                            "driver": hw.driver}, "peak_bf16_flops": peak, "quick": args.quick,
-              "check_updates": args.check_updates, "criteria": {"loss_abs": LOSS_TOL, "weight_ratio": WEIGHT_TOL},
+              "check_updates": args.check_updates,
+              "criteria": {"loss_abs": LOSS_TOL, "weight_ratio": WEIGHT_TOL, "repeat_drift_factor": NOISE_FACTOR},
               "copy_bytes_per_second": copy_bw, "command": " ".join(sys.argv), "points": []}
     started = time.perf_counter()
     for text in points:
@@ -215,6 +235,9 @@ def main(argv=None) -> int:
                 out, ref = run_case(recipe, kernels, device, opts, args.check_updates, reference)
                 if name == "baseline":
                     reference = {**ref, "init": init}
+                if name == "repeat" and out.get("weight_diff_ratio") is not None:
+                    reference["drift"] = {k: out[k] for k in ("max_loss_diff", "weight_diff_ratio")}
+                    out["reference_drift"] = True
                 out["ok"] = True
                 if name == "best":
                     out["combines"] = chosen
@@ -250,7 +273,7 @@ def fmt_case(c: dict) -> str:
         return c.get("skipped") and f"skipped ({c['skipped']})" or f"FAILED ({c.get('error', '')[:90]})"
     mfu = f"{c['mfu']:6.1%}" if "mfu" in c else "   n/a"
     ratio = f"{c['ratio']:.3f}x" if "ratio" in c else "1.000x"
-    eq = "yes" if c["equal"] else "NO"
+    eq = "drift" if c.get("reference_drift") else "yes" if c["equal"] else "NO"
     detail = ""
     if "max_loss_diff" in c:
         detail = f"  loss diff {c['max_loss_diff']:.1e}, weights {c['weight_diff_ratio'] or 0:.2e} of moved"
