@@ -228,8 +228,9 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
         "flagged and only stable points compete for the fastest batch. " + protocol_text(ctx.protocols),
         "Optimizer timing: in the same allocation an uninstrumented baseline worker runs first, then an instrumented "
         "worker records CUDA events around ArenaAdamW.step inside the full-update graph. Events describe the last "
-        "replay of each ~0.1 s burst; a window's optimizer ms weights bursts by their update counts; the primary "
-        "share is the median window optimizer ms divided by the baseline's full-update ms (1000·B·L / R).",
+        "replay of each synchronised burst of replays; a window's optimizer ms weights bursts by their update "
+        "counts; the primary share is the median window optimizer ms divided by the baseline's full-update ms "
+        "(1000·B·L / R).",
         "Formulas: budget 20·P tokens; T = 20·P / R; time per 10⁹ tokens = 10⁹ / R; U = ceil(20·P / (B·L)) complete "
         "updates, U·B·L tokens, U·B·L / R seconds; context comparisons hold B·L fixed; optimizer k× faster: "
         "T' = T·(1 − f + f/k). " + EXCLUSIONS,
