@@ -141,3 +141,20 @@ def test_the_reading_quotes_the_report():
         ], c["curve"]
     spread = [p["tokens_per_second"] / p["original_tokens_per_second"] - 1 for p in doc["points"]]
     assert f"differ by {min(spread):+.1%} to {max(spread):+.1%}" in " ".join(reading.split())
+
+
+def test_the_project_readme_quotes_the_worked_example():
+    summary = " ".join((ROOT / "README.md").read_text().split())
+    curves = _curves(PUBLISHED / "throughput/results.json")
+    best = {m: max(c["fastest_tokens_per_second"] for c in curves if c["curve"].startswith(f"{m}-")) for m in ("20m", "250m")}
+    doc = json.loads((PUBLISHED / "report/points.json").read_text())
+    points = {(p["model"], p["context"], p["batch"]): p for p in doc["points"]}
+    primary = [points[(c["model"], c["context"], c["primary_batch"])] for c in doc["curves"]]
+    fastest = {m: min(p["projected_seconds"] for p in primary if p["model"] == m) for m in ("20m", "250m")}
+    share = max(p["optimizer_share"] for p in primary)
+    assert (
+        f"throughput peaks at {best['20m'] / 1e6:.2f} million tokens/s for 20m and {best['250m']:,.0f} for 250m"
+        in summary
+    )
+    assert f"the optimizer step is at most {tables.fmt_pct(share)} of the update" in summary
+    assert f"projects {fastest['20m'] / 60:.1f} minutes for 20m and {fastest['250m'] / 3600:.2f} hours for 250m" in summary
