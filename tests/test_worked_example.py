@@ -123,12 +123,16 @@ def test_the_published_report_rebuilds_from_the_archive(worked_example, tmp_path
     assert "5 synchronised windows of 2 s" in pages[5] and "ten seconds" not in pages[5]
 
 
+def _primary_points(doc: dict) -> list[tuple[dict, dict]]:
+    """(curve, its point at the primary batch) from the report's points.json."""
+    points = {(p["model"], p["context"], p["batch"]): p for p in doc["points"]}
+    return [(c, points[(c["model"], c["context"], c["primary_batch"])]) for c in doc["curves"]]
+
+
 def test_the_reading_quotes_the_report():
     reading = (EXAMPLES / "README.md").read_text()
     doc = json.loads((PUBLISHED / "report/points.json").read_text())
-    points = {(p["model"], p["context"], p["batch"]): p for p in doc["points"]}
-    for c in doc["curves"]:
-        p = points[(c["model"], c["context"], c["primary_batch"])]
+    for c, p in _primary_points(doc):
         row = re.search(rf"^\| {c['model']} \| {c['context']} \|(.*)$", reading, re.MULTILINE)
         assert row, f"no projection row for {c['curve']} in docs/examples/README.md"
         cells = [x.strip() for x in row.group(1).split("|")][:-1]
@@ -148,8 +152,7 @@ def test_the_project_readme_quotes_the_worked_example():
     curves = _curves(PUBLISHED / "throughput/results.json")
     best = {m: max(c["fastest_tokens_per_second"] for c in curves if c["curve"].startswith(f"{m}-")) for m in ("20m", "250m")}
     doc = json.loads((PUBLISHED / "report/points.json").read_text())
-    points = {(p["model"], p["context"], p["batch"]): p for p in doc["points"]}
-    primary = [points[(c["model"], c["context"], c["primary_batch"])] for c in doc["curves"]]
+    primary = [p for _, p in _primary_points(doc)]
     fastest = {m: min(p["projected_seconds"] for p in primary if p["model"] == m) for m in ("20m", "250m")}
     share = max(p["optimizer_share"] for p in primary)
     assert (
