@@ -167,7 +167,8 @@ stop_at_budget() {
   summary "stopped during $1 (resume with the same command)"; pack partial; exit 75
 }
 
-# Runs a watcher under the remaining budget. Returns 0 when every curve has ended.
+# Runs a watcher under the remaining budget. Returns when every curve has ended with a
+# result; exits when a curve is blocked (run's exit status 3) or the budget is spent.
 watch() {  # $1: stage name; rest: throughput-sweep run arguments
   local stage=$1; shift
   local left=$((budget - SECONDS - 45))   # keep 45 s for status, summary and packing
@@ -177,6 +178,10 @@ watch() {  # $1: stage name; rest: throughput-sweep run arguments
   local rc=$?
   case $rc in
     0) say "$stage: every curve has ended" ;;
+    3) # blocked by a failure that is not a memory boundary: it needs a look before a
+       # follow-up inherits an incomplete grid, so stop here and say how to go on
+       say "$stage: curves are blocked by failures (see the status above); investigate, then run the same command with --retry-failed"
+       summary "$stage ended with blocked curves"; pack partial; exit 1 ;;
     124|130|137) stop_at_budget "$stage" ;;
     *) say "$stage: throughput-sweep run failed (exit $rc)"; summary "$stage failed (exit $rc)"; pack partial; exit 1 ;;
   esac
@@ -190,13 +195,6 @@ if [ -e "$tp/manifest.json" ]; then
 else
   watch throughput --output "$tp" --profile "$profile" --models "${models[@]}" --contexts "${contexts[@]}" \
     --window-seconds "$window" ${max_batch:+--max-batch "$max_batch"} "${worker[@]}"
-fi
-
-# A blocked curve (a failure that is not a memory boundary) needs a look before the
-# follow-up inherits an incomplete grid: stop here and say how to go on.
-if sweep status --output "$tp" 2>/dev/null | head -1 | grep -q "ended with blocked curves"; then
-  say "throughput: curves are blocked by failures (see the status below); investigate, then run the same command with --retry-failed"
-  sweep status --output "$tp"; summary "throughput ended with blocked curves"; pack partial; exit 1
 fi
 
 # ------------------------------------------------------------------ 2. optimizer-timing follow-up

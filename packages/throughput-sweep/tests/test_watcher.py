@@ -55,6 +55,9 @@ class FinishesDuringPoll:
     async def cancel(self, job_id: str) -> None:
         pass
 
+    async def launch_failure(self, job_id: str) -> str:
+        return ""
+
 
 def test_a_result_written_while_the_poll_was_in_flight_is_kept(tmp_path):
     plan = plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128], protocol=_protocol(),

@@ -77,6 +77,11 @@ class Campaign:
     root: Path
     manifest: Manifest
 
+    def __post_init__(self) -> None:
+        # Slurm resolves --output inside --chdir, and a job script runs elsewhere: every
+        # path handed on is built from this root, so it is made absolute once, here.
+        object.__setattr__(self, "root", Path(self.root).absolute())
+
     @property
     def frozen(self) -> Path:
         return self.root / FROZEN

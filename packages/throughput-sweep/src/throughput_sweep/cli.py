@@ -3,6 +3,7 @@
 Bad input is one line on stderr and exit status 2, with nothing on disk changed.
 """
 
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,11 @@ from throughput_schema.argparsing import OneLineParser, command_line, positive_i
 
 PROG = "throughput-sweep"
 
+EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a result (bounded, capped or
+complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure
+(investigate, then run --resume --retry-failed); 4 (status only) jobs are still running or
+points are still to submit; 130 run was interrupted (jobs keep running; run --resume)."""
+
 
 def _nonneg_int(text: str) -> int:
     try:
@@ -55,10 +61,10 @@ def _positive_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0], epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    run = sub.add_parser("run", help="create or resume a campaign and watch it until every curve ends")
+    run = sub.add_parser("run", help="create or resume a campaign and watch it until every curve ends", epilog=EXIT_STATUSES)
     run.add_argument("--output", type=Path, required=True, help="the campaign folder")
     run.add_argument("--dry-run", action="store_true", help="print the plan and the first batch script; write nothing")
     run.add_argument("--resume", action="store_true", help="continue an existing campaign")
@@ -74,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--parallel-optimizer-points", action="store_true", help="with --optimizer-timing-from: submit every inherited point independently")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
     run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
-    run.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
+    run.add_argument("--no-progress", action="store_true", help="no progress line on stderr (for logs and scripts)")
 
-    status = sub.add_parser("status", help="where each curve stands: state, job ids, failures")
+    status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
     status.add_argument("--output", type=Path, required=True)
 
     collect = sub.add_parser("collect", help="write README.md, results.csv/json and the figures")
@@ -238,7 +244,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
 
     from throughput_sweep.jobs import job_script
     from throughput_sweep.schedulers import make_scheduler
-    from throughput_sweep.status import render_status
+    from throughput_sweep.status import EXIT_BLOCKED, exit_status, render_status
     from throughput_sweep.watcher import Options, Watcher, resume_command
 
     options = Options(
@@ -267,8 +273,16 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     if code == 130:
         return 130
     print(render_status(campaign), end="")
-    print(f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {shlex.quote(str(campaign.root))}", file=sys.stderr)
-    return 0
+    curves = campaign.curves()
+    status = exit_status(curves)
+    where = shlex.quote(str(campaign.root))
+    if status == EXIT_BLOCKED:
+        print(f"[sweep] the campaign ended with blocked curves: {', '.join(c.name for c in curves if c.state == 'blocked')}; "
+              f"investigate the failures above, then retry with: {driver_name()} run --output {where} --resume --retry-failed",
+              file=sys.stderr)
+        return status
+    print(f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {where}", file=sys.stderr)
+    return status
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
@@ -320,10 +334,11 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from throughput_sweep.status import render_status
+    from throughput_sweep.status import exit_status, render_status
 
-    print(render_status(open_campaign(args.output)), end="")
-    return 0
+    campaign = open_campaign(args.output)
+    print(render_status(campaign), end="")
+    return exit_status(campaign.curves())
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

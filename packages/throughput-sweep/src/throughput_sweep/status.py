@@ -6,6 +6,19 @@ from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 
 
+# Exit statuses of `run` and `status` (documented in the CLI's help and the README), so a
+# script can tell a finished campaign from one that needs a person without reading text.
+EXIT_COMPLETE = 0
+EXIT_BLOCKED = 3  # every curve has ended and at least one is blocked by a failure
+EXIT_INCOMPLETE = 4  # status only: jobs still running or points still to submit
+
+
+def exit_status(curves: list[Curve]) -> int:
+    if is_complete(curves):
+        return EXIT_COMPLETE
+    return EXIT_BLOCKED if campaign_done(curves) else EXIT_INCOMPLETE
+
+
 def campaign_done(curves: list[Curve]) -> bool:
     return all(c.done for c in curves)
 

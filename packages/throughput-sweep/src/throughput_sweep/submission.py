@@ -186,10 +186,18 @@ def _exit_code(text: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def outcome_from_state(state: str, accounting: AccountingRow | None, deadline_seconds: float):
+def outcome_from_state(
+    state: str, accounting: AccountingRow | None, deadline_seconds: float, launch_failure: str | None = None
+):
+    """`launch_failure` is None when the job's script started (its output file exists)."""
     word = state.split()[0] if state else "UNKNOWN"
     code = _exit_code(accounting.exit_code) if accounting else None
     note = f"job ended {word} without result.json"
+    if launch_failure is not None:
+        # The output file is created when the script starts, so without it nothing ran.
+        note = f"job ended {word} before its batch script started (no slurm-*.out in the attempt folder)"
+        if launch_failure:
+            note += f"; {launch_failure}"
     if word in ("TIMEOUT", "DEADLINE"):
         return Timeout(phase="slurm", message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds)
     if word == "OUT_OF_MEMORY":
@@ -202,7 +210,12 @@ def outcome_from_state(state: str, accounting: AccountingRow | None, deadline_se
 
 
 def write_missing_result(
-    campaign: Campaign, info: AttemptInfo, state: str, accounting: AccountingRow | None
+    campaign: Campaign,
+    info: AttemptInfo,
+    state: str,
+    accounting: AccountingRow | None,
+    *,
+    launch_failure: str | None = None,
 ) -> Path | None:
     """A result derived from the scheduler's final word for a job that wrote none.
 
@@ -214,7 +227,9 @@ def write_missing_result(
     if path.exists():
         return None
     recipe = point_recipe(campaign, info.attempt.model, info.attempt.context_length, info.attempt.batch_size)
-    outcome = outcome_from_state(state, accounting, campaign.manifest.profile.watchdog_minutes * 60)
+    outcome = outcome_from_state(
+        state, accounting, campaign.manifest.profile.watchdog_minutes * 60, launch_failure=launch_failure
+    )
     code = _exit_code(accounting.exit_code) if accounting else None
     result = WorkerResult(
         outcome=outcome,

@@ -267,7 +267,9 @@ class Watcher:
                 if status.accounting and status.accounting.elapsed:
                     self.st.durations.append(_seconds(status.accounting.elapsed))
             if info.attempt.result is None:
-                write_missing_result(self.campaign, info, status.state, status.accounting)
+                log = info.attempt.path / f"slurm-{receipt.job_id}.out"
+                launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
+                write_missing_result(self.campaign, info, status.state, status.accounting, launch_failure=launch)
                 changed = True
             # The grace for a late row counts from sacct's first row for the job. No row at all
             # means sacct did not answer (slurmdbd down): wait much longer for it to come back

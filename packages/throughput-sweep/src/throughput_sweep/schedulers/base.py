@@ -81,3 +81,6 @@ class Scheduler(Protocol):
         """
 
     async def cancel(self, job_id: str) -> None: ...
+
+    async def launch_failure(self, job_id: str) -> str:
+        """Why the scheduler ended this job before its script started ('' when it cannot say)."""

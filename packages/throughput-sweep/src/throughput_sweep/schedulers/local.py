@@ -290,6 +290,9 @@ class LocalScheduler:
                 found[job.token].append(job.job_id)
         return found
 
+    async def launch_failure(self, job_id: str) -> str:
+        return ""  # the wrapper opens the output file itself before it runs the script
+
     async def cancel(self, job_id: str) -> None:
         try:
             job = self._load(str(job_id))

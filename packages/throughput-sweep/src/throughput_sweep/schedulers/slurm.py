@@ -49,6 +49,7 @@ from throughput_sweep.schedulers.slurm_text import (
     _slurm_time,
     accounting_is_final,
     classify_sbatch_error,
+    launch_failure_note,
     normalize_state,
     parse_sacct,
     parse_squeue,
@@ -61,6 +62,7 @@ def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: P
     """The exact sbatch command line for one job (resources here, not in the script)."""
     # --no-requeue: after a node failure Slurm would otherwise rerun the job under the same id
     # in the same attempt folder, measuring the point again behind the watcher's back.
+    workdir = Path(workdir).absolute()  # a relative --output would be resolved inside --chdir
     argv = [sbatch, "--parsable", "--no-requeue", f"--job-name={token}", f"--comment={token}"]
     if profile.account:
         argv.append(f"--account={profile.account}")
@@ -71,7 +73,7 @@ def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: P
         f"--cpus-per-task={profile.cpus_per_task}",
         *([f"--mem={profile.mem}"] if profile.mem else []),
         f"--time={profile.time_limit_minutes}",
-        f"--output={Path(workdir) / 'slurm-%j.out'}",
+        f"--output={workdir / 'slurm-%j.out'}",
         f"--chdir={workdir}",
         *profile.extra_sbatch_args,
         str(script),
@@ -117,7 +119,7 @@ class SlurmScheduler:
         self.backoff_seconds = backoff_seconds
         self.command_timeout = command_timeout
         self.since_margin = since_margin
-        self._cmd = {"sbatch": "sbatch", "squeue": "squeue", "sacct": "sacct", "scancel": "scancel"}
+        self._cmd = {"sbatch": "sbatch", "squeue": "squeue", "sacct": "sacct", "scancel": "scancel", "scontrol": "scontrol"}
         self._cmd.update(commands or {})
         self.command_counts: Counter[str] = Counter()
         self.commands_last_poll: list[str] = []
@@ -281,6 +283,11 @@ class SlurmScheduler:
         for token in found:
             found[token].sort(key=lambda j: (len(j), j))
         return found
+
+    async def launch_failure(self, job_id: str) -> str:
+        """Why Slurm ended a job before its script started, where Slurm still says ('' if not)."""
+        result = await self._run("scontrol", ["show", "job", "-o", str(job_id)])
+        return launch_failure_note(result.stdout) if result.ok else ""
 
     # -------------------------------------------------------------------- cancel
 

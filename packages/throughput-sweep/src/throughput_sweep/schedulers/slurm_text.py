@@ -31,6 +31,7 @@ __all__ = [
     "accounting_is_final",
     "classify_sbatch_error",
     "normalize_state",
+    "launch_failure_note",
     "parse_sacct",
     "parse_squeue",
     "slurm_minutes",
@@ -208,3 +209,19 @@ def slurm_minutes(text: str) -> float | None:
         parts.insert(0, 0)
     h, m, s = parts[-3:]
     return days * 1440 + h * 60 + m + s / 60
+
+
+def launch_failure_note(scontrol_text: str) -> str:
+    """What `scontrol show job -o ID` says about a job whose script never started.
+
+    sacct (22.05) keeps neither the reason nor the output path; scontrol still knows both
+    for MinJobAge seconds after the end, which is when the watcher first sees the job over.
+    """
+    fields = dict(item.split("=", 1) for item in scontrol_text.split() if "=" in item)
+    reason, stdout = fields.get("Reason", ""), fields.get("StdOut", "")
+    parts = []
+    if reason and reason != "None":
+        parts.append(f"Slurm gives the reason {reason}")
+    if stdout:
+        parts.append(f"its output file was to be {stdout}, which the node could not create (does that folder exist there?)")
+    return "; ".join(parts)
