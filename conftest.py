@@ -12,6 +12,11 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent
+
+# The test machine has Slurm installed, where a campaign without a profile is refused
+# rather than run locally; tests that mean the local scheduler say so once, here. The
+# tests of that refusal remove it (test_profiles.py, test_quickstart.py).
+os.environ.setdefault("THROUGHPUT_SWEEP_PROFILE", "local")
 LOCAL_SLURM_SCRIPT = REPO_ROOT / "tools" / "local-slurm.sh"
 LOCAL_SLURM_PROFILE = REPO_ROOT / "configs" / "clusters" / "local-slurm.yaml"
 

@@ -16,6 +16,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
 LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
+# run's and status's exit status when every curve has ended and at least one is blocked
+BLOCKED = 3
 
 
 def profile(tmp_path: Path, filename: str = "profile.yaml", **changes) -> Path:

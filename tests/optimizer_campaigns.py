@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from campaign_helpers import ROOT, sweep, write_plan
+from campaign_helpers import BLOCKED, ROOT, sweep, write_plan
 
 # Fast jobs: the scripted worker's clock is modelled, so only its sleep and Python start cost time.
 OK_SECONDS = 0.1
@@ -40,8 +40,8 @@ def plan_file(tmp_path: Path, points: dict, name: str = "plan.json") -> Path:
     return path
 
 
-def checked(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
-    assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+def checked(proc: subprocess.CompletedProcess, what: str, rc: int = 0) -> subprocess.CompletedProcess:
+    assert proc.returncode == rc, f"{what}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
 
@@ -56,13 +56,16 @@ def throughput_campaign(out: Path, plan: Path, profile: Path, *, models=("20m",)
     return out
 
 
-def optimizer_campaign(parent: Path, out: Path, plan: Path, profile: Path, *, parallel: bool = False) -> subprocess.CompletedProcess:
-    """`throughput-sweep run --optimizer-timing-from PARENT` to its end (blocked curves included)."""
+def optimizer_campaign(
+    parent: Path, out: Path, plan: Path, profile: Path, *, parallel: bool = False, blocked: bool = False
+) -> subprocess.CompletedProcess:
+    """`throughput-sweep run --optimizer-timing-from PARENT` to its end; `blocked`: it ends with blocked curves."""
     return checked(
         sweep("run", "--optimizer-timing-from", parent, "--output", out, "--profile", profile,
               *(["--parallel-optimizer-points"] if parallel else []), "--worker", "scripted_worker",
               "--poll-max-seconds", "1", "--no-progress", plan=plan),
         f"optimizer campaign {out.name}",
+        rc=BLOCKED if blocked else 0,
     )
 
 
@@ -74,7 +77,9 @@ def resume_retry(out: Path, plan: Path) -> subprocess.CompletedProcess:
 
 
 def status(out: Path) -> str:
-    return checked(sweep("status", "--output", out), f"status {out.name}").stdout
+    proc = sweep("status", "--output", out)
+    assert proc.returncode in (0, BLOCKED), f"status {out.name}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    return proc.stdout
 
 
 def collect(out: Path) -> None:

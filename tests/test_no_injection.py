@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from campaign_helpers import ROOT, check_campaign, profile, sweep, write_plan
+from campaign_helpers import BLOCKED, ROOT, check_campaign, profile, sweep, write_plan
 
 CANARY = f"pwned-{secrets.token_hex(3)}"
 
@@ -114,7 +114,7 @@ def test_real_sbatch_with_a_hostile_output_path_and_hostile_profile_strings(loca
     prof = profile(tmp_path, "hostile.yaml", account=hostile("acct"), partition=hostile("part"), name=hostile("name"))
     r = sweep("run", "--output", bad, "--models", "20m", "--contexts", "512", "--profile", prof, *FAST, plan=plan,
               timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == BLOCKED, r.stderr
     assert "sbatch refused the job" in r.stderr
     assert check_campaign(bad, since) == {"20m-c512": "blocked"}
     settled = json.loads((bad / "curves/20m-c512/b1/attempt-1/settlement.json").read_text())

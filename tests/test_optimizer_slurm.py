@@ -87,7 +87,7 @@ def test_sequential_follow_up_unexpected_oom_blocks_only_its_curve_then_complete
     })
     profile = local_profile(tmp_path)
     opt = tmp_path / "optimizer"
-    optimizer_campaign(root, opt, plan, profile)
+    optimizer_campaign(root, opt, plan, profile, blocked=True)
     manifest = json.loads((opt / "manifest.json").read_text())
     assert manifest["kind"] == "optimizer-timing" and not manifest["parallel_points"]
     assert manifest["inherited_batches"] == fitting(root) == GRID
@@ -146,7 +146,7 @@ def test_parallel_follow_up_failure_pauses_only_its_curve_until_retried(parent, 
     plan.write_text(json.dumps(data))
     profile = local_profile(tmp_path, name="local-slurm-two", max_concurrent_jobs=2)
     par = tmp_path / "parallel"
-    optimizer_campaign(root, par, plan, profile, parallel=True)
+    optimizer_campaign(root, par, plan, profile, parallel=True, blocked=True)
     manifest = json.loads((par / "manifest.json").read_text())
     assert manifest["parallel_points"] and manifest["inherited_batches"] == GRID
     text = status(par)

@@ -10,6 +10,7 @@ import pytest
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 from campaign_helpers import (
+    BLOCKED,
     check_campaign,
     intents,
     profile,
@@ -32,7 +33,7 @@ def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
     r = sweep("run", "--output", out, "--models", "20m", "90m", "--contexts", "512", "1024", "--profile", prof,
               "--worker", "scripted_worker", "--max-batch", "4", "--window-seconds", "1", "--poll-max-seconds", "2",
               "--no-progress", plan=plan)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == BLOCKED, r.stderr
     status = sweep("status", "--output", out, plan=plan).stdout
     assert "20m-c512           bounded" in status
     assert "20m-c1024          blocked" in status and "compile_error" in status
@@ -89,7 +90,7 @@ def test_sigkill_at_a_step_then_resume_submits_each_point_once(local_slurm, tmp_
     r = sweep(*args, plan=plan, crash=step)
     assert r.returncode == -9, (r.returncode, r.stderr)
     r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == BLOCKED, r.stderr
     status = sweep("status", "--output", out, plan=plan).stdout
     assert "20m-c512           bounded" in status and "20m-c1024          blocked" in status
     assert check_campaign(out, since) == {"20m-c512": "bounded", "20m-c1024": "blocked"}

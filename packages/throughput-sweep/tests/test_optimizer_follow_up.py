@@ -123,16 +123,18 @@ def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "compile_error"})
     parent = tmp_path / "parent"
     run("run", "--output", parent, "--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker",
-        "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
-    # 20m-c512 bounded (1, 2; OOM at 4), 20m-c1024 blocked at batch 2
+        "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan, check_rc=3)
+    # 20m-c512 bounded (1, 2; OOM at 4), 20m-c1024 blocked at batch 2 (run's exit status 3)
     before = snapshot(parent)
     opt = tmp_path / "opt"
-    r = run("run", "--optimizer-timing-from", parent, "--parallel-optimizer-points", "--output", opt,
-            "--worker", "scripted_worker", "--no-progress", plan=plan, check_rc=2)
-    line = r.stderr.strip()
-    assert len(line.splitlines()) == 1 and "Traceback" not in line
-    assert "--parallel-optimizer-points needs a completed memory sweep" in line and "blocked curves (20m-c1024)" in line
-    assert not opt.exists()
+    for extra, words in (([], "an optimizer follow-up needs"), (["--parallel-optimizer-points"], "--parallel-optimizer-points needs")):
+        r = run("run", "--optimizer-timing-from", parent, *extra, "--output", opt,
+                "--worker", "scripted_worker", "--no-progress", plan=plan, check_rc=2)
+        line = r.stderr.strip()
+        assert len(line.splitlines()) == 1 and "Traceback" not in line
+        assert f"{words} a completed memory sweep" in line and "blocked curves (20m-c1024)" in line
+        assert "--resume --retry-failed" in line
+        assert not opt.exists()
 
     # A curve that has not ended (its last point removed: the sweep would go on) is refused in either mode.
     shutil.rmtree(parent / "curves/20m-c512/b4")

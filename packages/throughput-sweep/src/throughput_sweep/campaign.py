@@ -254,10 +254,13 @@ def plan_optimizer(
             f"({', '.join(c.name + ' ' + c.state for c in unfinished)}); finish it first"
         )
     blocked = [c for c in curves if c.state == "blocked"]
-    if parallel and blocked:
+    if blocked:
+        # A blocked curve's fitting batches are not known to end where memory ends, so
+        # neither mode can inherit its grid.
+        what = "--parallel-optimizer-points needs" if parallel else "an optimizer follow-up needs"
         raise CampaignError(
-            f"--parallel-optimizer-points needs a completed memory sweep; {parent_dir} has blocked curves "
-            f"({', '.join(c.name for c in blocked)})"
+            f"{what} a completed memory sweep; {parent_dir} has blocked curves "
+            f"({', '.join(c.name for c in blocked)}); retry them first with run --output {parent_dir} --resume --retry-failed"
         )
     inherited = {c.name: list(c.fitting) for c in curves}
     if not any(inherited.values()):

@@ -29,7 +29,7 @@ from throughput_sweep.campaign import (
     plan_throughput,
     verify_frozen,
 )
-from throughput_sweep.profiles import load_profile
+from throughput_sweep.profiles import choose_profile, profile_problem
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
 PROG = "throughput-sweep"
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts")
     run.add_argument("--contexts", type=positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)")
     run.add_argument("--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)")
-    run.add_argument("--profile", help="cluster profile: a name under configs/clusters/ or a YAML path (default local)")
+    run.add_argument("--profile", help="cluster profile: a name under configs/clusters/ or a YAML path (default: $THROUGHPUT_SWEEP_PROFILE; a follow-up takes its parent's; local where no sbatch is on PATH)")
     run.add_argument("--max-batch", type=positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
     run.add_argument("--window-seconds", type=_positive_float, help="seconds per measurement window (default 10)")
     run.add_argument("--windows", type=positive_int, help="measurement windows (default 5)")
@@ -165,7 +165,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return print_plan(campaign, args)
     else:
         root = find_repo_root()
-        profile = load_profile(args.profile or "local", root)
+        profile = choose_profile(
+            args.profile, root, inherited=_parent_profile(args.optimizer_timing_from), need_python=not args.dry_run
+        )
         if args.optimizer_timing_from:
             plan = plan_optimizer(
                 output,
@@ -198,6 +200,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         campaign = create(plan)
         print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
     return watch(campaign, args)
+
+
+def _parent_profile(parent: Path | None):
+    """A follow-up runs where its parent ran unless told otherwise."""
+    if parent is None:
+        return None
+    try:
+        profile = open_campaign(parent).manifest.profile
+    except CampaignError:
+        return None  # plan_optimizer says what is wrong with the parent
+    problem = profile_problem(profile)
+    if problem:
+        raise CampaignError(f"{parent}: the parent campaign's profile {profile.name!r}: {problem}; or choose one with --profile")
+    return profile
 
 
 def _preview(plan) -> Campaign:

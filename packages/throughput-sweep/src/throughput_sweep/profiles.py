@@ -2,12 +2,16 @@
 
     load_profile("local", root)                     # configs/clusters/local.yaml, else built in
     load_profile("configs/clusters/x.yaml", root)   # a path
+    choose_profile(args.profile, root)              # --profile, then $THROUGHPUT_SWEEP_PROFILE, then local
 
-A bad profile raises `CampaignError` with a one-line message.
+A bad profile raises `CampaignError` with a one-line message naming the file and the field.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,7 +20,9 @@ import msgspec
 from throughput_schema import ClusterProfile, SchemaError, convert_input
 from throughput_sweep.campaign import CampaignError
 
-__all__ = ["embedded_local_profile", "load_profile"]
+__all__ = ["PROFILE_ENV", "available_profiles", "choose_profile", "embedded_local_profile", "load_profile"]
+
+PROFILE_ENV = "THROUGHPUT_SWEEP_PROFILE"
 
 
 def embedded_local_profile() -> ClusterProfile:
@@ -24,7 +30,7 @@ def embedded_local_profile() -> ClusterProfile:
     return ClusterProfile(name="local", scheduler="local", python=sys.executable, mem="", cpus_per_task=8)
 
 
-def load_profile(spec: str, root: Path) -> ClusterProfile:
+def load_profile(spec: str, root: Path, *, need_python: bool = True) -> ClusterProfile:
     """A profile by name (configs/clusters/NAME.yaml) or by path to a YAML file."""
     import yaml
 
@@ -50,7 +56,73 @@ def load_profile(spec: str, root: Path) -> ClusterProfile:
         profile = convert_input(raw, ClusterProfile, strict=False)
     except SchemaError as exc:
         raise CampaignError(f"{path}: {exc}") from None
-    return _absolute_python(profile, root)
+    profile = _absolute_python(profile, root)
+    problem = profile_problem(profile, need_python=need_python)
+    if problem:
+        raise CampaignError(f"{path}: {problem}")
+    return profile
+
+
+def available_profiles(root: Path) -> list[str]:
+    return sorted(p.stem for p in (root / "configs" / "clusters").glob("*.yaml"))
+
+
+def choose_profile(
+    flag: str | None, root: Path, *, inherited: ClusterProfile | None = None, need_python: bool = True
+) -> ClusterProfile:
+    """--profile, then a follow-up's parent profile, then $THROUGHPUT_SWEEP_PROFILE, then local.
+
+    The local default is taken only where no sbatch is on PATH: on a login node it would
+    train on the login node itself, so there the choice must be made.
+    """
+    if flag:
+        return load_profile(flag, root, need_python=need_python)
+    if inherited is not None:
+        return inherited
+    named = os.environ.get(PROFILE_ENV, "").strip()
+    if named:
+        try:
+            return load_profile(named, root, need_python=need_python)
+        except CampaignError as exc:
+            raise CampaignError(f"{PROFILE_ENV}={named}: {exc}") from None
+    sbatch = shutil.which("sbatch")
+    if sbatch:
+        raise CampaignError(
+            f"Slurm was found ({sbatch}) but no cluster profile was chosen; profiles: "
+            f"{', '.join(available_profiles(root))} (or a YAML path); choose one with --profile NAME, "
+            f"or once per shell with: export {PROFILE_ENV}=NAME"
+        )
+    return load_profile("local", root, need_python=need_python)
+
+
+def missing_python(profile: ClusterProfile) -> bool:
+    return "/" in profile.python and not Path(profile.python).exists()
+
+
+_MEM = re.compile(r"[1-9][0-9]*[KMGT]?")
+
+
+def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str:
+    """What makes a profile unusable ('' if nothing), as one line naming the field.
+
+    `need_python=False` for a dry run, which may be previewed before the compute
+    environment exists (its plan says so instead).
+    """
+    spare = profile.time_limit_minutes - profile.watchdog_minutes
+    if spare < 1:
+        return (
+            f"watchdog_minutes {profile.watchdog_minutes:g} must be at least one minute below time_limit_minutes "
+            f"{profile.time_limit_minutes}, so the watchdog records a timeout before the scheduler kills the job"
+        )
+    if profile.mem and not _MEM.fullmatch(profile.mem):
+        return f"mem {profile.mem!r} is not a positive amount such as 64G, 512M or 65536 (megabytes)"
+    if need_python and missing_python(profile):
+        hint = "create it with: uv sync --locked" + (
+            " (for the compute nodes, on one of them: UV_PROJECT_ENVIRONMENT=<that folder> uv sync --locked)"
+            if profile.scheduler == "slurm" else ""
+        )
+        return f"python {profile.python}: no such compute Python; {hint}"
+    return ""
 
 
 def _absolute_python(profile: ClusterProfile, root: Path) -> ClusterProfile:
