@@ -21,9 +21,10 @@ BLOCKED = 3
 
 
 def profile(tmp_path: Path, filename: str = "profile.yaml", **changes) -> Path:
-    """A copy of the local-slurm profile with short test limits (and `changes`)."""
+    """A copy of the local-slurm profile with short test limits (and `changes`): a hung job
+    is stopped by its watchdog after a minute, a minute inside Slurm's limit, as in production."""
     raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
-    raw.update(name="local-slurm-test", time_limit_minutes=1, watchdog_minutes=5, python=sys.executable)
+    raw.update(name="local-slurm-test", time_limit_minutes=2, watchdog_minutes=1, python=sys.executable)
     raw.update(changes)
     path = tmp_path / filename
     path.write_text(yaml.safe_dump(raw))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from throughput_sweep.profiles import PROFILE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,19 +29,29 @@ def _worker_ready() -> bool:
     return "benchmark-throughput-worker" in sub.choices and (ROOT / "configs/tiny.yaml").exists()
 
 
+# The quick start takes about two minutes on two idle cores; 7 min 53 s was seen on a
+# loaded two-core machine. The limit only catches a hang.
+QUICKSTART_LIMIT_SECONDS = 20 * 60
+README_RUN = ["run", "--output", "runs/quickstart", "--models", "tiny", "--contexts", "128", "--max-batch", "8",
+              "--window-seconds", "1"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not _worker_ready(), reason="tiny_llm.worker_cli has no benchmark-throughput-worker yet")
 def test_quickstart_on_cpu(tmp_path):
+    """The README's command as written (a relative --output), from a folder of its own."""
     out = tmp_path / "runs" / "quickstart"
-    started = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if k != PROFILE_ENV}
     cmd = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
-    r = subprocess.run(
-        cmd + ["run", "--output", str(out), "--models", "tiny", "--contexts", "128", "--max-batch", "8",
-               "--window-seconds", "1", "--no-progress", "--poll-max-seconds", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+    if shutil.which("sbatch"):
+        # Where Slurm is installed, the plain command refuses to guess (README says so).
+        r = subprocess.run(cmd + README_RUN, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "Slurm was found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "runs").exists()
+        env[PROFILE_ENV] = "local"
+    r = subprocess.run(cmd + README_RUN + ["--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=QUICKSTART_LIMIT_SECONDS)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert time.monotonic() - started < 300
     status = subprocess.run(cmd + ["status", "--output", str(out)], cwd=ROOT, capture_output=True, text=True).stdout
     assert "tiny-c128" in status and "capped" in status and "no OOM up to the cap (batch 8)" in status
     assert ": complete" in status.splitlines()[0]

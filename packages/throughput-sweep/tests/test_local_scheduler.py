@@ -189,9 +189,12 @@ def test_detect_gpus_respects_cuda_visible_devices(monkeypatch):
     assert detect_gpus() == ["2", "3"]
 
 
-@pytest.mark.parametrize(("gpus", "per", "slots"), [([], 1, 1), (["0"], 1, 1), (["0", "1", "2", "3"], 2, 2)])
-def test_slot_count(tmp_path, gpus, per, slots):
-    profile = ClusterProfile(name="local", scheduler="local", gpus_per_job=per)
+@pytest.mark.parametrize(
+    ("gpus", "per", "limit", "slots"),
+    [([], 1, 12, 1), (["0"], 1, 12, 1), (["0", "1", "2", "3"], 2, 12, 2), (["0", "1", "2", "3"], 1, 3, 3)],
+)
+def test_slot_count(tmp_path, gpus, per, limit, slots):
+    profile = ClusterProfile(name="local", scheduler="local", gpus_per_job=per, max_concurrent_jobs=limit)
     assert LocalScheduler(profile, tmp_path, gpus=gpus).slots == slots
 
 

@@ -279,7 +279,7 @@ def _figure():
     return plt, fig, ax
 
 
-def _save(plt, fig, ax, path: Path, ylabel: str, title: str) -> Path:
+def _save(plt, fig, ax, path: Path, ylabel: str, title: str, empty: str = "no measured points yet") -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch (sequences per update)")
     ax.set_ylabel(ylabel)
@@ -288,7 +288,7 @@ def _save(plt, fig, ax, path: Path, ylabel: str, title: str) -> Path:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no measured points yet", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center")
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
@@ -316,17 +316,21 @@ def _plot_throughput(path: Path, curves: list[Curve], optimizer: bool) -> Path:
 
 def _plot_memory(path: Path, curves: list[Curve], optimizer: bool) -> Path:
     plt, fig, ax = _figure()
+    measured = 0
     for c in curves:
         pts = []
         for b in c.fitting:
             info = c.points[b]
             r = info.attempt.baseline if optimizer and info.attempt.baseline else info.attempt.result
+            measured += 1
             values = [v for v in (_mem(r, "setup", "reserved"), _mem(r, "measurement", "reserved")) if v is not None]
             if values:
                 pts.append((b, max(values) / GIB))
         if pts:
             ax.plot(*zip(*pts), marker="o", label=f"{c.name} reserved peak")
-    return _save(plt, fig, ax, path, "GiB", "peak reserved GPU memory (setup or measurement)")
+    # A worker without a GPU records no GPU memory at all: say why the plot is empty.
+    empty = "the points ran on the CPU: no GPU memory to plot" if measured else "no measured points yet"
+    return _save(plt, fig, ax, path, "GiB", "peak reserved GPU memory (setup or measurement)", empty)
 
 
 def _plot_optimizer(path: Path, rows: list[dict], key: str, ylabel: str) -> Path:

@@ -4,7 +4,8 @@
 
 Slots: one per group of `profile.gpus_per_job` visible GPUs (CUDA_VISIBLE_DEVICES if it
 is set, else `nvidia-smi -L`), each job getting its own CUDA_VISIBLE_DEVICES; without a
-GPU there is one slot and the environment is left as it is. `slots` tells the watcher
+GPU there is one slot and the environment is left as it is; never more slots than the
+profile's `max_concurrent_jobs`. `slots` tells the watcher
 how many jobs to keep out. `submit` starts the job at once when a slot is free and
 otherwise waits (cancellable) until one frees: there is no pending queue to lose.
 
@@ -89,7 +90,8 @@ class LocalScheduler:
         gpus = detect_gpus() if gpus is None else list(gpus)
         per = max(1, profile.gpus_per_job)
         groups = [gpus[i : i + per] for i in range(0, len(gpus) - per + 1, per)]
-        self.slot_gpus: list[str] = [",".join(g) for g in groups] or [""]
+        # The profile's job limit holds here as on Slurm, even on a machine with more GPUs.
+        self.slot_gpus: list[str] = ([",".join(g) for g in groups] or [""])[: profile.max_concurrent_jobs]
         self.slots = len(self.slot_gpus)
         self.time_limit_seconds = (
             float(profile.time_limit_minutes * 60) if time_limit_seconds is None else float(time_limit_seconds)

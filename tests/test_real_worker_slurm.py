@@ -1,0 +1,83 @@
+"""The production path on the project's real Slurm, with the real tiny_llm worker (CPU).
+
+What a cluster user runs, as the guide writes it: the profile chosen once in the
+environment, the guide's driver with a relative --output from the user's own folder,
+a throughput campaign to its cap, the optimizer follow-up, collect, the audit with its
+sacct checks, and the report. Every line of that path runs except CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaign_helpers import ROOT
+from optimizer_campaigns import DATABASE_DOWN
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+# Tiny shapes and short windows; each job still starts Python, imports torch and trains.
+PROTOCOL = ["--window-seconds", "0.5", "--warmup", "2", "--windows", "3"]
+DRIVERS = ROOT / "scripts"
+
+
+def guide(cwd: Path, driver: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = dict(os.environ, THROUGHPUT_SWEEP_PROFILE="local-slurm")
+    env.pop("PYTHONPATH", None)  # nothing of the tests' own: the frozen sources run the jobs
+    return subprocess.run([sys.executable, str(DRIVERS / driver), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ok(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def audit(cwd: Path, output: str) -> subprocess.CompletedProcess:
+    for _ in range(6):  # an unreachable slurmdbd (the fault tests restart it) is asked again
+        proc = guide(cwd, "throughput_audit.py", "--output", output, timeout=300)
+        if not any(DATABASE_DOWN in line for line in proc.stdout.splitlines() if line.startswith("FAIL ")):
+            return proc
+        subprocess.run(["sleep", "10"])
+    return proc
+
+
+def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, tmp_path):
+    ok(guide(tmp_path, "throughput_sweep.py", "run", "--output", "runs/tp", "--models", "tiny", "--contexts", "128",
+             "--max-batch", "4", *PROTOCOL, "--no-progress"), "throughput campaign")
+    tp = tmp_path / "runs/tp"
+    manifest = json.loads((tp / "manifest.json").read_text())
+    assert manifest["profile"]["name"] == "local-slurm" and manifest["profile"]["scheduler"] == "slurm"
+    assert manifest["worker"] == "tiny_llm"
+    results = [json.loads(p.read_text()) for p in sorted(tp.glob("curves/tiny-c128/b*/attempt-1/result.json"))]
+    assert [r["outcome"]["kind"] for r in results] == ["ok", "ok", "ok"]
+    assert all(r["throughput"]["tokens_per_second"] > 0 and r["recipe"]["name"] == "tiny" for r in results)
+    receipts = [json.loads(p.read_text()) for p in sorted(tp.glob("curves/*/b*/attempt-*/receipt.json"))]
+    assert all(r["scheduler"] == "slurm" and r["accounting_final"] for r in receipts)
+    assert all(r["accounting"]["state"] == "COMPLETED" for r in receipts)
+
+    # The follow-up takes its parent's profile; it is chosen nowhere else.
+    ok(guide(tmp_path, "throughput_sweep.py", "run", "--optimizer-timing-from", "runs/tp", "--output", "runs/opt",
+             "--parallel-optimizer-points", "--no-progress"), "optimizer follow-up")
+    opt = tmp_path / "runs/opt"
+    assert json.loads((opt / "manifest.json").read_text())["profile"]["name"] == "local-slurm"
+    for point in sorted(opt.glob("curves/tiny-c128/b*/attempt-1")):
+        assert json.loads((point / "baseline.json").read_text())["outcome"]["kind"] == "ok", point
+        timed = json.loads((point / "result.json").read_text())
+        assert timed["outcome"]["kind"] == "ok" and timed["optimizer_timing"]["optimizer_ms"] > 0, point
+        assert (point / "bursts.jsonl").stat().st_size > 0
+
+    for name in ("runs/tp", "runs/opt"):
+        ok(guide(tmp_path, "throughput_sweep.py", "status", "--output", name), f"status {name}")
+        ok(guide(tmp_path, "throughput_sweep.py", "collect", "--output", name), f"collect {name}")
+        proc = audit(tmp_path, name)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
+    ok(guide(tmp_path, "throughput_report.py", "--throughput", "runs/tp", "--optimizer", "runs/opt",
+             "--output", "runs/report", timeout=600), "report")
+    assert (tmp_path / "runs/report/report.pdf").stat().st_size > 10_000
