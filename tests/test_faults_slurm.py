@@ -166,7 +166,7 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
         except BaseException:
             proc.kill()
             raise
-    assert finish(proc) == 0, (tmp_path / "watcher.log").read_text()
+    assert finish(proc) == BLOCKED, (tmp_path / "watcher.log").read_text()
     assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "capped"}
     for receipt in receipts(out):
         assert receipt["accounting_final"] and receipt["accounting"]["state"] in ("COMPLETED", "FAILED"), receipt
@@ -237,7 +237,7 @@ def test_node_down_while_a_job_runs(local_slurm, tmp_path):
         running_job(out, "20m-c512", 2)
         try:
             subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=down", "reason=fault-test"], check=True)
-            assert finish(proc, timeout=120) == 0, (tmp_path / "watcher.log").read_text()
+            assert finish(proc, timeout=120) == BLOCKED, (tmp_path / "watcher.log").read_text()
         finally:
             subprocess.run(["scontrol", "update", f"nodename={NODE}", "state=resume"], check=False)
             slurm_tool("start")
