@@ -272,7 +272,8 @@ real_gpus() {
     case "$GPU_MODE" in
     real) return 0 ;;
     fake) return 1 ;;
-    auto) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' ;;
+    # grep -c reads all of nvidia-smi's output (grep -q could end it with SIGPIPE under pipefail).
+    auto) command -v nvidia-smi >/dev/null 2>&1 && (($(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true) > 0)) ;;
     *) die "LOCAL_SLURM_GPUS=$GPU_MODE: auto, real or fake" ;;
     esac
 }
