@@ -32,7 +32,7 @@ PACKAGES=(
     libpmix2 libhwloc15 libjwt0 libhttp-parser2.9 libjson-c5 liblua5.1-0 librrd8
     libfreeipmi17 libipmimonitoring6
     # libraries Ubuntu 24.04 lacks under these names
-    libaio1 liburing2 libdbus-1-3 libyaml-0-2
+    libaio1 liburing2 libdbus-1-3 libyaml-0-2 libncurses6
 )
 # The debs travel with the working tree; together with .whl/ they must stay well under 64 MiB.
 MAX_MIB="${FETCH_SLURM_DEBS_MAX_MIB:-40}"

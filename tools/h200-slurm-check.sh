@@ -92,8 +92,13 @@ run_jobs() {
     echo "submitted: ${ids[*]}"
     sleep 4
     show squeue -o '%.8i %.20j %.9T %.10r %.12b %N'
-    local deadline=$((SECONDS + 120)) rows done_n
+    local deadline=$((SECONDS + 90)) rows done_n
     while ((SECONDS < deadline)); do
+        # A step daemon that died leaves its job RUNNING for minutes: stop waiting.
+        if grep -qs '_exec_wait_child_wait_for_parent' "$work/$label"-job*.out; then
+            echo "a step daemon failed (see the job output below and slurmd.log)"
+            break
+        fi
         rows="$(sacct -X -n -P -j "$(
             IFS=,
             echo "${ids[*]}"

@@ -210,8 +210,14 @@ make_offline_links() {
     ln -sfn "$r/usr/sbin/slurmctld-wlm" "$OFFLINE_BIN/slurmctld"
     ln -sfn "$r/usr/sbin/slurmd-wlm" "$OFFLINE_BIN/slurmd"
     # slurmd runs slurmstepd from the path given with -d. This wrapper sets LD_LIBRARY_PATH
-    # itself, so that steps start whether or not slurmd passes its environment on.
-    printf '#!/bin/sh\n# Written by tools/local-slurm.sh (offline mode): Debian'"'"'s slurmstepd with its libraries.\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+    # itself, so that steps start whether or not slurmd passes its environment on, and runs
+    # Debian's slurmstepd-wlm under the name slurmstepd: Slurm decides which daemon it is
+    # by its program name (run_in_daemon compares it with "slurmstepd"). Run as
+    # slurmstepd-wlm, the step daemon skips its accounting setup and then dereferences a
+    # NULL list in the first poll (SIGSEGV in jag_common_poll_data, seen on the lent H200;
+    # the job hangs with "_exec_wait_child_wait_for_parent: failed"), and puts its cgroups
+    # under slurmd's. `exec -a` needs bash.
+    printf '#!/bin/bash\n# Written by tools/local-slurm.sh (offline mode): Debian'"'"'s slurmstepd-wlm, named slurmstepd, with its libraries.\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\nexec -a slurmstepd "%s" "$@"\n' \
         "$OFFLINE_LIBS" "$r/usr/sbin/slurmstepd-wlm" >"$OFFLINE_BIN/slurmstepd"
     chmod 755 "$OFFLINE_BIN/slurmstepd"
 }
@@ -314,6 +320,27 @@ mount_cgroup2_if_absent() {
     fi
 }
 
+# prepare_cgroup_v2: what systemd would have made. slurmd 22.05 with IgnoreSystemd=yes
+# creates /sys/fs/cgroup/system.slice/<node>_slurmstepd.scope but not system.slice itself,
+# and needs the cpu, cpuset and memory controllers enabled down to it (seen on the lent
+# H200: "Controller cpuset is not enabled!", "Could not create scope directory").
+prepare_cgroup_v2() {
+    [[ "$(cgroup_version)" == v2 ]] || return 0
+    local cg=/sys/fs/cgroup ctl want=""
+    for ctl in cpuset cpu memory pids; do
+        grep -qw "$ctl" "$cg/cgroup.controllers" && want+=" +$ctl"
+    done
+    mkdir -p "$cg/system.slice" || die "cannot create $cg/system.slice"
+    if [[ -n "$want" ]]; then
+        # One controller at a time: a write of several fails as a whole if one is refused.
+        for ctl in $want; do
+            echo "$ctl" >"$cg/cgroup.subtree_control" 2>/dev/null || log "note: cannot enable $ctl in $cg"
+            echo "$ctl" >"$cg/system.slice/cgroup.subtree_control" 2>/dev/null || log "note: cannot enable $ctl in $cg/system.slice"
+        done
+    fi
+    log "cgroup v2 prepared: $cg/system.slice, controllers:$(cat "$cg/system.slice/cgroup.subtree_control" | sed 's/^/ /')"
+}
+
 # gpu_cgroup: the cgroup version Slurm uses to bind real GPUs: v1, v2 or none.
 gpu_cgroup() {
     case "$CGROUP_MODE" in
@@ -368,14 +395,24 @@ SlurmdParameters=config_overrides
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$((8 * n)) RealMemory=$((65536 * n)) Gres=gpu:$n State=UNKNOWN"
         cg="$(gpu_cgroup)"
         if [[ "$cg" == none ]]; then
-            # No usable cgroup hierarchy: jobs are tracked by process and get their GPU
-            # through CUDA_VISIBLE_DEVICES only; memory limits are not enforced.
-            containment="# Containment: no usable cgroup hierarchy here, so no device or memory constraint;
+            # No cgroup constraint: jobs are tracked by process and get their GPU through
+            # CUDA_VISIBLE_DEVICES only; memory limits are not enforced.
+            containment="# Containment: none (LOCAL_SLURM_CGROUP=none), so no device or memory constraint;
 # each job gets its GPU through CUDA_VISIBLE_DEVICES.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux"
             cgroup_conf=""
+            # slurmd 22.05 loads the cgroup plugin whatever the plugins above are: on cgroup
+            # v2 without systemd it needs IgnoreSystemd, or it asks dbus for a scope and fails.
+            if [[ "$(cgroup_version)" == v2 ]]; then
+                cgroup_conf="CgroupPlugin=cgroup/v2
+IgnoreSystemd=yes
+ConstrainCores=no
+ConstrainDevices=no
+ConstrainRAMSpace=no
+ConstrainSwapSpace=no"
+            fi
         else
             containment="# Containment (cgroup $cg): a job sees only the GPU it was given (ConstrainDevices).
 ProctrackType=proctrack/cgroup
@@ -672,7 +709,10 @@ cmd_start() {
     fi
     command -v mariadbd >/dev/null || die "mariadbd not found after install"
     id mysql >/dev/null 2>&1 || die "user mysql missing (mariadb-server not installed?)"
-    if real_gpus; then mount_cgroup2_if_absent; fi
+    if real_gpus; then
+        mount_cgroup2_if_absent
+        prepare_cgroup_v2
+    fi
     write_configs
     local f
     for f in "${GPU_FILES[@]}"; do
