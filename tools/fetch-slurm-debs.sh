@@ -9,10 +9,11 @@
 #   LOCAL_SLURM_OFFLINE_DEBS=.slurm-debs tools/local-slurm.sh start
 #
 # The list is the one checked on the H200 (shared notes, "Slurm on the GPU machine,
-# offline"): Slurm 22.05, munge and MariaDB with every library they load that Ubuntu 24.04
-# lacks or ships under another name (libaio1, liburing2, libdbus-1-3 and libyaml-0-2 are
-# libraries Ubuntu 24.04 has not under these names). Everything else they load (glibc,
-# OpenSSL 3, zlib, ...) Ubuntu 24.04 has in a version at least as new.
+# offline", plus libncurses6 for the mariadb client, found missing there by
+# `tools/local-slurm.sh unpack`): Slurm 22.05, munge and MariaDB with every library they
+# load that the H200's Ubuntu 24.04 image lacks (libaio1, liburing2, libdbus-1-3,
+# libyaml-0-2, libncurses6 among them). Everything else they load (glibc, OpenSSL 3, zlib,
+# PAM, ...) that image has in a version at least as new.
 #
 # Runs on Debian 12 (bookworm) x86_64 with apt. Idempotent: a package whose .deb (any
 # version) is already in DIR is not downloaded again; stale versions are removed so that
@@ -31,7 +32,7 @@ PACKAGES=(
     # libraries Slurm's daemons and plugins link to
     libpmix2 libhwloc15 libjwt0 libhttp-parser2.9 libjson-c5 liblua5.1-0 librrd8
     libfreeipmi17 libipmimonitoring6
-    # libraries Ubuntu 24.04 lacks under these names
+    # libraries the H200's Ubuntu 24.04 image lacks
     libaio1 liburing2 libdbus-1-3 libyaml-0-2 libncurses6
 )
 # The debs travel with the working tree; together with .whl/ they must stay well under 64 MiB.

@@ -7,6 +7,9 @@
 #   tools/local-slurm.sh env      shell lines to eval: eval "$(tools/local-slurm.sh env)"
 #   tools/local-slurm.sh stop-daemon NAME    stop one daemon (slurmctld, slurmdbd or slurmd)
 #   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
+#   tools/local-slurm.sh start --offline DIR   start from the .debs in DIR (see "Offline" below)
+#   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
+#   tools/local-slurm.sh config   write the config into a state dir that is not running, print it
 #
 # Must run as root on Debian 12 without systemd: daemons are started directly.
 # All config, state, logs, pid files, the munge key and the MariaDB datadir live under
