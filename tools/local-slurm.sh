@@ -7,6 +7,9 @@
 #   tools/local-slurm.sh env      shell lines to eval: eval "$(tools/local-slurm.sh env)"
 #   tools/local-slurm.sh stop-daemon NAME    stop one daemon (slurmctld, slurmdbd or slurmd)
 #   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
+#   tools/local-slurm.sh start --offline DIR   start from the .debs in DIR (see "Offline" below)
+#   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
+#   tools/local-slurm.sh config   write the config into a state dir that is not running, print it
 #
 # Must run as root on Debian 12 without systemd: daemons are started directly.
 # All config, state, logs, pid files, the munge key and the MariaDB datadir live under
@@ -23,6 +26,24 @@
 # 96 CPUs, 768 GiB, 16 fake GPUs, so exactly 12 jobs of --gpus=1 --cpus-per-task=8
 # --mem=64G run at once (the campaign controller's max_concurrent_jobs) and a 13th waits.
 # The limits are nominal; the jobs themselves are small.
+#
+# Real GPUs (LOCAL_SLURM_GPUS=auto|real|fake, default auto: real when `nvidia-smi -L` lists
+# GPUs): the node declares the GPUs nvidia-smi lists, each with its own /dev/nvidiaN in
+# gres.conf, and 8 CPUs and 64 GiB per GPU, so exactly as many --gpus=1 --cpus-per-task=8
+# --mem=64G jobs run at once as there are GPUs. Slurm binds one GPU per job: with a usable
+# cgroup hierarchy (LOCAL_SLURM_CGROUP=auto|v1|v2|none) through ConstrainDevices=yes, so
+# the job sees only its GPU; with none, through CUDA_VISIBLE_DEVICES alone.
+#
+# Offline (a machine without network and without Slurm, such as the lent H200 on Ubuntu
+# 24.04): `LOCAL_SLURM_OFFLINE_DEBS=DIR tools/local-slurm.sh start` (or `start --offline
+# DIR`) unpacks the Debian 12 packages that tools/fetch-slurm-debs.sh downloaded into DIR
+# with `dpkg -x` under <state>/offline/root (no maintainer scripts run), links the commands
+# (Debian's slurmctld-wlm, slurmd-wlm and slurmstepd-wlm under their plain names) into
+# <state>/offline/bin, creates the users munge, mysql and slurm if absent, and starts the
+# same daemons with the same configuration, plus the paths the packages' compiled-in
+# defaults would get wrong (PluginDir, MariaDB's basedir, slurmd -d). Once unpacked, every
+# subcommand finds the tree by itself, and `env` also prints PATH and LD_LIBRARY_PATH.
+# `unpack` does the unpacking and an ldd check only, and starts nothing.
 set -euo pipefail
 
 STATE_DIR="${LOCAL_SLURM_DIR:-/var/lib/throughput-local-slurm}"
@@ -41,6 +62,15 @@ ACCOUNT=throughput
 PARTITION=gpu
 NODE="$(hostname -s)"
 START_TIMEOUT="${LOCAL_SLURM_START_TIMEOUT:-60}"
+GPU_MODE="${LOCAL_SLURM_GPUS:-auto}"
+CGROUP_MODE="${LOCAL_SLURM_CGROUP:-auto}"
+# Offline mode: the unpacked packages, the command links and a stamp of what was unpacked.
+OFFLINE_DEBS="${LOCAL_SLURM_OFFLINE_DEBS:-}"
+OFFLINE_DIR="$STATE_DIR/offline"
+OFFLINE_ROOT="$OFFLINE_DIR/root"
+OFFLINE_BIN="$OFFLINE_DIR/bin"
+OFFLINE_LIBS="$OFFLINE_ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm:$OFFLINE_ROOT/usr/lib/x86_64-linux-gnu:$OFFLINE_ROOT/lib/x86_64-linux-gnu"
+GPU_FILES=() # the /dev/nvidiaN files gres.conf names (real GPUs only)
 
 export SLURM_CONF="$SLURM_CONF_FILE"
 
@@ -129,6 +159,200 @@ install_packages() {
     ((rc == 0)) || die "apt-get install failed (exit $rc)"
 }
 
+# --- offline mode: packages unpacked, not installed ---------------------------------------
+
+# offline: true when this state dir runs from unpacked packages (asked for now, or unpacked
+# by an earlier start, so that stop/status/env need no variable).
+offline() { [[ -n "$OFFLINE_DEBS" || -f "$OFFLINE_DIR/stamp" ]]; }
+
+# use_offline_paths: this script, and the daemons it starts, find the unpacked commands
+# and libraries first.
+use_offline_paths() {
+    case ":$PATH:" in *":$OFFLINE_BIN:"*) return 0 ;; esac
+    export PATH="$OFFLINE_BIN:$PATH"
+    export LD_LIBRARY_PATH="$OFFLINE_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+# unpack_debs: dpkg -x every .deb in $OFFLINE_DEBS into $OFFLINE_ROOT, once per set of
+# files (the stamp lists names and sizes), then make the command links again.
+unpack_debs() {
+    [[ -d "$OFFLINE_DEBS" ]] || die "offline packages folder '$OFFLINE_DEBS' not found (make it with tools/fetch-slurm-debs.sh on Debian 12 and carry it)"
+    local debs=("$OFFLINE_DEBS"/*.deb) stamp deb
+    [[ -e "${debs[0]}" ]] || die "no .deb files in $OFFLINE_DEBS (run tools/fetch-slurm-debs.sh on Debian 12)"
+    command -v dpkg >/dev/null 2>&1 || die "dpkg not found: the offline mode unpacks .deb files with dpkg -x"
+    stamp="$(for deb in "${debs[@]}"; do printf '%s %s\n' "$(basename "$deb")" "$(stat -c %s "$deb")"; done)"
+    if [[ ! -f "$OFFLINE_DIR/stamp" || "$(cat "$OFFLINE_DIR/stamp")" != "$stamp" ]]; then
+        log "unpacking ${#debs[@]} packages from $OFFLINE_DEBS into $OFFLINE_ROOT"
+        rm -rf "$OFFLINE_ROOT" "$OFFLINE_DIR/stamp"
+        mkdir -p "$OFFLINE_ROOT"
+        for deb in "${debs[@]}"; do
+            dpkg -x "$deb" "$OFFLINE_ROOT" || die "dpkg -x $deb failed"
+        done
+        printf '%s\n' "$stamp" >"$OFFLINE_DIR/stamp"
+    fi
+    make_offline_links
+}
+
+# make_offline_links: a bin dir with only the commands this script and its users call, so
+# that the packages' other programs (mariadb-client's `replace`, say) shadow nothing on
+# PATH. Debian ships the Slurm daemons as *-wlm; the plain names are alternatives links
+# that only the postinst script (which dpkg -x does not run) would make.
+make_offline_links() {
+    local r="$OFFLINE_ROOT" name target
+    rm -rf "$OFFLINE_BIN"
+    mkdir -p "$OFFLINE_BIN"
+    # slurm-client's commands, slurmdbd, munge's and MariaDB's.
+    for name in sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol sdiag sinfo sprio \
+        squeue sreport srun sshare sstat strigger slurmdbd munge unmunge munged \
+        mariadb mariadb-admin mariadbd mariadb-install-db my_print_defaults; do
+        for target in "$r/usr/bin/$name" "$r/usr/sbin/$name"; do
+            if [[ -e "$target" ]]; then ln -sfn "$target" "$OFFLINE_BIN/$name"; fi
+        done
+        [[ -e "$OFFLINE_BIN/$name" ]] || die "$name is not in the unpacked packages ($OFFLINE_DEBS incomplete? run tools/fetch-slurm-debs.sh)"
+    done
+    ln -sfn "$r/usr/sbin/slurmctld-wlm" "$OFFLINE_BIN/slurmctld"
+    ln -sfn "$r/usr/sbin/slurmd-wlm" "$OFFLINE_BIN/slurmd"
+    # slurmd runs slurmstepd from the path given with -d. This wrapper sets LD_LIBRARY_PATH
+    # itself, so that steps start whether or not slurmd passes its environment on, and runs
+    # Debian's slurmstepd-wlm under the name slurmstepd: Slurm decides which daemon it is
+    # by its program name (run_in_daemon compares it with "slurmstepd"). Run as
+    # slurmstepd-wlm, the step daemon skips its accounting setup and then dereferences a
+    # NULL list in the first poll (SIGSEGV in jag_common_poll_data, seen on the lent H200;
+    # the job hangs with "_exec_wait_child_wait_for_parent: failed"), and puts its cgroups
+    # under slurmd's. `exec -a` needs bash.
+    printf '#!/bin/bash\n# Written by tools/local-slurm.sh (offline mode): Debian'"'"'s slurmstepd-wlm, named slurmstepd, with its libraries.\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\nexec -a slurmstepd "%s" "$@"\n' \
+        "$OFFLINE_LIBS" "$r/usr/sbin/slurmstepd-wlm" >"$OFFLINE_BIN/slurmstepd"
+    chmod 755 "$OFFLINE_BIN/slurmstepd"
+}
+
+# check_offline_libs: ldd every linked command and every Slurm plugin with the offline
+# library path; print each library that is not found, and fail if any is missing.
+check_offline_libs() {
+    local f missing=0 out n=0
+    for f in "$OFFLINE_BIN"/* "$OFFLINE_ROOT"/usr/sbin/slurmstepd-wlm \
+        "$OFFLINE_ROOT"/usr/lib/x86_64-linux-gnu/slurm-wlm/*.so; do
+        f="$(readlink -f "$f")"
+        # Scripts (mariadb-install-db, the slurmstepd wrapper) have no libraries of their own.
+        [[ "$(head -c 4 "$f" | tail -c 3)" == ELF ]] || continue
+        n=$((n + 1))
+        out="$(LD_LIBRARY_PATH="$OFFLINE_LIBS" ldd "$f" 2>&1 | grep 'not found' || true)"
+        if [[ -n "$out" ]]; then
+            missing=1
+            printf 'ldd %s:\n%s\n' "$f" "$out" >&2
+        fi
+    done
+    ((missing == 0)) || die "libraries missing for the unpacked packages (ldd lines above)"
+    log "ldd: every library of the $n unpacked programs and Slurm plugins is found"
+}
+
+# ensure_users: mariadbd runs as mysql; munge and slurm exist as on an installed system.
+# dpkg -x runs no maintainer script, so nothing else creates them.
+ensure_users() {
+    local u
+    for u in munge mysql slurm; do
+        id "$u" >/dev/null 2>&1 && continue
+        log "creating system user $u"
+        useradd --system --user-group --no-create-home --home-dir /nonexistent \
+            --shell /usr/sbin/nologin "$u" || die "useradd $u failed"
+    done
+}
+
+# ensure_hostname_resolves: Slurm looks the node and the controller up by name, and a lent
+# VM's host name may not resolve.
+ensure_hostname_resolves() {
+    getent hosts "$NODE" >/dev/null 2>&1 && return 0
+    log "adding '127.0.0.1 $NODE' to /etc/hosts (the host name does not resolve)"
+    printf '127.0.0.1 %s\n' "$NODE" >>/etc/hosts || die "cannot add $NODE to /etc/hosts"
+}
+
+cmd_unpack() {
+    [[ -n "$OFFLINE_DEBS" ]] || die "usage: LOCAL_SLURM_OFFLINE_DEBS=DIR $0 unpack (or: $0 unpack --offline DIR)"
+    unpack_debs
+    use_offline_paths
+    check_offline_libs
+    log "slurmctld -V: $(slurmctld -V 2>&1)"
+    log "mariadbd --version: $(mariadbd --version 2>&1)"
+}
+
+# --- GPUs and cgroups --------------------------------------------------------------------
+
+# real_gpus: true when the node declares the machine's real GPUs.
+real_gpus() {
+    case "$GPU_MODE" in
+    real) return 0 ;;
+    fake) return 1 ;;
+    # grep -c reads all of nvidia-smi's output (grep -q could end it with SIGPIPE under pipefail).
+    auto) command -v nvidia-smi >/dev/null 2>&1 && (($(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true) > 0)) ;;
+    *) die "LOCAL_SLURM_GPUS=$GPU_MODE: auto, real or fake" ;;
+    esac
+}
+
+# gpu_minors: one /dev/nvidia minor number per GPU, in nvidia-smi's index order. The minor
+# is usually the index; nvidia-smi -q says so for sure.
+gpu_minors() {
+    local n minors
+    command -v nvidia-smi >/dev/null 2>&1 || die "LOCAL_SLURM_GPUS=real but nvidia-smi is not on PATH"
+    n="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
+    ((n > 0)) || die "nvidia-smi -L lists no GPU"
+    minors="$(nvidia-smi -q 2>/dev/null | awk -F: '/Minor Number/ {gsub(/[ \t]/, "", $2); print $2}')"
+    if [[ "$(grep -c '^[0-9][0-9]*$' <<<"$minors")" -eq "$n" ]]; then
+        printf '%s\n' "$minors"
+    else
+        seq 0 $((n - 1))
+    fi
+}
+
+# cgroup_version: v2, v1 or none: what is mounted now (for LOCAL_SLURM_CGROUP=auto).
+cgroup_version() {
+    if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+        echo v2
+    elif [[ -d /sys/fs/cgroup/devices && -d /sys/fs/cgroup/freezer && -d /sys/fs/cgroup/memory ]]; then
+        echo v1
+    else
+        echo none
+    fi
+}
+
+# mount_cgroup2_if_absent: a VM without systemd may have cgroup2 in its kernel but nothing
+# mounted; mount it so that Slurm can bind devices. Only for real GPUs at start.
+mount_cgroup2_if_absent() {
+    [[ "$CGROUP_MODE" == auto && "$(cgroup_version)" == none ]] || return 0
+    grep -qw cgroup2 /proc/filesystems 2>/dev/null || return 0
+    if mkdir -p /sys/fs/cgroup 2>/dev/null && mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null; then
+        log "mounted cgroup2 on /sys/fs/cgroup (nothing was mounted there)"
+    fi
+}
+
+# prepare_cgroup_v2: what systemd would have made. slurmd 22.05 with IgnoreSystemd=yes
+# creates /sys/fs/cgroup/system.slice/<node>_slurmstepd.scope but not system.slice itself,
+# and needs the cpu, cpuset and memory controllers enabled down to it (seen on the lent
+# H200: "Controller cpuset is not enabled!", "Could not create scope directory").
+prepare_cgroup_v2() {
+    [[ "$(cgroup_version)" == v2 ]] || return 0
+    local cg=/sys/fs/cgroup ctl want=""
+    for ctl in cpuset cpu memory pids; do
+        grep -qw "$ctl" "$cg/cgroup.controllers" && want+=" +$ctl"
+    done
+    mkdir -p "$cg/system.slice" || die "cannot create $cg/system.slice"
+    if [[ -n "$want" ]]; then
+        # One controller at a time: a write of several fails as a whole if one is refused.
+        for ctl in $want; do
+            echo "$ctl" >"$cg/cgroup.subtree_control" 2>/dev/null || log "note: cannot enable $ctl in $cg"
+            echo "$ctl" >"$cg/system.slice/cgroup.subtree_control" 2>/dev/null || log "note: cannot enable $ctl in $cg/system.slice"
+        done
+    fi
+    log "cgroup v2 prepared: $cg/system.slice, controllers:$(cat "$cg/system.slice/cgroup.subtree_control" | sed 's/^/ /')"
+}
+
+# gpu_cgroup: the cgroup version Slurm uses to bind real GPUs: v1, v2 or none.
+gpu_cgroup() {
+    case "$CGROUP_MODE" in
+    auto) cgroup_version ;;
+    v1 | v2 | none) echo "$CGROUP_MODE" ;;
+    *) die "LOCAL_SLURM_CGROUP=$CGROUP_MODE: auto, v1, v2 or none" ;;
+    esac
+}
+
 # --- configuration ---------------------------------------------------------------------
 
 write_configs() {
@@ -144,6 +368,71 @@ write_configs() {
     for i in $(seq 0 15); do
         ln -sfn /dev/null "$STATE_DIR/dev/nvidia$i"
     done
+
+    # What differs between the fake GPUs (tests, CI) and the machine's real ones.
+    local containment node_conf gres_conf cgroup_conf cg="" n minor
+    containment="# Containment (cgroup v1 on the test machines); limits are nominal on this box.
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+JobAcctGatherType=jobacct_gather/cgroup"
+    node_conf="# Declared far beyond the hardware: 12 concurrent --gpus=1 --cpus-per-task=8 --mem=64G jobs.
+SlurmdParameters=config_overrides
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=96 RealMemory=786432 Gres=gpu:16 State=UNKNOWN"
+    gres_conf="NodeName=$NODE Name=gpu File=$STATE_DIR/dev/nvidia[0-15]"
+    cgroup_conf="CgroupPlugin=cgroup/v1
+ConstrainCores=no
+ConstrainDevices=no
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=no"
+    if real_gpus; then
+        # The real GPUs, each with its own device file, so that Slurm binds one per job.
+        GPU_FILES=()
+        while read -r minor; do GPU_FILES+=("/dev/nvidia$minor"); done < <(gpu_minors)
+        n=${#GPU_FILES[@]}
+        gres_conf="$(for i in "${GPU_FILES[@]}"; do printf 'NodeName=%s Name=gpu File=%s\n' "$NODE" "$i"; done)"
+        # 8 CPUs and 64 GiB per GPU: exactly one --gpus=1 --cpus-per-task=8 --mem=64G job per
+        # GPU, whatever the machine has. config_overrides: a VM's memory can start far below
+        # its limit (the lent H200s grow MemTotal as memory is used).
+        node_conf="# One --gpus=1 --cpus-per-task=8 --mem=64G job per real GPU ($n GPUs).
+SlurmdParameters=config_overrides
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$((8 * n)) RealMemory=$((65536 * n)) Gres=gpu:$n State=UNKNOWN"
+        cg="$(gpu_cgroup)"
+        if [[ "$cg" == none ]]; then
+            # No cgroup constraint: jobs are tracked by process and get their GPU through
+            # CUDA_VISIBLE_DEVICES only; memory limits are not enforced.
+            containment="# Containment: none (LOCAL_SLURM_CGROUP=none), so no device or memory constraint;
+# each job gets its GPU through CUDA_VISIBLE_DEVICES.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/linux"
+            cgroup_conf=""
+            # slurmd 22.05 loads the cgroup plugin whatever the plugins above are: on cgroup
+            # v2 without systemd it needs IgnoreSystemd, or it asks dbus for a scope and fails.
+            if [[ "$(cgroup_version)" == v2 ]]; then
+                cgroup_conf="CgroupPlugin=cgroup/v2
+IgnoreSystemd=yes
+ConstrainCores=no
+ConstrainDevices=no
+ConstrainRAMSpace=no
+ConstrainSwapSpace=no"
+            fi
+        else
+            containment="# Containment (cgroup $cg): a job sees only the GPU it was given (ConstrainDevices).
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+JobAcctGatherType=jobacct_gather/cgroup"
+            cgroup_conf="CgroupPlugin=cgroup/$cg
+ConstrainCores=no
+ConstrainDevices=yes
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=no"
+            # Without systemd slurmd makes its own cgroup (no dbus scope).
+            [[ "$cg" == v2 ]] && cgroup_conf+=$'\nIgnoreSystemd=yes'
+        fi
+    fi
+    # Offline: the plugins are where dpkg -x put them, not at the compiled-in path.
+    local plugin_dir=""
+    if offline; then plugin_dir="PluginDir=$OFFLINE_ROOT/usr/lib/x86_64-linux-gnu/slurm-wlm"; fi
 
     cat >"$ETC/slurm.conf" <<EOF
 # Written by tools/local-slurm.sh; edits are overwritten on the next start.
@@ -164,11 +453,9 @@ SlurmctldDebug=info
 SlurmdDebug=info
 MpiDefault=none
 ReturnToService=2
+$plugin_dir
 
-# Containment (cgroup v1 on the test machines); limits are nominal on this box.
-ProctrackType=proctrack/cgroup
-TaskPlugin=task/cgroup
-JobAcctGatherType=jobacct_gather/cgroup
+$containment
 JobAcctGatherFrequency=30
 
 # Scheduling: start jobs within a second of sbatch.
@@ -191,23 +478,16 @@ AccountingStoreFlags=job_comment
 AccountingStorageEnforce=associations
 
 GresTypes=gpu
-# Declared far beyond the hardware: 12 concurrent --gpus=1 --cpus-per-task=8 --mem=64G jobs.
-SlurmdParameters=config_overrides
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=96 RealMemory=786432 Gres=gpu:16 State=UNKNOWN
+$node_conf
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=UNLIMITED State=UP
 EOF
 
-    cat >"$ETC/gres.conf" <<EOF
-NodeName=$NODE Name=gpu File=$STATE_DIR/dev/nvidia[0-15]
-EOF
-
-    cat >"$ETC/cgroup.conf" <<EOF
-CgroupPlugin=cgroup/v1
-ConstrainCores=no
-ConstrainDevices=no
-ConstrainRAMSpace=yes
-ConstrainSwapSpace=no
-EOF
+    printf '%s\n' "$gres_conf" >"$ETC/gres.conf"
+    if [[ -n "$cgroup_conf" ]]; then
+        printf '%s\n' "$cgroup_conf" >"$ETC/cgroup.conf"
+    else
+        rm -f "$ETC/cgroup.conf"
+    fi
 
     # slurmdbd refuses a slurmdbd.conf readable by others (it holds the DB password).
     (
@@ -226,6 +506,7 @@ StoragePort=$MYSQL_PORT
 StorageUser=$DB_USER
 StoragePass=$DB_PASS
 StorageLoc=slurm_acct_db
+$plugin_dir
 EOF
     )
     chmod 600 "$ETC/slurmdbd.conf"
@@ -245,7 +526,20 @@ innodb_log_file_size=64M
 innodb_lock_wait_timeout=900
 innodb_use_native_aio=0
 EOF
+    if offline; then
+        # Offline: MariaDB's files are where dpkg -x put them, not under /usr.
+        cat >>"$ETC/my.cnf" <<EOF
+basedir=$OFFLINE_ROOT/usr
+plugin-dir=$OFFLINE_ROOT/usr/lib/mysql/plugin
+lc-messages-dir=$OFFLINE_ROOT/usr/share/mysql
+character-sets-dir=$OFFLINE_ROOT/usr/share/mysql/charsets
+EOF
+    fi
+}
 
+# link_etc_slurm_conf: plain `sbatch` without SLURM_CONF finds our config (start only; the
+# `config` subcommand writes into the state dir alone).
+link_etc_slurm_conf() {
     # Plain `sbatch` without SLURM_CONF: point the default path at our config, but only
     # when nothing else owns it.
     mkdir -p /etc/slurm
@@ -289,8 +583,11 @@ start_mariadb() {
         rm -rf "$STATE_DIR/mysql"
         mkdir -p "$STATE_DIR/mysql"
         chown mysql:mysql "$STATE_DIR/mysql"
+        local basedir=()
+        # Offline: the script finds mariadbd, my_print_defaults and its SQL under --basedir.
+        if offline; then basedir=(--basedir="$OFFLINE_ROOT/usr"); fi
         mariadb-install-db --defaults-file="$ETC/my.cnf" --auth-root-authentication-method=socket \
-            --skip-test-db >"$LOG/mariadb-install-db.log" 2>&1 ||
+            --skip-test-db "${basedir[@]}" >"$LOG/mariadb-install-db.log" 2>&1 ||
             fail_with_logs "mariadb-install-db failed"
     fi
     # mariadbd runs as user mysql: it needs its own dirs for data, socket and pid file.
@@ -346,7 +643,10 @@ start_slurmd() {
     if pid_alive "$RUN/slurmd.pid"; then return 0; fi
     rm -f "$RUN/slurmd.pid"
     log "starting slurmd"
-    slurmd -N "$NODE" || fail_with_logs "slurmd failed to start"
+    local stepd=()
+    # Offline: slurmd would look for slurmstepd at its compiled-in /usr/sbin/slurmstepd.
+    if offline; then stepd=(-d "$OFFLINE_BIN/slurmstepd"); fi
+    slurmd -N "$NODE" "${stepd[@]}" || fail_with_logs "slurmd failed to start"
 }
 
 node_state() { sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | head -n1; }
@@ -400,10 +700,31 @@ cmd_start() {
         log "already running (state dir $STATE_DIR)"
         return 0
     fi
-    install_packages
+    if offline; then
+        # Without the variable, a state dir unpacked earlier runs from what it has.
+        if [[ -n "$OFFLINE_DEBS" ]]; then unpack_debs; fi
+        [[ -x "$OFFLINE_BIN/slurmctld" ]] || die "$OFFLINE_DIR is incomplete: start with LOCAL_SLURM_OFFLINE_DEBS=DIR"
+        use_offline_paths
+        ensure_users
+        ensure_hostname_resolves
+    else
+        install_packages
+    fi
     command -v mariadbd >/dev/null || die "mariadbd not found after install"
     id mysql >/dev/null 2>&1 || die "user mysql missing (mariadb-server not installed?)"
+    if real_gpus; then
+        mount_cgroup2_if_absent
+        prepare_cgroup_v2
+    fi
     write_configs
+    local f
+    for f in "${GPU_FILES[@]}"; do
+        [[ -e "$f" ]] || die "$f (a GPU that nvidia-smi lists) does not exist: gres.conf needs each GPU's device file"
+    done
+    if ((${#GPU_FILES[@]})); then
+        log "real GPUs: ${GPU_FILES[*]}; cgroup: $(gpu_cgroup)"
+    fi
+    link_etc_slurm_conf
     start_munged
     start_mariadb
     start_slurmdbd
@@ -446,17 +767,45 @@ cmd_start_daemon() {
 cmd_env() {
     printf 'export LOCAL_SLURM_DIR=%q\n' "$STATE_DIR"
     printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
+    if offline; then
+        # The unpacked commands and their libraries, ahead of whatever the shell has.
+        printf 'export PATH=%q${PATH:+:$PATH}\n' "$OFFLINE_BIN"
+        printf 'export LD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n' "$OFFLINE_LIBS"
+    fi
 }
+
+# cmd_config: write the configuration into the state dir and print slurm.conf and
+# gres.conf; starts nothing and leaves /etc/slurm alone (for checks and tests).
+cmd_config() {
+    # Running daemons would pick the new files up on their next restart.
+    if pid_alive "$RUN/slurmctld.pid" || pid_alive "$RUN/slurmd.pid"; then
+        die "Slurm runs from $STATE_DIR; 'config' writes only into a state dir that is not running (set LOCAL_SLURM_DIR)"
+    fi
+    write_configs
+    cat "$ETC/slurm.conf" "$ETC/gres.conf"
+    if [[ -f "$ETC/cgroup.conf" ]]; then cat "$ETC/cgroup.conf"; fi
+}
+
+# `start --offline DIR` and `unpack --offline DIR` are LOCAL_SLURM_OFFLINE_DEBS=DIR.
+if [[ "${2:-}" == --offline ]]; then
+    [[ -n "${3:-}" ]] || die "--offline needs the folder of .deb files (tools/fetch-slurm-debs.sh)"
+    OFFLINE_DEBS="$3"
+fi
+if [[ -n "$OFFLINE_DEBS" ]]; then OFFLINE_DEBS="$(cd "$OFFLINE_DEBS" 2>/dev/null && pwd || echo "$OFFLINE_DEBS")"; fi
+# Offline (unpacked earlier): every subcommand finds the unpacked commands first.
+if offline && [[ -d "$OFFLINE_BIN" ]]; then use_offline_paths; fi
 
 case "${1:-}" in
 start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 env) cmd_env ;;
+config) cmd_config ;;
+unpack) cmd_unpack ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
 *)
-    echo "usage: $0 {start|stop|status|env|stop-daemon NAME|start-daemon NAME}" >&2
+    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME}" >&2
     exit 2
     ;;
 esac
