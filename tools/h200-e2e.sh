@@ -9,6 +9,11 @@
 #   tools/h200-e2e.sh --cpu [--budget SECONDS] ...     # the same path on a CPU: tiny, contexts 128 256,
 #                                                       # --max-batch 4, 0.5 s windows, both campaigns
 #                                                       # with tests/scripted_worker.py (under a minute)
+#   tools/h200-e2e.sh --slurm --window-seconds S [--contexts "L ..."] ...
+#                     # the production path: the offline local Slurm (tools/local-slurm.sh, the
+#                     # machine's GPUs as gres; carry .slurm-debs and .whl), the guide's drivers
+#                     # with THROUGHPUT_SWEEP_PROFILE=local-slurm-gpu, the real worker, 20m at
+#                     # context 2048 unless --contexts says otherwise, sacct in the audit
 #
 # Resumable and idempotent: run the same command again and each stage that is complete is
 # skipped. --budget (default 540 s) stops the watcher with SIGINT early enough that the
@@ -16,7 +21,9 @@
 # in their own sessions and keep running, and the next call (within the 30 s the machine
 # stays warm) resumes the campaign. Exit status: 0 done and packed; 75 stopped at the
 # budget (run the same command again); 1 a stage failed (audit or report checks
-# included); 2 bad arguments or a missing package.
+# included); 2 bad arguments or a missing package. --slurm keeps Slurm's accounting on the
+# machine, so it resumes only while the machine stays warm: a lost machine starts over
+# (--state-in is refused there; the audit could not check the lost jobs against sacct).
 #
 # Environment: on the GPU machine the workspace is not installed; tools/gpu-env.sh
 # installs the carried wheels (.whl/: msgspec and pypdf, which the image lacks) into
@@ -58,10 +65,12 @@ set -uo pipefail
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "h200-e2e: $*" >&2; exit 2; }
 
-cpu=0 window="" budget=540 parallel=0 runs="" out="${OUT:-}" state_in="" retry=0 max_batch=""
+cpu=0 slurm=0 contexts_arg="" window="" budget=540 parallel=0 runs="" out="${OUT:-}" state_in="" retry=0 max_batch=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
+    --slurm) slurm=1 ;;
+    --contexts) contexts_arg=${2:?}; shift ;;
     --window-seconds) window=${2:?}; shift ;;
     --budget) budget=${2:?}; shift ;;
     --parallel-optimizer-points) parallel=1 ;;
@@ -79,7 +88,22 @@ done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-if [ "$cpu" = 1 ]; then
+profile=local-gpu
+if [ "$slurm" = 1 ]; then
+  [ "$cpu" = 0 ] || die "--slurm runs on the GPU machine; --cpu is the local scheduler's CPU rehearsal"
+  [ -z "$state_in" ] || die "--slurm cannot restore a packed state: Slurm's accounting of the lost jobs stayed on the lost machine"
+  mode=h200-slurm; models=(20m); read -r -a contexts <<< "${contexts_arg:-2048}"; worker=()
+  [ -n "$window" ] || die "--window-seconds S is required on the GPU (the protocol default is 10)"
+  [ -d .slurm-debs ] || die "no .slurm-debs/: run tools/fetch-slurm-debs.sh on Debian 12 and carry it"
+  runs=${runs:-runs/slurm-h200}
+  source tools/gpu-env.sh
+  PY=python3
+  profile=local-slurm-gpu
+  # The guide's commands verbatim: the profile is chosen once, in the environment.
+  export THROUGHPUT_SWEEP_PROFILE=$profile
+  LOCAL_SLURM_OFFLINE_DEBS="$root/.slurm-debs" tools/local-slurm.sh start || die "the offline Slurm did not start"
+  eval "$(tools/local-slurm.sh env)"
+elif [ "$cpu" = 1 ]; then
   mode=cpu; models=(tiny); contexts=(128 256); window=${window:-0.5}; max_batch=${max_batch:-4}
   runs=${runs:-runs/e2e-cpu}
   PY=${THROUGHPUT_PYTHON:-$root/.venv/bin/python}
@@ -98,7 +122,6 @@ else
   source tools/gpu-env.sh
   PY=python3
 fi
-profile=local-gpu
 out=${out:-$runs/out}
 mkdir -p "$runs" "$out"
 runs=$(cd "$runs" && pwd); out=$(cd "$out" && pwd)
@@ -118,7 +141,7 @@ if missing:
 import torch
 print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA devices {torch.cuda.device_count()}")
 EOF
-if [ "$mode" = h200 ] && [ ! -s "$runs/gpu.txt" ]; then
+if [ "$mode" != cpu ] && [ ! -s "$runs/gpu.txt" ]; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$runs/gpu.txt" || true
 fi
 [ -s "$runs/gpu.txt" ] && cat "$runs/gpu.txt"
@@ -131,7 +154,11 @@ if [ -n "$state_in" ] && [ ! -e "$tp/manifest.json" ]; then
 fi
 echo "$root" > "$runs/ROOT.txt"
 
-sweep() { "$PY" -m throughput_sweep.cli "$@"; }
+# The guide's drivers, as a user runs them.
+sweep() { "$PY" scripts/throughput_sweep.py "$@"; }
+audit() { "$PY" scripts/throughput_audit.py "$@"; }
+report() { "$PY" scripts/throughput_report.py "$@"; }
+chosen=(--profile "$profile"); [ "$slurm" = 1 ] && chosen=()   # --slurm: from THROUGHPUT_SWEEP_PROFILE
 
 pack() {  # $1: complete|partial
   local name=e2e-$mode stage=$runs/.pack
@@ -174,7 +201,7 @@ watch() {  # $1: stage name; rest: throughput-sweep run arguments
   local left=$((budget - SECONDS - 45))   # keep 45 s for status, summary and packing
   [ "$left" -ge 20 ] || stop_at_budget "$stage"
   say "$stage: throughput-sweep run $* (at most ${left}s)"
-  timeout -s INT -k 30 "$left" "$PY" -m throughput_sweep.cli run "$@" --no-progress
+  timeout -s INT -k 30 "$left" "$PY" scripts/throughput_sweep.py run "$@" --no-progress
   local rc=$?
   case $rc in
     0) say "$stage: every curve has ended" ;;
@@ -193,7 +220,7 @@ extra=(); [ "$retry" = 1 ] && extra+=(--retry-failed)
 if [ -e "$tp/manifest.json" ]; then
   watch throughput --output "$tp" --resume "${extra[@]}"
 else
-  watch throughput --output "$tp" --profile "$profile" --models "${models[@]}" --contexts "${contexts[@]}" \
+  watch throughput --output "$tp" "${chosen[@]}" --models "${models[@]}" --contexts "${contexts[@]}" \
     --window-seconds "$window" ${max_batch:+--max-batch "$max_batch"} "${worker[@]}"
 fi
 
@@ -202,7 +229,7 @@ par=(); [ "$parallel" = 1 ] && par=(--parallel-optimizer-points)
 if [ -e "$opt/manifest.json" ]; then
   watch optimizer --optimizer-timing-from "$tp" --output "$opt" --resume "${par[@]}" "${extra[@]}"
 else
-  watch optimizer --optimizer-timing-from "$tp" --output "$opt" --profile "$profile" "${par[@]}" "${worker[@]}"
+  watch optimizer --optimizer-timing-from "$tp" --output "$opt" "${chosen[@]}" "${par[@]}" "${worker[@]}"
 fi
 
 # ------------------------------------------------------------------ 3. status, collect, audit
@@ -210,14 +237,14 @@ fail=0
 for c in "$tp" "$opt"; do
   sweep status --output "$c" > "$c/status.txt" 2>&1
   sweep collect --output "$c" > /dev/null || { say "collect failed for $c"; fail=1; }
-  "$PY" -m throughput_audit.cli --output "$c" > "$c/audit.txt" 2>&1 || { say "audit failed for $c"; fail=1; }
+  audit --output "$c" > "$c/audit.txt" 2>&1 || { say "audit failed for $c"; fail=1; }
   cat "$c/audit.txt"
 done
 
 # ------------------------------------------------------------------ 4. report on the pair
 if [ ! -e "$rep/report.pdf" ]; then
   rm -rf "$rep.partial"; [ -e "$rep" ] && mv "$rep" "$rep.partial"   # a report is never overwritten
-  if "$PY" -m throughput_report.cli --throughput "$tp" --optimizer "$opt" --output "$rep" > "$runs/report.txt" 2>&1; then
+  if report --throughput "$tp" --optimizer "$opt" --output "$rep" > "$runs/report.txt" 2>&1; then
     mv "$runs/report.txt" "$rep/report.txt"; rm -rf "$rep.partial"
   else
     say "throughput-report failed:"; cat "$runs/report.txt"; fail=1

@@ -10,6 +10,7 @@ update runs eagerly (backend "cpu-eager"), so CI exercises the same logic.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -39,9 +40,9 @@ def make_inputs(recipe: Recipe, device: torch.device) -> tuple[torch.Tensor, tor
 class Update:
     """One complete update, callable eagerly or under CUDA-graph capture.
 
-    `events`, when given, are three CUDA events recorded at the update's start,
-    before `ArenaAdamW.step` and after it (optimizer timing); recorded inside a
-    capture they must be created with `external=True`.
+    `events`, when given, are three timing events recorded at the update's start,
+    before `ArenaAdamW.step` and after it (optimizer timing): CUDA events, created with
+    `external=True` when recorded inside a capture, or `HostEvent`s on the CPU.
     """
 
     def __init__(
@@ -75,6 +76,24 @@ class Update:
         self.optimizer.step()
         if self.events:
             self.events[2].record()
+
+
+class HostEvent:
+    """The CPU's stand-in for a CUDA timing event, with the same two methods.
+
+    Eager CPU work has finished when the next Python line runs, so the host clock read at
+    the update's start, before `ArenaAdamW.step` and after it times the same spans that
+    CUDA events recorded in the graph time on the GPU.
+    """
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: "HostEvent") -> float:
+        return (end.at - self.at) * 1000.0
 
 
 @dataclass
@@ -130,10 +149,12 @@ def build(
     inputs, targets = make_inputs(recipe, device)
     model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model
     events = None
-    if timing_events:
-        if not cuda:
-            raise ValueError("optimizer timing needs CUDA events")
+    if timing_events and use_graph:
         events = tuple(torch.cuda.Event(enable_timing=True, external=True) for _ in range(3))
+    elif timing_events and cuda:
+        events = tuple(torch.cuda.Event(enable_timing=True) for _ in range(3))
+    elif timing_events:
+        events = tuple(HostEvent() for _ in range(3))
     update = Update(model_fn, optimizer, inputs, targets, events=events)
     backend = ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
     built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels)

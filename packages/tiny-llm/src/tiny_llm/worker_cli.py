@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--optimizer-timing",
         action="store_true",
-        help="capture three external CUDA events in the update graph and time ArenaAdamW.step in bursts (CUDA only)",
+        help="time ArenaAdamW.step inside the update in bursts: three external CUDA events in the update graph (host clock readings on the CPU)",
     )
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="default: cuda if available")
     p.add_argument(
@@ -84,11 +84,6 @@ def main(args: argparse.Namespace) -> int:
 
         if args.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda: no CUDA device is available (use --device cpu or auto)")
-        cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-        if args.optimizer_timing and not cuda:
-            # The events live inside the CUDA graph; a host timer around CPU code would
-            # measure something else, so there is no CPU substitute.
-            raise UsageError("--optimizer-timing needs a CUDA device (its timing events live inside the CUDA graph)")
     except UsageError as exc:
         print(f"tiny_llm: {exc}", file=sys.stderr)
         return 2
