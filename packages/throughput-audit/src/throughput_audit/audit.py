@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import AccountingRow, SchemaError, write_atomic
-from throughput_schema.layout import MANIFEST
+from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT, RESULTS_JSON
 
 from throughput_audit import __version__, optimizer, slurm
 from throughput_audit.campaign import (
@@ -32,10 +32,6 @@ from throughput_audit.campaign import (
 )
 from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
 from throughput_audit.points import check_point_recipe, check_throughput
-
-AUDIT_FILE = "audit.json"
-ACCOUNTING_FILE = "accounting.txt"
-RESULTS_FILE = "results.json"
 
 
 class UsageError(Exception):
@@ -128,8 +124,8 @@ def run_audit(
 
 def write_outputs(root: Path, outcome: Outcome) -> None:
     data = msgspec.json.format(msgspec.json.encode(outcome.report), indent=2) + b"\n"
-    write_atomic(Path(root) / AUDIT_FILE, data)
-    write_atomic(Path(root) / ACCOUNTING_FILE, outcome.accounting)
+    write_atomic(Path(root) / AUDIT, data)
+    write_atomic(Path(root) / ACCOUNTING, outcome.accounting)
 
 
 # ---------------------------------------------------------------------------- results
@@ -140,8 +136,8 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     res = a.result
     if res is None or record.void:
         return
-    file = record.file("result.json")
-    frozen, frozen_file = recipes.get(a.model, (None, f"frozen/recipes/{a.model}.json"))
+    file = record.file(RESULT)
+    frozen, frozen_file = recipes.get(a.model, (None, f"{FROZEN}/{RECIPES}/{a.model}.json"))
     if a.model not in m.models:
         return  # reported by curve.unexpected
     check_point_recipe(
@@ -183,7 +179,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     )
     optimizer.baseline_matches(record, checks)
     if a.baseline is not None and kind(a.baseline) == "ok":
-        bfile = record.file("baseline.json")
+        bfile = record.file(BASELINE)
         check_throughput(checks, bfile, a.baseline, batch=a.batch_size, context=a.context_length, protocol=m.protocol)
     pct = optimizer.check_timing(record, checks, protocol=m.protocol, batch=a.batch_size, context=a.context_length)
     if pct is not None:
@@ -204,7 +200,7 @@ def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
         return
     k = kind(a.result)
     row = r.accounting
-    file = record.file("receipt.json")
+    file = record.file(RECEIPT)
     checks.expect(
         "receipt.state",
         slurm.state_explains(k, row, a.result.finished_at),
@@ -222,24 +218,24 @@ def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
 
 def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded: Loaded, is_opt: bool) -> None:
     """Compare the curves `collect` reported (results.json) with the audit's own derivation."""
-    path = root / RESULTS_FILE
+    path = root / RESULTS_JSON
     if not path.is_file():
-        checks.not_applicable("summary", f"{RESULTS_FILE}: not written yet (run collect); curve summaries not compared")
+        checks.not_applicable("summary", f"{RESULTS_JSON}: not written yet (run collect); curve summaries not compared")
         return
     try:
         raw = msgspec.json.decode(path.read_bytes())
     except msgspec.DecodeError as exc:
-        checks.fail("summary", RESULTS_FILE, f"{RESULTS_FILE}: not valid JSON ({exc})")
+        checks.fail("summary", RESULTS_JSON, f"{RESULTS_JSON}: not valid JSON ({exc})")
         return
     reported = _curve_summaries(raw)
     if reported is None:
-        checks.fail("summary", RESULTS_FILE, f"{RESULTS_FILE}: no curve summaries found")
+        checks.fail("summary", RESULTS_JSON, f"{RESULTS_JSON}: no curve summaries found")
         return
     groups = group(loaded)
     for c in curves:
         s = reported.get(c.curve)
         if s is None:
-            checks.fail("summary.curve", RESULTS_FILE, f"{RESULTS_FILE}: curve {c.curve} missing", curve=c.curve)
+            checks.fail("summary.curve", RESULTS_JSON, f"{RESULTS_JSON}: curve {c.curve} missing", curve=c.curve)
             continue
         state = s.get("state")
         want_state = c.state
@@ -258,8 +254,8 @@ def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded
         checks.expect(
             "summary.curve",
             state_ok and got == want,
-            RESULTS_FILE,
-            f"{RESULTS_FILE}: {c.curve} reported {state}, largest fitting {got[0]}, first OOM {got[1]}, fitting {got[2]}; "
+            RESULTS_JSON,
+            f"{RESULTS_JSON}: {c.curve} reported {state}, largest fitting {got[0]}, first OOM {got[1]}, fitting {got[2]}; "
             f"the raw files give {want_state}, largest fitting {want[0]}, first OOM {want[1]}, fitting {want[2]}{detail}",
             curve=c.curve,
             reported={"state": state, "largest_fitting": got[0], "first_oom": got[1], "fitting": got[2]},
@@ -269,8 +265,8 @@ def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded
             checks.expect(
                 "summary.unstable",
                 sorted(s.get("unstable_batches") or []) == sorted(c.unstable_batches),
-                RESULTS_FILE,
-                f"{RESULTS_FILE}: {c.curve} unstable batches reported {s.get('unstable_batches')}, derived {c.unstable_batches}",
+                RESULTS_JSON,
+                f"{RESULTS_JSON}: {c.curve} unstable batches reported {s.get('unstable_batches')}, derived {c.unstable_batches}",
                 reported=s.get("unstable_batches"),
                 derived=c.unstable_batches,
             )
@@ -279,8 +275,8 @@ def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded
             checks.expect(
                 "summary.fastest",
                 s.get("fastest_stable_batch") == (fastest[0] if fastest else None),
-                RESULTS_FILE,
-                f"{RESULTS_FILE}: {c.curve} fastest stable batch reported {s.get('fastest_stable_batch')}, "
+                RESULTS_JSON,
+                f"{RESULTS_JSON}: {c.curve} fastest stable batch reported {s.get('fastest_stable_batch')}, "
                 f"derived {fastest[0] if fastest else None} ({fastest[1] if fastest else None} tok/s)",
                 reported=s.get("fastest_stable_batch"),
                 derived=fastest[0] if fastest else None,
@@ -341,7 +337,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         rec = r.attempt.receipt
         if rec is None:
             continue
-        file = r.file("receipt.json")
+        file = r.file(RECEIPT)
         if rec.scheduler != "slurm":
             checks.fail("slurm.receipt", file, f"{file}: scheduler {rec.scheduler} in a Slurm campaign")
             continue
@@ -349,7 +345,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             checks.fail(
                 "slurm.duplicate_job",
                 file,
-                f"{file}: job {rec.job_id} is also the receipt of {jobs[rec.job_id].file('receipt.json')}",
+                f"{file}: job {rec.job_id} is also the receipt of {jobs[rec.job_id].file(RECEIPT)}",
                 job_id=rec.job_id,
             )
             continue
@@ -372,7 +368,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
     queries = queries + more
     used: list[AccountingRow] = []
     for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
-        file = r.file("receipt.json")
+        file = r.file(RECEIPT)
         row = rows.get(job_id)
         if row is None:
             checks.fail("slurm.accounted", file, f"{file}: job {job_id} is missing from Slurm accounting", job_id=job_id)
@@ -437,7 +433,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
     checks.expect(
         "slurm.peak_concurrency",
         peak.jobs <= profile.max_concurrent_jobs,
-        "accounting.txt",
+        ACCOUNTING,
         f"peak {peak.jobs} jobs running at once"
         + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
         + f"; the campaign's limit is {profile.max_concurrent_jobs}",
@@ -466,7 +462,7 @@ def check_local_concurrency(loaded: Loaded, checks: Checks) -> str:
     checks.expect(
         "local.peak_concurrency",
         peak.jobs <= limit,
-        "accounting.txt",
+        ACCOUNTING,
         f"peak {peak.jobs} local jobs running at once (recorded in receipts)"
         + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
         + f"; the campaign's limit is {limit}",

@@ -13,17 +13,13 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import BurstSample, Manifest, Recipe, SchemaError, WorkerResult, read
-from throughput_schema.layout import CURVES, FROZEN, JOB_SCRIPT, MANIFEST, Attempt, curve_name, load_attempt, parse_curve_name
+from throughput_schema import BurstSample, Manifest, Recipe, SchemaError, Settlement, WorkerResult, outcome_kind, read
+from throughput_schema.layout import BURSTS, CURVES, FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT, SETTLEMENT, Attempt, curve_name, load_attempt, parse_curve_name
 
 from throughput_audit.findings import Checks, CurveFinding
 
-RECIPES = "recipes"  # frozen/recipes/<model>.json, written at campaign creation
-SETTLEMENT = "settlement.json"  # an intent settled without a receipt (never-submitted, refused, ambiguous)
-
-
 def kind(result: WorkerResult | None) -> str | None:
-    return None if result is None else result.outcome.__struct_config__.tag
+    return None if result is None else outcome_kind(result.outcome)
 
 
 @dataclass
@@ -93,11 +89,11 @@ def load(root: Path, checks: Checks, *, optimizer: bool) -> Loaded:
                 marker = attempt / SETTLEMENT
                 if marker.exists():
                     try:
-                        record.settlement = str(msgspec.json.decode(marker.read_bytes()).get("state", ""))
-                    except (msgspec.DecodeError, AttributeError, OSError) as exc:
-                        checks.fail("files.decode", rel(root, marker), f"{rel(root, marker)}: unreadable ({exc})")
-                if optimizer and (attempt / "bursts.jsonl").exists():
-                    record.bursts = _read_bursts(attempt / "bursts.jsonl", rel(root, attempt / "bursts.jsonl"), checks)
+                        record.settlement = read(marker, Settlement).state
+                    except SchemaError as exc:
+                        checks.fail("files.decode", rel(root, marker), str(exc))
+                if optimizer and (attempt / BURSTS).exists():
+                    record.bursts = _read_bursts(attempt / BURSTS, rel(root, attempt / BURSTS), checks)
                 loaded.attempts.append(record)
     loaded.attempts.sort(key=lambda r: (r.attempt.model, r.attempt.context_length, r.attempt.batch_size, r.attempt.attempt))
     return loaded
@@ -201,7 +197,7 @@ def check_attempt_files(loaded: Loaded, record: AttemptRecord, checks: Checks) -
             + (" has a receipt or a result" if receipt is not None or a.result is not None else ""),
         )
         return
-    ifile = record.file("intent.json")
+    ifile = record.file(INTENT)
     p = intent.point
     want_mode = "optimizer-timing" if m.kind == "optimizer-timing" else "throughput"
     got = (p.model, p.context_length, p.batch_size, p.attempt, p.mode)
@@ -235,7 +231,7 @@ def check_attempt_files(loaded: Loaded, record: AttemptRecord, checks: Checks) -
         else:
             checks.fail("attempt.receipt", record.rel, f"{record.rel}: intent.json without receipt.json (unsettled submission)")
         return
-    rfile = record.file("receipt.json")
+    rfile = record.file(RECEIPT)
     checks.expect(
         "attempt.receipt",
         receipt.token == intent.token and receipt.scheduler == intent.scheduler and bool(receipt.job_id),
@@ -249,8 +245,8 @@ def check_attempt_files(loaded: Loaded, record: AttemptRecord, checks: Checks) -
     checks.expect(
         "attempt.result",
         a.result is not None,
-        record.file("result.json"),
-        f"{record.file('result.json')}: " + ("present" if a.result is not None else f"missing for job {receipt.job_id}"),
+        record.file(RESULT),
+        f"{record.file(RESULT)}: " + ("present" if a.result is not None else f"missing for job {receipt.job_id}"),
         job_id=receipt.job_id,
     )
 
@@ -387,8 +383,8 @@ def walk_throughput(curve: str, records: list[AttemptRecord], manifest: Manifest
         checks.expect(
             "curve.boundary",
             first_oom == expected_oom and kind(r.attempt.result) == "cuda_oom",
-            r.file("result.json"),
-            f"{r.file('result.json')}: boundary largest fitting {largest}, first OOM {first_oom} "
+            r.file(RESULT),
+            f"{r.file(RESULT)}: boundary largest fitting {largest}, first OOM {first_oom} "
             f"(2 x largest = {expected_oom}), set by outcome {kind(r.attempt.result)}",
             largest_fitting=largest,
             first_oom=first_oom,

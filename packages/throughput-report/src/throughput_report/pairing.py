@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from throughput_schema import outcome_kind
+
 from throughput_report.inputs import Attempt, Campaign, Refused
 
 
@@ -86,8 +88,8 @@ def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
                 f"throughput campaign {campaign.name}: curve {name} b{top} has no result yet "
                 f"({latest[top].path.name}); the grid is incomplete"
             )
-        fitting = [b for b in sorted(finals) if finals[b].result.outcome.__struct_config__.tag == "ok"]
-        last_kind = finals[top].result.outcome.__struct_config__.tag
+        fitting = [b for b in sorted(finals) if outcome_kind(finals[b].result.outcome) == "ok"]
+        last_kind = outcome_kind(finals[top].result.outcome)
         first_oom = None
         capped = False
         if last_kind == "cuda_oom":
@@ -128,12 +130,12 @@ def optimizer_points(
             problem = None
             if attempt is None or latest[batch] is not attempt:
                 problem = "has no result.json"
-            elif attempt.result.outcome.__struct_config__.tag != "ok":
-                problem = f"ended with {attempt.result.outcome.__struct_config__.tag}"
+            elif outcome_kind(attempt.result.outcome) != "ok":
+                problem = f"ended with {outcome_kind(attempt.result.outcome)}"
             elif attempt.baseline is None:
                 problem = "has no baseline.json"
-            elif attempt.baseline.outcome.__struct_config__.tag != "ok":
-                problem = f"has a baseline that ended with {attempt.baseline.outcome.__struct_config__.tag}"
+            elif outcome_kind(attempt.baseline.outcome) != "ok":
+                problem = f"has a baseline that ended with {outcome_kind(attempt.baseline.outcome)}"
             if problem:
                 raise Refused(
                     f"optimizer campaign {campaign.name}: inherited point {name} b{batch} {problem}; "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema.codec import fsync_dir, write_atomic
+from throughput_schema.layout import ACCOUNTING, AUDIT
 
 from throughput_report import figures, tables
 from throughput_report.checks import run_checks
@@ -27,7 +28,7 @@ DATA_FILES = ("points.csv", "points.json", "inputs.sha256")
 FIGURE_FILES = tuple(f"{name}.{ext}" for name in figures.FIGURES for ext in ("pdf", "svg", "png"))
 REPORT_FILES = (REPORT_PDF, *DATA_FILES, *FIGURE_FILES)
 # An output folder holding any of these (ours, or an audit's record of it) is never reused.
-HELD = (*REPORT_FILES, "audit.json", "accounting.txt")
+HELD = (*REPORT_FILES, AUDIT, ACCOUNTING)
 
 
 @dataclass(frozen=True)

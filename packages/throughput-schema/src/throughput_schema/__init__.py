@@ -20,6 +20,7 @@ from throughput_schema.outcomes import (
     Ok,
     Outcome,
     Timeout,
+    outcome_kind,
 )
 from throughput_schema.records import *  # noqa: F403
 from throughput_schema.version import SCHEMA_VERSION

@@ -1,10 +1,13 @@
 """Where a campaign keeps its files, and a reader that loads them as records.
 
     runs/<name>/
-      manifest.json
+      manifest.json  watcher.lock
       frozen/...                                  package source, driver, configs, uv.lock
       curves/<model>-c<context>/b<batch>/attempt-<k>/
-          intent.json receipt.json job.sh result.json baseline.json bursts.jsonl slurm-<id>.out
+          intent.json receipt.json settlement.json job.sh result.json baseline.json
+          bursts.jsonl slurm-<id>.out
+      results.json results.csv README.md *.png    collect
+      audit.json accounting.txt                   the audit
 
 Everything a later command needs is in these files, so `status`, `--resume`, the
 audit and the report all start from `load_attempts`. Nothing here writes.
@@ -23,13 +26,30 @@ from throughput_schema.records import BurstSample, Manifest, Receipt, Submission
 
 MANIFEST = "manifest.json"
 FROZEN = "frozen"
+RECIPES = "recipes"  # frozen/recipes/<model>.json: the resolved preset of each model
 CURVES = "curves"
+LOCK = "watcher.lock"
+# In each attempt folder.
 INTENT = "intent.json"
 RECEIPT = "receipt.json"
+SETTLEMENT = "settlement.json"  # an intent settled without a receipt
 JOB_SCRIPT = "job.sh"
 RESULT = "result.json"
 BASELINE = "baseline.json"
 BURSTS = "bursts.jsonl"
+# Written by `collect` at the campaign's top.
+RESULTS_JSON = "results.json"
+RESULTS_CSV = "results.csv"
+README = "README.md"
+THROUGHPUT_PNG = "throughput.png"
+MEMORY_PNG = "memory.png"
+OPTIMIZER_JSON = "optimizer.json"
+OPTIMIZER_CSV = "optimizer.csv"
+OPTIMIZER_TIME_PNG = "optimizer-time.png"
+OPTIMIZER_SHARE_PNG = "optimizer-share.png"
+# Written by the audit at the campaign's top.
+AUDIT = "audit.json"
+ACCOUNTING = "accounting.txt"
 
 _CURVE = re.compile(r"^(?P<model>[A-Za-z0-9_.]+)-c(?P<context>[1-9][0-9]*)$")
 _BATCH = re.compile(r"^b(?P<batch>[1-9][0-9]*)$")
