@@ -1,4 +1,4 @@
-"""Build consistent campaigns on disk from schema records, for the audit's tests.
+"""Build consistent campaigns on disk from schema records, for the tests of every package.
 
 `build_throughput` writes a manifest, frozen files with their hashes, and per point
 an intent, job script, receipt (with final accounting) and result whose derived
@@ -46,7 +46,21 @@ from throughput_schema import (
     dumps,
     write_atomic,
 )
-from throughput_schema.layout import attempt_dir, curve_name
+from throughput_schema.layout import (
+    BASELINE,
+    BURSTS,
+    FROZEN,
+    INTENT,
+    JOB_SCRIPT,
+    MANIFEST,
+    RECEIPT,
+    RECIPES,
+    RESULT,
+    RESULTS_JSON,
+    attempt_dir,
+    curve_name,
+    encode_bursts,
+)
 from throughput_schema.recipe import parameter_count
 
 PRESETS = {
@@ -169,7 +183,7 @@ class _Jobs:
 
 
 def _frozen(root: Path, models: list[str]) -> list[FrozenFile]:
-    frozen = root / "frozen"
+    frozen = root / FROZEN
     files = {
         "packages/throughput-sweep/src/throughput_sweep/__init__.py": '__version__ = "0.1.0"\n',
         "packages/tiny-llm/src/tiny_llm/__init__.py": '"""worker"""\n',
@@ -178,7 +192,7 @@ def _frozen(root: Path, models: list[str]) -> list[FrozenFile]:
     for rel, text in files.items():
         write_atomic(frozen / rel, text)
     for m in models:
-        write_atomic(frozen / "recipes" / f"{m}.json", preset(m))
+        write_atomic(frozen / RECIPES / f"{m}.json", preset(m))
     out = []
     for p in sorted(frozen.rglob("*")):
         if p.is_file():
@@ -214,9 +228,9 @@ def _write_attempt(
     folder = attempt_dir(built.root, model, context, batch, 1)
     token = f"tp-{model}-c{context}-b{batch}-a1-{m.name}"
     script = f"#!/bin/bash\n#SBATCH --job-name={token}\npython -m {m.worker} run-point\n"
-    write_atomic(folder / "job.sh", script)
+    write_atomic(folder / JOB_SCRIPT, script)
     write_atomic(
-        folder / "intent.json",
+        folder / INTENT,
         SubmissionIntent(
             token=token,
             campaign=m.name,
@@ -246,7 +260,7 @@ def _write_attempt(
     )
     built.rows[job] = row
     write_atomic(
-        folder / "receipt.json",
+        folder / RECEIPT,
         Receipt(
             token=token,
             job_id=job,
@@ -256,11 +270,11 @@ def _write_attempt(
             accounting_final=True,
         ),
     )
-    write_atomic(folder / "result.json", result)
+    write_atomic(folder / RESULT, result)
     if baseline is not None:
-        write_atomic(folder / "baseline.json", baseline)
+        write_atomic(folder / BASELINE, baseline)
     if bursts is not None:
-        write_atomic(folder / "bursts.jsonl", b"".join(msgspec.json.encode(b) + b"\n" for b in bursts))
+        write_atomic(folder / BURSTS, encode_bursts(bursts))
     built.points.setdefault(curve_name(model, context), {})[batch] = folder
     return folder
 
@@ -291,7 +305,7 @@ def build_throughput(
         tool_version="0.1.0",
         frozen_files=_frozen(root, list(models)),
     )
-    write_atomic(root / "manifest.json", manifest)
+    write_atomic(root / MANIFEST, manifest)
     built = Built(root=root, manifest=manifest)
     jobs = _Jobs(start_id)
     summaries = []
@@ -332,7 +346,7 @@ def build_throughput(
                 unstable_batches=list(unstable_here),
             )
         )
-    write_atomic(root / "results.json", dumps({"campaign": manifest.name, "curves": summaries}))
+    write_atomic(root / RESULTS_JSON, dumps({"campaign": manifest.name, "curves": summaries}))
     return built
 
 
@@ -385,7 +399,7 @@ def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, schedule
     pm = parent.manifest
     protocol = pm.protocol
     inherited = {
-        name: sorted(b for b, f in pts.items() if msgspec.json.decode((f / "result.json").read_bytes())["outcome"]["kind"] == "ok")
+        name: sorted(b for b, f in pts.items() if msgspec.json.decode((f / RESULT).read_bytes())["outcome"]["kind"] == "ok")
         for name, pts in parent.points.items()
     }
     manifest = Manifest(
@@ -398,10 +412,10 @@ def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, schedule
         profile=_profile(scheduler, pm.profile.max_concurrent_jobs),
         tool_version="0.1.0",
         frozen_files=_frozen(root, list(pm.models)),
-        parent=ParentCampaign(path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / "manifest.json"), name=pm.name),
+        parent=ParentCampaign(path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / MANIFEST), name=pm.name),
         inherited_batches=inherited,
     )
-    write_atomic(root / "manifest.json", manifest)
+    write_atomic(root / MANIFEST, manifest)
     built = Built(root=root, manifest=manifest)
     jobs = _Jobs(start_id)
     for ci, (model, context) in enumerate((m, c) for m in pm.models for c in pm.contexts):
