@@ -144,7 +144,7 @@ def sha256(path: Path) -> str:
 
 
 @dataclass
-class Built:
+class BuiltCampaign:
     root: Path
     manifest: Manifest
     rows: dict[str, AccountingRow] = field(default_factory=dict)
@@ -211,7 +211,7 @@ def _profile(scheduler: str, max_concurrent: int) -> ClusterProfile:
 
 
 def _write_attempt(
-    built: Built,
+    built: BuiltCampaign,
     jobs: _Jobs,
     *,
     model: str,
@@ -290,7 +290,7 @@ def build_throughput(
     max_concurrent: int = 12,
     start_id: int = 1000,
     stagger_seconds: int = 100,
-) -> Built:
+) -> BuiltCampaign:
     """Every curve fits 1 .. first_oom/2 and hits a CUDA OOM at first_oom."""
     root = Path(root)
     protocol = Protocol()
@@ -306,7 +306,7 @@ def build_throughput(
         frozen_files=_frozen(root, list(models)),
     )
     write_atomic(root / MANIFEST, manifest)
-    built = Built(root=root, manifest=manifest)
+    built = BuiltCampaign(root=root, manifest=manifest)
     jobs = _Jobs(start_id)
     summaries = []
     for ci, (model, context) in enumerate((m, c) for m in models for c in contexts):
@@ -394,7 +394,7 @@ def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int
     )
 
 
-def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, scheduler: str = "slurm") -> Built:
+def build_optimizer(root: Path, parent: BuiltCampaign, *, start_id: int = 5000, scheduler: str = "slurm") -> BuiltCampaign:
     root = Path(root)
     pm = parent.manifest
     protocol = pm.protocol
@@ -416,7 +416,7 @@ def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, schedule
         inherited_batches=inherited,
     )
     write_atomic(root / MANIFEST, manifest)
-    built = Built(root=root, manifest=manifest)
+    built = BuiltCampaign(root=root, manifest=manifest)
     jobs = _Jobs(start_id)
     for ci, (model, context) in enumerate((m, c) for m in pm.models for c in pm.contexts):
         name = curve_name(model, context)
@@ -434,4 +434,4 @@ def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, schedule
     return built
 
 
-__all__ = ["Built", "FakeSacct", "Timeout", "build_optimizer", "build_throughput", "bursts_for", "optimizer_timing", "preset"]
+__all__ = ["BuiltCampaign", "FakeSacct", "Timeout", "build_optimizer", "build_throughput", "bursts_for", "optimizer_timing", "preset"]

@@ -32,7 +32,7 @@ HELD = (*REPORT_FILES, AUDIT, ACCOUNTING)
 
 
 @dataclass(frozen=True)
-class Built:
+class BuiltReport:
     out: Path
     files: list[Path]
     projection: Projection
@@ -69,7 +69,7 @@ def _hash_lines(campaigns: list[Campaign]) -> tuple[str, list[tuple[str, str, in
 
 def build_report(
     throughput: list[Path], optimizer: list[Path], out: Path, *, tokens_per_update: int | None = None
-) -> Built:
+) -> BuiltReport:
     throughput, optimizer, out = [Path(p) for p in throughput], [Path(p) for p in optimizer], Path(out)
     if len(throughput) != len(optimizer) or not throughput:
         raise Refused(
@@ -125,7 +125,7 @@ def build_report(
         _publish(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return Built(out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts))
+    return BuiltReport(out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts))
 
 
 def _publish(stage: Path, out: Path) -> None:

@@ -78,6 +78,9 @@ def bursts_path(output: str | Path) -> Path:
     return output.with_name(BURSTS if output.name == RESULT else f"{output.stem}.{BURSTS}")
 
 
+_BURSTS_DECODER = msgspec.json.Decoder(BurstSample)
+
+
 def encode_bursts(bursts: list[BurstSample]) -> bytes:
     """One BurstSample JSON object per line (the content of `bursts.jsonl`)."""
     return b"".join(msgspec.json.encode(b) + b"\n" for b in bursts)
@@ -85,8 +88,7 @@ def encode_bursts(bursts: list[BurstSample]) -> bytes:
 
 def decode_bursts(data: bytes) -> list[BurstSample]:
     """The samples of a `bursts.jsonl` (blank lines ignored); raises msgspec errors on a bad line."""
-    decoder = msgspec.json.Decoder(BurstSample)
-    return [decoder.decode(line) for line in data.splitlines() if line.strip()]
+    return [_BURSTS_DECODER.decode(line) for line in data.splitlines() if line.strip()]
 
 
 def point_dir(campaign: Path, model: str, context_length: int, batch_size: int) -> Path:
