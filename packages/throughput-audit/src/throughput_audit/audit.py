@@ -17,19 +17,8 @@ from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFE
 
 from throughput_audit import __version__, optimizer, slurm
 from throughput_audit.accounting import check_local_concurrency, check_slurm
-from throughput_audit.campaign import (
-    AttemptRecord,
-    Loaded,
-    check_attempt_files,
-    check_curve_set,
-    check_frozen,
-    check_retries,
-    frozen_recipe,
-    group,
-    kind,
-    load,
-    walk_throughput,
-)
+from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
+from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.summary import check_summary

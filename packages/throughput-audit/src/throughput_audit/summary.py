@@ -8,7 +8,8 @@ import msgspec
 
 from throughput_schema.layout import RESULTS_JSON
 
-from throughput_audit.campaign import AttemptRecord, Loaded, final_attempts, group, status
+from throughput_audit.campaign import AttemptRecord, Loaded
+from throughput_audit.curves import final_attempts, group, status
 from throughput_audit.findings import Checks, CurveFinding
 
 

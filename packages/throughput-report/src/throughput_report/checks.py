@@ -19,7 +19,7 @@ from throughput_schema.layout import BASELINE, RESULT
 from throughput_schema.records import Manifest, WorkerResult
 from throughput_schema.recipe import parameter_count
 
-from throughput_report.inputs import Attempt
+from throughput_report.inputs import ReportAttempt
 from throughput_report.pairing import Pair
 
 # Floats travel through JSON exactly; this only absorbs a different summation order.
@@ -69,7 +69,7 @@ def weighted_window_ms(result: WorkerResult, bursts, attr: str) -> list[float]:
 
 
 def check_result(
-    result: WorkerResult, attempt: Attempt, manifest: Manifest, tally: Tally, *, file: str = RESULT
+    result: WorkerResult, attempt: ReportAttempt, manifest: Manifest, tally: Tally, *, file: str = RESULT
 ) -> None:
     """Timing arithmetic, update counts, recipe and parameter count of one fitting result."""
     where = f"{attempt.path / file}"
@@ -164,7 +164,7 @@ def check_result(
     tally.add("memory peaks")
 
 
-def check_optimizer_timing(result: WorkerResult, attempt: Attempt, tally: Tally) -> None:
+def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: Tally) -> None:
     """Event weighting: window optimizer ms from the raw bursts, weighted by update count."""
     where = f"{attempt.path / 'result.json'}"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from throughput_schema import outcome_kind
 
-from throughput_report.inputs import Attempt, Campaign, Refused
+from throughput_report.inputs import Campaign, Refused, ReportAttempt
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Curve:
     model: str
     context: int
     # The final attempt at every batch that has a result, by batch.
-    finals: dict[int, Attempt]
+    finals: dict[int, ReportAttempt]
     fitting: list[int]
     first_oom: int | None
     capped: bool
@@ -44,7 +44,7 @@ class OptimizerPoint:
     model: str
     context: int
     batch: int
-    attempt: Attempt
+    attempt: ReportAttempt
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,10 @@ class Pair:
         return f"{self.throughput.name} + {self.optimizer.name}"
 
 
-def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, Attempt], dict[int, Attempt]]:
+def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, ReportAttempt], dict[int, ReportAttempt]]:
     """Per batch: the latest attempt with a result, and the latest attempt of all."""
-    finals: dict[int, Attempt] = {}
-    latest: dict[int, Attempt] = {}
+    finals: dict[int, ReportAttempt] = {}
+    latest: dict[int, ReportAttempt] = {}
     for attempt in campaign.attempts:
         if attempt.curve != curve:
             continue
