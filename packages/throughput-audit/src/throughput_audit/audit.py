@@ -24,7 +24,7 @@ from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.summary import check_summary
 
 
-class UsageError(Exception):
+class NotACampaign(Exception):
     """The folder is not a campaign, or its manifest cannot be read; one line."""
 
 
@@ -43,16 +43,16 @@ def run_audit(
 ) -> AuditRun:
     root = Path(root)
     if not root.is_dir():
-        raise UsageError(f"{root}: no such campaign folder")
+        raise NotACampaign(f"{root}: no such campaign folder")
     if not (root / MANIFEST).is_file():
-        raise UsageError(f"{root}: not a campaign (no {MANIFEST})")
+        raise NotACampaign(f"{root}: not a campaign (no {MANIFEST})")
     checks = Checks()
     try:
         from throughput_schema.layout import load_manifest
 
         manifest = load_manifest(root)
     except SchemaError as exc:
-        raise UsageError(str(exc)) from None
+        raise NotACampaign(str(exc)) from None
     is_opt = manifest.kind == "optimizer-timing"
     loaded = load(root, checks, optimizer=is_opt)
 

@@ -25,11 +25,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from throughput_schema.layout import ACCOUNTING, AUDIT
 
-    from throughput_audit.audit import UsageError, run_audit, write_outputs
+    from throughput_audit.audit import NotACampaign, run_audit, write_outputs
 
     try:
         outcome = run_audit(args.output, slurm_checks=not args.no_slurm)
-    except UsageError as exc:
+    except NotACampaign as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
     except SchemaError as exc:

@@ -54,7 +54,7 @@ class ReportAttempt:
 
 
 @dataclass
-class Campaign:
+class ReportCampaign:
     """A campaign as the report read it: manifest, attempts and the hash of every file."""
 
     path: Path
@@ -80,7 +80,7 @@ def sha256_bytes(data: bytes) -> str:
 _READ = (INTENT, RECEIPT, RESULT, BASELINE, BURSTS)
 
 
-def load_campaign(path: Path) -> Campaign:
+def load_campaign(path: Path) -> ReportCampaign:
     """Decode a campaign's manifest and every attempt; raises SchemaError for a bad file."""
     path = Path(path)
     if not path.is_dir():
@@ -114,4 +114,4 @@ def load_campaign(path: Path) -> Campaign:
             )
         )
     attempts.sort(key=lambda a: (a.model, a.context, a.batch, a.attempt))
-    return Campaign(path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes)
+    return ReportCampaign(path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes)

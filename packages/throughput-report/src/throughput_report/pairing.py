@@ -13,11 +13,11 @@ from pathlib import Path
 
 from throughput_schema import outcome_kind
 
-from throughput_report.inputs import Campaign, Refused, ReportAttempt
+from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 
 
 @dataclass(frozen=True)
-class Curve:
+class PairedCurve:
     """One model at one context in a throughput campaign, as its files end it."""
 
     model: str
@@ -49,9 +49,9 @@ class OptimizerPoint:
 
 @dataclass(frozen=True)
 class Pair:
-    throughput: Campaign
-    optimizer: Campaign
-    curves: dict[str, Curve]
+    throughput: ReportCampaign
+    optimizer: ReportCampaign
+    curves: dict[str, PairedCurve]
     # curve name -> batch -> the optimizer campaign's point
     points: dict[str, dict[int, OptimizerPoint]]
 
@@ -60,7 +60,7 @@ class Pair:
         return f"{self.throughput.name} + {self.optimizer.name}"
 
 
-def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, ReportAttempt], dict[int, ReportAttempt]]:
+def _final_attempts(campaign: ReportCampaign, curve: str) -> tuple[dict[int, ReportAttempt], dict[int, ReportAttempt]]:
     """Per batch: the latest attempt with a result, and the latest attempt of all."""
     finals: dict[int, ReportAttempt] = {}
     latest: dict[int, ReportAttempt] = {}
@@ -73,9 +73,9 @@ def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, ReportAtt
     return finals, latest
 
 
-def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
+def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
     """Every curve of a throughput campaign; refuses a curve not ended by a boundary or cap."""
-    curves: dict[str, Curve] = {}
+    curves: dict[str, PairedCurve] = {}
     cap = campaign.manifest.max_batch
     for name in campaign.curves():
         model, _, context = name.rpartition("-c")
@@ -102,14 +102,14 @@ def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
                 f"throughput campaign {campaign.name}: curve {name} is not ended by a confirmed CUDA OOM "
                 f"or the batch cap (b{top} {ending}); the grid is incomplete"
             )
-        curves[name] = Curve(
+        curves[name] = PairedCurve(
             model=model, context=int(context), finals=finals, fitting=fitting, first_oom=first_oom, capped=capped
         )
     return curves
 
 
 def optimizer_points(
-    campaign: Campaign, curves: dict[str, Curve], parent_name: str
+    campaign: ReportCampaign, curves: dict[str, PairedCurve], parent_name: str
 ) -> dict[str, dict[int, OptimizerPoint]]:
     """Every inherited point of an optimizer campaign, each with a result and a baseline that fit."""
     manifest = campaign.manifest
@@ -146,7 +146,7 @@ def optimizer_points(
     return out
 
 
-def pair_campaigns(throughput: list[Campaign], optimizer: list[Campaign]) -> list[Pair]:
+def pair_campaigns(throughput: list[ReportCampaign], optimizer: list[ReportCampaign]) -> list[Pair]:
     """Pair by argument order and refuse anything that cannot be reported together."""
     for campaign in throughput:
         if campaign.manifest.kind != "throughput":

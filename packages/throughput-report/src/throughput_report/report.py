@@ -18,7 +18,7 @@ from throughput_schema.layout import ACCOUNTING, AUDIT
 
 from throughput_report import figures, tables
 from throughput_report.checks import run_checks
-from throughput_report.inputs import Campaign, Refused, load_campaign
+from throughput_report.inputs import Refused, ReportCampaign, load_campaign
 from throughput_report.pairing import pair_campaigns
 from throughput_report.pdf import Context, build_pdf
 from throughput_report.projections import Projection, project
@@ -58,7 +58,7 @@ def refuse_output(out: Path, campaigns: list[Path]) -> None:
             raise Refused(f"output {out} lies inside input campaign {campaign}; choose a new output directory")
 
 
-def _hash_lines(campaigns: list[Campaign]) -> tuple[str, list[tuple[str, str, int, str]]]:
+def _hash_lines(campaigns: list[ReportCampaign]) -> tuple[str, list[tuple[str, str, int, str]]]:
     lines, digests = [], []
     for c in campaigns:
         mine = [f"{sha}  {path}\n" for path, sha in c.hashes]
