@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import Manifest, SchemaError, read
-from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
+from throughput_schema.layout import BASELINE, BURSTS, CURVES, MANIFEST, RESULT
 
-from throughput_audit.campaign import CURVES, AttemptRecord, Loaded, kind, load, sha256
+from throughput_audit.campaign import AttemptRecord, Loaded, kind, load, sha256
 from throughput_audit.curves import final_attempts, group, status, walk_throughput
 from throughput_audit.findings import Checks, CurveFinding
 from throughput_audit.points import CV_REL, RATE_REL
