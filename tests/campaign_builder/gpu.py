@@ -10,7 +10,6 @@ report's checks pass unless a test breaks a file on purpose.
 from __future__ import annotations
 
 import hashlib
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,16 +26,15 @@ from throughput_schema.records import (
     Manifest,
     MemoryPeaks,
     MemoryReport,
-    OptimizerTiming,
     ParentCampaign,
     Protocol,
     Receipt,
-    Throughput,
     Window,
     WorkerResult,
 )
 
 from campaign_builder.files import sha256, write_attempt_files
+from campaign_builder.results import throughput_of, timing_of
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 GPU_BYTES = 150_754_820_096  # an H200's reported total memory
@@ -84,10 +82,6 @@ def _jitter(seed: str, i: int, spread: float) -> float:
     return 1.0 + spread * (int.from_bytes(digest[:4], "big") / 2**32 - 0.5)
 
 
-def _cv(values):
-    return statistics.stdev(values) / statistics.fmean(values)
-
-
 def worker_result(
     model: str,
     context: int,
@@ -105,7 +99,7 @@ def worker_result(
     rate = _rate(recipe, batch, gpu, factor=rate_factor * (0.985 if instrumented else 1.0))
     tokens = batch * context
     per_window = max(PROTOCOL.min_updates_per_window, round(PROTOCOL.window_seconds * rate / tokens))
-    rates, windows = [], []
+    windows = []
     setup_updates = 3
     counter = setup_updates + PROTOCOL.warmup + PROTOCOL.calibration_updates
     for i in range(PROTOCOL.windows):
@@ -113,18 +107,8 @@ def worker_result(
         seconds = per_window * tokens / r
         counter += per_window
         windows.append(Window(updates=per_window, seconds=seconds, counter_after=counter))
-    rates = [w.updates * tokens / w.seconds for w in windows]
-    median = statistics.median(rates)
-    cv = _cv(rates)
-    update_ms = 1000.0 * tokens / median
-    throughput = Throughput(
-        tokens_per_second=median,
-        sequences_per_second=median / context,
-        window_tokens_per_second=rates,
-        cv=cv,
-        unstable=cv > PROTOCOL.cv_threshold,
-        update_ms=update_ms,
-    )
+    throughput = throughput_of(windows, batch, context, PROTOCOL)
+    update_ms = throughput.update_ms
     bursts: list[BurstSample] = []
     timing = None
     if instrumented:
@@ -146,24 +130,7 @@ def worker_result(
                     )
                 )
                 j += 1
-        window_opt, window_graph = [], []
-        for i in range(len(windows)):
-            mine = [b for b in bursts if b.window == i]
-            total = sum(b.updates for b in mine)
-            window_opt.append(sum(b.updates * b.optimizer_ms for b in mine) / total)
-            window_graph.append(sum(b.updates * b.graph_ms for b in mine) / total)
-        optimizer_ms = statistics.median(window_opt)
-        opt_cv = _cv(window_opt)
-        timing = OptimizerTiming(
-            bursts=bursts,
-            window_optimizer_ms=window_opt,
-            window_graph_ms=window_graph,
-            optimizer_ms=optimizer_ms,
-            optimizer_cv=opt_cv,
-            share_of_wall=optimizer_ms / statistics.median(1000.0 * w.seconds / w.updates for w in windows),
-            share_of_graph=optimizer_ms / statistics.median(window_graph),
-            unstable=opt_cv > PROTOCOL.cv_threshold,
-        )
+        timing = timing_of(windows, bursts, PROTOCOL)
     mem = memory_bytes(recipe, batch)
     result = WorkerResult(
         outcome=Ok(),

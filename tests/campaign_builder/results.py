@@ -67,10 +67,6 @@ def throughput_result(
     setup_updates = 3
     start = setup_updates + protocol.warmup + protocol.calibration_updates
     windows = [Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)]
-    tokens = batch * context
-    rates = [updates * tokens / s for s in seconds]
-    tps = statistics.median(rates)
-    cv = statistics.stdev(rates) / statistics.fmean(rates)
     return WorkerResult(
         outcome=Ok(),
         recipe=recipe,
@@ -81,14 +77,23 @@ def throughput_result(
         setup_updates=setup_updates,
         calibration=Calibration(updates=protocol.calibration_updates, seconds=1.25, updates_per_window=updates),
         windows=windows,
-        throughput=Throughput(
-            tokens_per_second=tps,
-            sequences_per_second=tps / context,
-            window_tokens_per_second=rates,
-            cv=cv,
-            unstable=cv > protocol.cv_threshold,
-            update_ms=1000.0 * tokens / tps,
-        ),
+        throughput=throughput_of(windows, batch, context, protocol),
+    )
+
+
+def throughput_of(windows: list[Window], batch: int, context: int, protocol: Protocol) -> Throughput:
+    """What a worker reports from its windows: the median window rate, its CV, the flag."""
+    tokens = batch * context
+    rates = [w.updates * tokens / w.seconds for w in windows]
+    tps = statistics.median(rates)
+    cv = statistics.stdev(rates) / statistics.fmean(rates)
+    return Throughput(
+        tokens_per_second=tps,
+        sequences_per_second=tps / context,
+        window_tokens_per_second=rates,
+        cv=cv,
+        unstable=cv > protocol.cv_threshold,
+        update_ms=1000.0 * tokens / tps,
     )
 
 
@@ -117,9 +122,15 @@ def bursts_for(result: WorkerResult, *, size: int = 7, optimizer_ms: float = 2.0
 
 
 def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int, context: int, protocol: Protocol) -> OptimizerTiming:
+    return timing_of(result.windows, bursts, protocol)
+
+
+def timing_of(windows: list[Window], bursts: list[BurstSample], protocol: Protocol) -> OptimizerTiming:
+    """What an instrumented worker reports from its bursts: update-weighted window means."""
+
     def per_window(attr: str) -> list[float]:
         out = []
-        for i in range(len(result.windows)):
+        for i in range(len(windows)):
             mine = [b for b in bursts if b.window == i]
             out.append(sum(getattr(b, attr) * b.updates for b in mine) / sum(b.updates for b in mine))
         return out
@@ -127,7 +138,7 @@ def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int
     opt, graph = per_window("optimizer_ms"), per_window("graph_ms")
     opt_ms = statistics.median(opt)
     cv = statistics.stdev(opt) / statistics.fmean(opt)
-    wall_ms = statistics.median(1000.0 * w.seconds / w.updates for w in result.windows)
+    wall_ms = statistics.median(1000.0 * w.seconds / w.updates for w in windows)
     return OptimizerTiming(
         bursts=bursts,
         window_optimizer_ms=opt,
