@@ -1,4 +1,6 @@
-"""Repository-wide pytest fixtures (collected for tests/ and packages/*/tests)."""
+"""Repository-wide pytest fixtures (collected for tests/ and packages/*/tests), and the
+shared test helpers of tests/ (campaign_builder, campaign_helpers, scripted_worker)
+importable from every package's tests."""
 
 from __future__ import annotations
 
@@ -6,12 +8,13 @@ import dataclasses
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 # The test machine has Slurm installed, where a campaign without a profile is refused
 # rather than run locally; tests that mean the local scheduler say so once, here. The
@@ -70,6 +73,8 @@ def local_slurm():
     # `env` prints shell lines such as: export SLURM_CONF=/path
     words = shlex.split(_run_script("env", timeout=30).stdout)
     env = dict(word.split("=", 1) for word in words if "=" in word)
+    import yaml  # only the Slurm fixture needs it, and not every member declares pyyaml
+
     profile = yaml.safe_load(LOCAL_SLURM_PROFILE.read_text())
 
     saved = os.environ.get("SLURM_CONF")

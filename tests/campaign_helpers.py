@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import yaml
+from throughput_schema import outcome_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
@@ -158,7 +159,7 @@ def assert_boundaries_only_from_cuda_oom(campaign: Path) -> None:
         if curve.first_oom is None:
             continue
         info = curve.points[curve.first_oom]
-        kind = info.attempt.result.outcome.__struct_config__.tag
+        kind = outcome_kind(info.attempt.result.outcome)
         assert kind == "cuda_oom", f"{curve.name}: boundary at batch {curve.first_oom} set by {kind}"
         assert curve.largest_fitting is None or curve.largest_fitting < curve.first_oom
 

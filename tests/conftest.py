@@ -1,13 +1,9 @@
-"""tests/: the shared helper modules (campaign_helpers, scripted_worker) importable, and
-the committed worked example's archive unpacked once per session."""
+"""tests/: the committed worked example's archive unpacked once per session."""
 
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 WORKED_EXAMPLE_ARCHIVE = Path(__file__).resolve().parents[1] / "docs/examples/h200-e2e-state/e2e-h200.tar.gz"
 

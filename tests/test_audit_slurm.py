@@ -21,7 +21,7 @@ import pytest
 from throughput_schema import ClusterProfile, Receipt, read, write_atomic
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
-from throughput_audit.testing import build_throughput
+from campaign_builder.complete import build_throughput
 
 pytestmark = pytest.mark.slurm
 

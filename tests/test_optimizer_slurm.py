@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema import WorkerResult, read
+from throughput_schema import WorkerResult, outcome_kind, read
 from throughput_schema.layout import decode_bursts
 
 from optimizer_campaigns import (
@@ -56,7 +56,7 @@ def points(campaign: Path) -> dict[tuple[str, int], list[str]]:
 
 
 def kind(result: WorkerResult) -> str:
-    return result.outcome.__struct_config__.tag
+    return outcome_kind(result.outcome)
 
 
 def assert_point_files(folder: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from throughput_audit import cli, slurm
 from throughput_audit.audit import run_audit, write_outputs
-from throughput_audit.testing import FakeSacct, build_optimizer, build_throughput
+from campaign_builder.complete import FakeSacct, build_optimizer, build_throughput
 
 
 def edit(path: Path, change) -> None:

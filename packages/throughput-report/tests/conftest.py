@@ -1,15 +1,12 @@
-"""Fixtures: campaign pairs written on disk from schema records (see campaigns.py)."""
+"""Fixtures: campaign pairs written on disk from schema records (see tests/campaign_builder/gpu.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import campaigns  # noqa: E402
+from campaign_builder import gpu as campaigns
 
 
 @pytest.fixture

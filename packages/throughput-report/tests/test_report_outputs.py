@@ -19,7 +19,7 @@ from throughput_report.cli import main
 from throughput_report.pdf import protocol_text
 from throughput_report.report import FIGURE_FILES, REPORT_FILES
 
-import campaigns
+from campaign_builder import gpu as campaigns
 
 
 @pytest.fixture(scope="module")

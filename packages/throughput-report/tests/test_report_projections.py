@@ -7,7 +7,7 @@ from throughput_schema.recipe import ceil_updates, load_recipe, parameter_count
 
 from throughput_report import projections as pj
 
-from campaigns import CONFIGS
+from campaign_builder.gpu import CONFIGS
 
 # P, B, L, R | T = 20·P/R, 1e9/R, U = ceil(20·P/(B·L)), U·B·L, U·B·L/R  (all worked out by hand)
 HAND = [

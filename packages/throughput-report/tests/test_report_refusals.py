@@ -13,7 +13,8 @@ from throughput_schema.records import Manifest, WorkerResult
 
 from throughput_report.cli import main
 
-import campaigns
+from campaign_builder import gpu as campaigns
+from campaign_builder.files import rewrite
 
 
 def run(capsys, throughput, optimizer, out):
@@ -136,7 +137,7 @@ def test_missing_campaign(capsys, tmp_path, pair):
 
 
 def _rewrite_result(path: Path, **changes):
-    campaigns.rewrite(path, WorkerResult, **changes)
+    rewrite(path, WorkerResult, **changes)
 
 
 def test_check_parameter_count(capsys, tmp_path, pair):

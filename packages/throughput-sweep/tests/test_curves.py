@@ -17,7 +17,7 @@ from throughput_schema import (
     WorkerResult,
 )
 from throughput_schema.layout import Attempt
-from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite, Ok, Timeout
+from throughput_schema.outcomes import outcome_kind, CompileError, CudaOom, HostOom, NonFinite, Ok, Timeout
 from throughput_schema.recipe import load_recipe
 
 from throughput_sweep.curves import AttemptInfo, Settlement, derive, pick
@@ -92,9 +92,9 @@ def test_next_batch_is_the_doubling_and_running_waits():
 def test_any_other_failure_blocks_and_never_sets_a_boundary(bad):
     c = one(manifest(), [att(1, Ok()), att(2, bad)])
     assert c.state == "blocked" and c.first_oom is None and c.next == []
-    assert bad.__struct_config__.tag in c.blocked_reason and "batch 2" in c.blocked_reason
+    assert outcome_kind(bad) in c.blocked_reason and "batch 2" in c.blocked_reason
     assert [f.batch for f in c.failed] == [2]
-    assert c.summary().failed_attempts[0].outcome == bad.__struct_config__.tag
+    assert c.summary().failed_attempts[0].outcome == outcome_kind(bad)
 
 
 def test_retry_failed_gets_a_fresh_attempt_and_keeps_the_failed_one():

@@ -15,7 +15,7 @@ import torch
 from throughput_schema import EXIT_CODES, WorkerResult, read
 from throughput_schema.layout import decode_bursts
 from throughput_schema.recipe import load_recipe
-from tiny_llm.worker import kind_of
+from throughput_schema import outcome_kind
 
 pytestmark = [
     pytest.mark.cuda,
@@ -103,7 +103,7 @@ def test_too_large_batch_is_cuda_oom(tmp_path):
                   "--output", str(out), "--warmup", "1", "--windows", "1", "--window-seconds", "0.1")
     assert proc.returncode == EXIT_CODES["cuda_oom"], proc.stdout + proc.stderr
     result = read(out, WorkerResult)
-    assert kind_of(result.outcome) == "cuda_oom" and result.exit_code == 3
+    assert outcome_kind(result.outcome) == "cuda_oom" and result.exit_code == 3
     assert result.outcome.phase in ("setup", "compile", "capture", "warmup", "measurement")
     assert result.hardware.gpu_name and result.memory is not None
 

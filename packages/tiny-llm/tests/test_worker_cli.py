@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from throughput_schema import EXIT_CODES, WorkerResult, read
+from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
 from tiny_llm.cli import main
 from tiny_llm.hardware import GIB, peak_bf16_flops
 from tiny_llm.protocol import NonFiniteState
-from tiny_llm.worker import classify, kind_of
+from tiny_llm.worker import classify
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = [
@@ -27,7 +27,7 @@ def test_cpu_worker_end_to_end(tmp_path, capsys):
     out = tmp_path / "point" / "result.json"
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
     result = read(out, WorkerResult)
-    assert kind_of(result.outcome) == "ok" and result.exit_code == 0
+    assert outcome_kind(result.outcome) == "ok" and result.exit_code == 0
     assert result.backend == "cpu-eager" and result.mode == "throughput"
     assert result.parameters == 4_473_472 - (32_000 - 512) * 128
     assert result.recipe.training.micro_batch_size == 2
@@ -73,7 +73,7 @@ def test_python_m_guide_style_command(tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert kind_of(read(out, WorkerResult).outcome) == "ok"
+    assert outcome_kind(read(out, WorkerResult).outcome) == "ok"
 
 
 @pytest.mark.parametrize(
@@ -109,16 +109,16 @@ def test_output_is_directory(tmp_path, capsys):
 
 def test_classify_outcomes():
     oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-    assert kind_of(classify(oom, "capture")) == "cuda_oom"
+    assert outcome_kind(classify(oom, "capture")) == "cuda_oom"
     assert classify(oom, "capture").phase == "capture"
     wrapped = RuntimeError("backend failed")
     wrapped.__cause__ = oom
-    assert kind_of(classify(wrapped, "compile")) == "cuda_oom"
+    assert outcome_kind(classify(wrapped, "compile")) == "cuda_oom"
     assert classify(NonFiniteState("measurement", 3), "measurement").window == 3
     from torch._dynamo.exc import TorchDynamoException
 
-    assert kind_of(classify(TorchDynamoException("inductor failed"), "compile")) == "compile_error"
-    assert kind_of(classify(ValueError("x"), "warmup")) == "crashed"
+    assert outcome_kind(classify(TorchDynamoException("inductor failed"), "compile")) == "compile_error"
+    assert outcome_kind(classify(ValueError("x"), "warmup")) == "crashed"
     assert EXIT_CODES["cuda_oom"] == 3
 
 

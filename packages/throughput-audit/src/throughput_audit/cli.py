@@ -23,11 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-slurm", action="store_true", help="skip the Slurm accounting checks")
     args = parser.parse_args(argv)
 
-    from throughput_audit.audit import ACCOUNTING_FILE, AUDIT_FILE, UsageError, run_audit, write_outputs
+    from throughput_schema.layout import ACCOUNTING, AUDIT
+
+    from throughput_audit.audit import NotACampaign, run_audit, write_outputs
 
     try:
         outcome = run_audit(args.output, slurm_checks=not args.no_slurm)
-    except UsageError as exc:
+    except NotACampaign as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
     except SchemaError as exc:
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write_outputs(args.output, outcome)
     except OSError as exc:
-        print(f"throughput-audit: cannot write {AUDIT_FILE}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"throughput-audit: cannot write {AUDIT}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     report = outcome.report
     s = report.summary
@@ -52,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     for c in failures[:SHOWN_FAILURES]:
         print(f"FAIL {c.name}: {c.message}")
     if len(failures) > SHOWN_FAILURES:
-        print(f"... and {len(failures) - SHOWN_FAILURES} more in {args.output / AUDIT_FILE}")
-    print(f"wrote {args.output / AUDIT_FILE} and {args.output / ACCOUNTING_FILE}")
+        print(f"... and {len(failures) - SHOWN_FAILURES} more in {args.output / AUDIT}")
+    print(f"wrote {args.output / AUDIT} and {args.output / ACCOUNTING}")
     return 1 if failures else 0
 
 

@@ -10,14 +10,14 @@ from typing import Any, Literal
 
 import msgspec
 
-Status = Literal["pass", "fail", "not_applicable"]
+CheckStatus = Literal["pass", "fail", "not_applicable"]
 
 AUDIT_VERSION = 1
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: str
-    status: Status
+    status: CheckStatus
     file: str = ""
     message: str = ""
     values: dict[str, Any] = {}

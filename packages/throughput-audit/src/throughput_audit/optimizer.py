@@ -12,20 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import Manifest, SchemaError, read
-from throughput_schema.layout import MANIFEST
+from throughput_schema.layout import BASELINE, BURSTS, CURVES, MANIFEST, RESULT
 
-from throughput_audit.campaign import (
-    CURVES,
-    AttemptRecord,
-    Loaded,
-    final_attempts,
-    group,
-    kind,
-    load,
-    sha256,
-    status,
-    walk_throughput,
-)
+from throughput_audit.campaign import AttemptRecord, Loaded, kind, load, sha256
+from throughput_audit.curves import final_attempts, group, status, walk_throughput
 from throughput_audit.findings import Checks, CurveFinding
 from throughput_audit.points import CV_REL, RATE_REL
 from throughput_audit.stats import close, median, sample_cv, weighted_mean
@@ -188,13 +178,13 @@ def window_values(record: AttemptRecord, field: str) -> dict[int, float]:
 def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int, context: int) -> float | None:
     """Bursts vs the result, per-window weighting, median, CV, shares; returns the primary percentage."""
     a = record.attempt
-    file = record.file("result.json")
+    file = record.file(RESULT)
     res, base = a.result, a.baseline
     ot = res.optimizer_timing if res else None
     if ot is None:
         checks.fail("optimizer.timing", file, f"{file}: an ok optimizer-timing result without optimizer timing")
         return None
-    bfile = record.file("bursts.jsonl")
+    bfile = record.file(BURSTS)
     if record.bursts is None:
         # Without the separate file, the raw samples are the ones result.json carries.
         checks.expect(
@@ -316,7 +306,7 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         reported=ot.share_of_wall,
     )
     if base is None or base.throughput is None:
-        checks.fail("optimizer.baseline", record.file("baseline.json"), f"{record.file('baseline.json')}: no paired baseline throughput")
+        checks.fail("optimizer.baseline", record.file(BASELINE), f"{record.file(BASELINE)}: no paired baseline throughput")
         return None
     base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
     return 100.0 * opt_ms / base_ms
@@ -325,7 +315,7 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
 def baseline_matches(record: AttemptRecord, checks: Checks) -> None:
     """The paired baseline ran the same recipe, uninstrumented, in the same allocation."""
     a = record.attempt
-    file = record.file("baseline.json")
+    file = record.file(BASELINE)
     if a.baseline is None:
         checks.fail("optimizer.baseline", file, f"{file}: missing (an ok optimizer point needs its paired baseline)")
         return

@@ -14,10 +14,12 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from throughput_schema import outcome_kind
+from throughput_schema.layout import BASELINE, RESULT
 from throughput_schema.records import Manifest, WorkerResult
 from throughput_schema.recipe import parameter_count
 
-from throughput_report.inputs import Attempt
+from throughput_report.inputs import ReportAttempt
 from throughput_report.pairing import Pair
 
 # Floats travel through JSON exactly; this only absorbs a different summation order.
@@ -43,7 +45,7 @@ def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
 
 
 def _kind(result: WorkerResult) -> str:
-    return result.outcome.__struct_config__.tag
+    return outcome_kind(result.outcome)
 
 
 def window_rates(result: WorkerResult, batch: int, context: int) -> list[float]:
@@ -67,7 +69,7 @@ def weighted_window_ms(result: WorkerResult, bursts, attr: str) -> list[float]:
 
 
 def check_result(
-    result: WorkerResult, attempt: Attempt, manifest: Manifest, tally: Tally, *, file: str = "result.json"
+    result: WorkerResult, attempt: ReportAttempt, manifest: Manifest, tally: Tally, *, file: str = RESULT
 ) -> None:
     """Timing arithmetic, update counts, recipe and parameter count of one fitting result."""
     where = f"{attempt.path / file}"
@@ -162,7 +164,7 @@ def check_result(
     tally.add("memory peaks")
 
 
-def check_optimizer_timing(result: WorkerResult, attempt: Attempt, tally: Tally) -> None:
+def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: Tally) -> None:
     """Event weighting: window optimizer ms from the raw bursts, weighted by update count."""
     where = f"{attempt.path / 'result.json'}"
 
@@ -248,7 +250,7 @@ def check_pair(pair: Pair, tally: Tally) -> None:
             if attempt.result.optimizer_timing is not None:
                 raise CheckFailed(f"check failed: {attempt.path / 'result.json'}: a throughput point with optimizer timing")
             point = pair.points[name][batch].attempt
-            check_result(point.baseline, point, om, tally, file="baseline.json")
+            check_result(point.baseline, point, om, tally, file=BASELINE)
             if point.baseline.optimizer_timing is not None:
                 raise CheckFailed(f"check failed: {point.path / 'baseline.json'}: the baseline is instrumented")
             check_result(point.result, point, om, tally)

@@ -10,18 +10,20 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from throughput_schema.codec import SchemaError, decode
+from throughput_schema.codec import SchemaError
 from throughput_schema.layout import (
     BASELINE,
     BURSTS,
-    CURVES,
     INTENT,
     MANIFEST,
     RECEIPT,
     RESULT,
-    parse_curve_name,
+    FileRead,
+    attempt_folders,
+    read_attempt,
+    read_file,
 )
-from throughput_schema.records import BurstSample, Manifest, Receipt, SubmissionIntent, WorkerResult
+from throughput_schema.records import BurstSample, Manifest, WorkerResult
 
 
 class Refused(Exception):
@@ -29,7 +31,7 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True)
-class Attempt:
+class ReportAttempt:
     """One attempt folder of one point, decoded."""
 
     path: Path
@@ -52,13 +54,13 @@ class Attempt:
 
 
 @dataclass
-class Campaign:
+class ReportCampaign:
     """A campaign as the report read it: manifest, attempts and the hash of every file."""
 
     path: Path
     manifest: Manifest
     manifest_sha256: str
-    attempts: list[Attempt]
+    attempts: list[ReportAttempt]
     # (path as shown to the user, SHA-256) for every file read, manifest first.
     hashes: list[tuple[str, str]] = field(default_factory=list)
 
@@ -74,16 +76,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
+# Intents and receipts are read (and hashed) only to prove they decode.
+_READ = (INTENT, RECEIPT, RESULT, BASELINE, BURSTS)
 
 
-def load_campaign(path: Path) -> Campaign:
+def load_campaign(path: Path) -> ReportCampaign:
     """Decode a campaign's manifest and every attempt; raises SchemaError for a bad file."""
     path = Path(path)
     if not path.is_dir():
@@ -92,59 +89,29 @@ def load_campaign(path: Path) -> Campaign:
         raise Refused(f"{path}: not a campaign directory (no {MANIFEST})")
     hashes: list[tuple[str, str]] = []
 
-    def take(file: Path, type_):
-        data = _read_bytes(file)
-        hashes.append((str(file), sha256_bytes(data)))
-        return decode(data, type_, source=str(file))
+    def take(file: FileRead):
+        if file.error:
+            raise SchemaError(file.error)
+        hashes.append((str(file.path), sha256_bytes(file.data)))
+        return file.record
 
-    manifest = take(path / MANIFEST, Manifest)
+    manifest = take(read_file(path / MANIFEST))
     manifest_sha = hashes[0][1]
-    attempts: list[Attempt] = []
-    root = path / CURVES
-    for curve_dir in sorted(root.iterdir()) if root.is_dir() else []:
-        try:
-            model, context = parse_curve_name(curve_dir.name)
-        except ValueError:
-            continue
-        if not curve_dir.is_dir():
-            continue
-        for batch_dir in sorted(curve_dir.iterdir()):
-            if not (batch_dir.is_dir() and batch_dir.name[:1] == "b" and batch_dir.name[1:].isdigit()):
-                continue
-            for attempt_dir in sorted(batch_dir.iterdir()):
-                name = attempt_dir.name
-                if not (attempt_dir.is_dir() and name.startswith("attempt-") and name[8:].isdigit()):
-                    continue
-                # Intents and receipts are read (and hashed) only to prove they decode.
-                for extra, type_ in ((INTENT, SubmissionIntent), (RECEIPT, Receipt)):
-                    if (attempt_dir / extra).is_file():
-                        take(attempt_dir / extra, type_)
-                result = take(attempt_dir / RESULT, WorkerResult) if (attempt_dir / RESULT).is_file() else None
-                baseline = (
-                    take(attempt_dir / BASELINE, WorkerResult) if (attempt_dir / BASELINE).is_file() else None
-                )
-                bursts = _read_bursts(attempt_dir / BURSTS, hashes) if (attempt_dir / BURSTS).is_file() else None
-                attempts.append(
-                    Attempt(
-                        path=attempt_dir,
-                        model=model,
-                        context=context,
-                        batch=int(batch_dir.name[1:]),
-                        attempt=int(name[8:]),
-                        result=result,
-                        baseline=baseline,
-                        bursts=bursts,
-                    )
-                )
+    attempts: list[ReportAttempt] = []
+    for folder in attempt_folders(path):
+        files = read_attempt(folder, _READ)
+        records = {name: take(file) for name, file in files.files.items()}
+        attempts.append(
+            ReportAttempt(
+                path=folder,
+                model=files.model,
+                context=files.context_length,
+                batch=files.batch_size,
+                attempt=files.attempt,
+                result=records.get(RESULT),
+                baseline=records.get(BASELINE),
+                bursts=records.get(BURSTS),
+            )
+        )
     attempts.sort(key=lambda a: (a.model, a.context, a.batch, a.attempt))
-    return Campaign(path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes)
-
-
-def _read_bursts(file: Path, hashes: list[tuple[str, str]]) -> list[BurstSample]:
-    data = _read_bytes(file)
-    hashes.append((str(file), sha256_bytes(data)))
-    out = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        if line.strip():
-            out.append(decode(line, BurstSample, source=f"{file}:{number}"))
-    return out
+    return ReportCampaign(path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes)

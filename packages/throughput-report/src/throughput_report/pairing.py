@@ -11,17 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_report.inputs import Attempt, Campaign, Refused
+from throughput_schema import outcome_kind
+
+from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 
 
 @dataclass(frozen=True)
-class Curve:
+class PairedCurve:
     """One model at one context in a throughput campaign, as its files end it."""
 
     model: str
     context: int
     # The final attempt at every batch that has a result, by batch.
-    finals: dict[int, Attempt]
+    finals: dict[int, ReportAttempt]
     fitting: list[int]
     first_oom: int | None
     capped: bool
@@ -42,14 +44,14 @@ class OptimizerPoint:
     model: str
     context: int
     batch: int
-    attempt: Attempt
+    attempt: ReportAttempt
 
 
 @dataclass(frozen=True)
 class Pair:
-    throughput: Campaign
-    optimizer: Campaign
-    curves: dict[str, Curve]
+    throughput: ReportCampaign
+    optimizer: ReportCampaign
+    curves: dict[str, PairedCurve]
     # curve name -> batch -> the optimizer campaign's point
     points: dict[str, dict[int, OptimizerPoint]]
 
@@ -58,10 +60,10 @@ class Pair:
         return f"{self.throughput.name} + {self.optimizer.name}"
 
 
-def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, Attempt], dict[int, Attempt]]:
+def _final_attempts(campaign: ReportCampaign, curve: str) -> tuple[dict[int, ReportAttempt], dict[int, ReportAttempt]]:
     """Per batch: the latest attempt with a result, and the latest attempt of all."""
-    finals: dict[int, Attempt] = {}
-    latest: dict[int, Attempt] = {}
+    finals: dict[int, ReportAttempt] = {}
+    latest: dict[int, ReportAttempt] = {}
     for attempt in campaign.attempts:
         if attempt.curve != curve:
             continue
@@ -71,9 +73,9 @@ def _final_attempts(campaign: Campaign, curve: str) -> tuple[dict[int, Attempt],
     return finals, latest
 
 
-def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
+def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
     """Every curve of a throughput campaign; refuses a curve not ended by a boundary or cap."""
-    curves: dict[str, Curve] = {}
+    curves: dict[str, PairedCurve] = {}
     cap = campaign.manifest.max_batch
     for name in campaign.curves():
         model, _, context = name.rpartition("-c")
@@ -86,8 +88,8 @@ def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
                 f"throughput campaign {campaign.name}: curve {name} b{top} has no result yet "
                 f"({latest[top].path.name}); the grid is incomplete"
             )
-        fitting = [b for b in sorted(finals) if finals[b].result.outcome.__struct_config__.tag == "ok"]
-        last_kind = finals[top].result.outcome.__struct_config__.tag
+        fitting = [b for b in sorted(finals) if outcome_kind(finals[b].result.outcome) == "ok"]
+        last_kind = outcome_kind(finals[top].result.outcome)
         first_oom = None
         capped = False
         if last_kind == "cuda_oom":
@@ -100,14 +102,14 @@ def throughput_curves(campaign: Campaign) -> dict[str, Curve]:
                 f"throughput campaign {campaign.name}: curve {name} is not ended by a confirmed CUDA OOM "
                 f"or the batch cap (b{top} {ending}); the grid is incomplete"
             )
-        curves[name] = Curve(
+        curves[name] = PairedCurve(
             model=model, context=int(context), finals=finals, fitting=fitting, first_oom=first_oom, capped=capped
         )
     return curves
 
 
 def optimizer_points(
-    campaign: Campaign, curves: dict[str, Curve], parent_name: str
+    campaign: ReportCampaign, curves: dict[str, PairedCurve], parent_name: str
 ) -> dict[str, dict[int, OptimizerPoint]]:
     """Every inherited point of an optimizer campaign, each with a result and a baseline that fit."""
     manifest = campaign.manifest
@@ -128,12 +130,12 @@ def optimizer_points(
             problem = None
             if attempt is None or latest[batch] is not attempt:
                 problem = "has no result.json"
-            elif attempt.result.outcome.__struct_config__.tag != "ok":
-                problem = f"ended with {attempt.result.outcome.__struct_config__.tag}"
+            elif outcome_kind(attempt.result.outcome) != "ok":
+                problem = f"ended with {outcome_kind(attempt.result.outcome)}"
             elif attempt.baseline is None:
                 problem = "has no baseline.json"
-            elif attempt.baseline.outcome.__struct_config__.tag != "ok":
-                problem = f"has a baseline that ended with {attempt.baseline.outcome.__struct_config__.tag}"
+            elif outcome_kind(attempt.baseline.outcome) != "ok":
+                problem = f"has a baseline that ended with {outcome_kind(attempt.baseline.outcome)}"
             if problem:
                 raise Refused(
                     f"optimizer campaign {campaign.name}: inherited point {name} b{batch} {problem}; "
@@ -144,7 +146,7 @@ def optimizer_points(
     return out
 
 
-def pair_campaigns(throughput: list[Campaign], optimizer: list[Campaign]) -> list[Pair]:
+def pair_campaigns(throughput: list[ReportCampaign], optimizer: list[ReportCampaign]) -> list[Pair]:
     """Pair by argument order and refuse anything that cannot be reported together."""
     for campaign in throughput:
         if campaign.manifest.kind != "throughput":

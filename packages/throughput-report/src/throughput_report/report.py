@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema.codec import fsync_dir, write_atomic
+from throughput_schema.layout import ACCOUNTING, AUDIT
 
 from throughput_report import figures, tables
 from throughput_report.checks import run_checks
-from throughput_report.inputs import Campaign, Refused, load_campaign
+from throughput_report.inputs import Refused, ReportCampaign, load_campaign
 from throughput_report.pairing import pair_campaigns
 from throughput_report.pdf import Context, build_pdf
 from throughput_report.projections import Projection, project
@@ -27,11 +28,11 @@ DATA_FILES = ("points.csv", "points.json", "inputs.sha256")
 FIGURE_FILES = tuple(f"{name}.{ext}" for name in figures.FIGURES for ext in ("pdf", "svg", "png"))
 REPORT_FILES = (REPORT_PDF, *DATA_FILES, *FIGURE_FILES)
 # An output folder holding any of these (ours, or an audit's record of it) is never reused.
-HELD = (*REPORT_FILES, "audit.json", "accounting.txt")
+HELD = (*REPORT_FILES, AUDIT, ACCOUNTING)
 
 
 @dataclass(frozen=True)
-class Built:
+class BuiltReport:
     out: Path
     files: list[Path]
     projection: Projection
@@ -57,7 +58,7 @@ def refuse_output(out: Path, campaigns: list[Path]) -> None:
             raise Refused(f"output {out} lies inside input campaign {campaign}; choose a new output directory")
 
 
-def _hash_lines(campaigns: list[Campaign]) -> tuple[str, list[tuple[str, str, int, str]]]:
+def _hash_lines(campaigns: list[ReportCampaign]) -> tuple[str, list[tuple[str, str, int, str]]]:
     lines, digests = [], []
     for c in campaigns:
         mine = [f"{sha}  {path}\n" for path, sha in c.hashes]
@@ -68,7 +69,7 @@ def _hash_lines(campaigns: list[Campaign]) -> tuple[str, list[tuple[str, str, in
 
 def build_report(
     throughput: list[Path], optimizer: list[Path], out: Path, *, tokens_per_update: int | None = None
-) -> Built:
+) -> BuiltReport:
     throughput, optimizer, out = [Path(p) for p in throughput], [Path(p) for p in optimizer], Path(out)
     if len(throughput) != len(optimizer) or not throughput:
         raise Refused(
@@ -124,7 +125,7 @@ def build_report(
         _publish(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return Built(out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts))
+    return BuiltReport(out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts))
 
 
 def _publish(stage: Path, out: Path) -> None:

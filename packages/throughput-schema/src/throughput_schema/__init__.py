@@ -3,7 +3,8 @@
 Every record that crosses a process or a file boundary lives here, so that the
 worker, the controller, the audit and the report (and other projects) agree on
 one versioned format. See `records` for the types, `codec` for strict decoding
-and atomic writing, `recipe` for model recipes and their exact parameter count.
+and atomic writing, `recipe` for model recipes and their exact parameter count,
+`layout` for where a campaign keeps its files and the one reader of them.
 """
 
 from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, write_atomic
@@ -20,6 +21,7 @@ from throughput_schema.outcomes import (
     Ok,
     Outcome,
     Timeout,
+    outcome_kind,
 )
 from throughput_schema.records import *  # noqa: F403
 from throughput_schema.version import SCHEMA_VERSION

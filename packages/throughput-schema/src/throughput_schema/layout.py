@@ -1,13 +1,18 @@
 """Where a campaign keeps its files, and a reader that loads them as records.
 
     runs/<name>/
-      manifest.json
+      manifest.json  watcher.lock
       frozen/...                                  package source, driver, configs, uv.lock
       curves/<model>-c<context>/b<batch>/attempt-<k>/
-          intent.json receipt.json job.sh result.json baseline.json bursts.jsonl slurm-<id>.out
+          intent.json receipt.json settlement.json job.sh result.json baseline.json
+          bursts.jsonl slurm-<id>.out
+      results.json results.csv README.md *.png    collect
+      audit.json accounting.txt                   the audit
 
 Everything a later command needs is in these files, so `status`, `--resume`, the
-audit and the report all start from `load_attempts`. Nothing here writes.
+audit and the report all read them here: `read_attempt` gives each file's bytes, its
+record and any decode error; `load_attempts` the records, raising on a malformed file.
+Nothing here writes.
 """
 
 from __future__ import annotations
@@ -15,21 +20,39 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-from throughput_schema.codec import read
-from throughput_schema.records import BurstSample, Manifest, Receipt, SubmissionIntent, WorkerResult
+from throughput_schema.codec import SchemaError, decode, read
+from throughput_schema.records import BurstSample, Manifest, Receipt, Settlement, SubmissionIntent, WorkerResult
 
 MANIFEST = "manifest.json"
 FROZEN = "frozen"
+RECIPES = "recipes"  # frozen/recipes/<model>.json: the resolved preset of each model
 CURVES = "curves"
+LOCK = "watcher.lock"
+# In each attempt folder.
 INTENT = "intent.json"
 RECEIPT = "receipt.json"
+SETTLEMENT = "settlement.json"  # an intent settled without a receipt
 JOB_SCRIPT = "job.sh"
 RESULT = "result.json"
 BASELINE = "baseline.json"
 BURSTS = "bursts.jsonl"
+# Written by `collect` at the campaign's top.
+RESULTS_JSON = "results.json"
+RESULTS_CSV = "results.csv"
+README = "README.md"
+THROUGHPUT_PNG = "throughput.png"
+MEMORY_PNG = "memory.png"
+OPTIMIZER_JSON = "optimizer.json"
+OPTIMIZER_CSV = "optimizer.csv"
+OPTIMIZER_TIME_PNG = "optimizer-time.png"
+OPTIMIZER_SHARE_PNG = "optimizer-share.png"
+# Written by the audit at the campaign's top.
+AUDIT = "audit.json"
+ACCOUNTING = "accounting.txt"
 
 _CURVE = re.compile(r"^(?P<model>[A-Za-z0-9_.]+)-c(?P<context>[1-9][0-9]*)$")
 _BATCH = re.compile(r"^b(?P<batch>[1-9][0-9]*)$")
@@ -63,10 +86,14 @@ def encode_bursts(bursts: list[BurstSample]) -> bytes:
     return b"".join(msgspec.json.encode(b) + b"\n" for b in bursts)
 
 
-def decode_bursts(data: bytes) -> list[BurstSample]:
-    """The samples of a `bursts.jsonl` (blank lines ignored); raises msgspec errors on a bad line."""
-    decoder = msgspec.json.Decoder(BurstSample)
-    return [decoder.decode(line) for line in data.splitlines() if line.strip()]
+def decode_bursts(data: bytes, source: str = BURSTS) -> list[BurstSample]:
+    """The samples of a `bursts.jsonl` (blank lines ignored); a bad line raises
+    `SchemaError` naming `source` and the line's number."""
+    return [
+        decode(line, BurstSample, source=f"{source}: line {number}")
+        for number, line in enumerate(data.splitlines(), 1)
+        if line.strip()
+    ]
 
 
 def point_dir(campaign: Path, model: str, context_length: int, batch_size: int) -> Path:
@@ -96,50 +123,135 @@ class Attempt:
         return curve_name(self.model, self.context_length)
 
 
+# What an attempt folder may hold, in the order the reader reads it, and the record
+# each JSON file decodes to (the job script is bytes only; bursts are a list of samples).
+ATTEMPT_FILES = (INTENT, RECEIPT, SETTLEMENT, JOB_SCRIPT, RESULT, BASELINE, BURSTS)
+_RECORDS: dict[str, type] = {
+    MANIFEST: Manifest,
+    INTENT: SubmissionIntent,
+    RECEIPT: Receipt,
+    SETTLEMENT: Settlement,
+    RESULT: WorkerResult,
+    BASELINE: WorkerResult,
+}
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file as read: its bytes, the record they decode to, or why there is neither."""
+
+    path: Path
+    data: bytes | None = None
+    record: Any = None
+    error: str | None = None  # one line that names the file
+
+
+@dataclass(frozen=True)
+class AttemptFiles:
+    """The files present in one attempt folder, by name, each read once."""
+
+    path: Path
+    model: str
+    context_length: int
+    batch_size: int
+    attempt: int
+    files: dict[str, FileRead]
+
+    def record(self, name: str) -> Any:
+        found = self.files.get(name)
+        return None if found is None else found.record
+
+    def errors(self, names: tuple[str, ...] = ATTEMPT_FILES) -> list[str]:
+        return [f.error for n, f in self.files.items() if n in names and f.error]
+
+    def decoded(self) -> Attempt:
+        """The records as an `Attempt`; raises `SchemaError` for the first of them that did not decode."""
+        errors = self.errors((INTENT, RECEIPT, RESULT, BASELINE))
+        if errors:
+            raise SchemaError(errors[0])
+        return Attempt(
+            path=self.path,
+            model=self.model,
+            context_length=self.context_length,
+            batch_size=self.batch_size,
+            attempt=self.attempt,
+            intent=self.record(INTENT),
+            receipt=self.record(RECEIPT),
+            result=self.record(RESULT),
+            baseline=self.record(BASELINE),
+        )
+
+
+def read_file(path: Path) -> FileRead:
+    """A file's bytes and, for the campaign's record files, the record they decode to."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return FileRead(path, error=f"{path}: file not found")
+    except OSError as exc:
+        return FileRead(path, error=f"{path}: cannot read ({exc.strerror})")
+    try:
+        if path.name == BURSTS:
+            record = decode_bursts(data, str(path))
+        elif path.name in _RECORDS:
+            record = decode(data, _RECORDS[path.name], source=str(path))
+        else:
+            record = None
+    except SchemaError as exc:
+        return FileRead(path, data, error=str(exc))
+    return FileRead(path, data, record)
+
+
+def read_attempt(path: Path, names: tuple[str, ...] = ATTEMPT_FILES) -> AttemptFiles:
+    """The files `names` that exist in the attempt folder `path`; none of them raises."""
+    path = Path(path)
+    model, context = parse_curve_name(path.parent.parent.name)
+    return AttemptFiles(
+        path=path,
+        model=model,
+        context_length=context,
+        batch_size=int(_BATCH.match(path.parent.name)["batch"]),
+        attempt=int(_ATTEMPT.match(path.name)["attempt"]),
+        files={name: read_file(path / name) for name in names if (path / name).is_file()},
+    )
+
+
+def attempt_folders(campaign: Path) -> list[Path]:
+    """Every attempt folder of a campaign, in the order of their names (as `ls` lists them).
+
+    Folders whose names do not follow the layout are passed over (a user's notes beside
+    the data are harmless); `stray_curves` names those directly under `curves/`.
+    """
+    found: list[Path] = []
+    root = Path(campaign) / CURVES
+    for curve in sorted(root.iterdir()) if root.is_dir() else []:
+        if not (curve.is_dir() and _CURVE.match(curve.name)):
+            continue
+        for batch in sorted(curve.iterdir()):
+            if not (batch.is_dir() and _BATCH.match(batch.name)):
+                continue
+            found += [a for a in sorted(batch.iterdir()) if a.is_dir() and _ATTEMPT.match(a.name)]
+    return found
+
+
+def stray_curves(campaign: Path) -> list[str]:
+    """Folders under `curves/` whose names are not MODEL-cCONTEXT."""
+    root = Path(campaign) / CURVES
+    return sorted(c.name for c in root.iterdir() if c.is_dir() and not _CURVE.match(c.name)) if root.is_dir() else []
+
+
 def load_manifest(campaign: Path) -> Manifest:
     return read(Path(campaign) / MANIFEST, Manifest)
 
 
 def load_attempt(path: Path) -> Attempt:
-    model, context = parse_curve_name(path.parent.parent.name)
-    batch = int(_BATCH.match(path.parent.name)["batch"])
-    number = int(_ATTEMPT.match(path.name)["attempt"])
-
-    def opt(name: str, type_: type):
-        file = path / name
-        return read(file, type_) if file.exists() else None
-
-    return Attempt(
-        path=path,
-        model=model,
-        context_length=context,
-        batch_size=batch,
-        attempt=number,
-        intent=opt(INTENT, SubmissionIntent),
-        receipt=opt(RECEIPT, Receipt),
-        result=opt(RESULT, WorkerResult),
-        baseline=opt(BASELINE, WorkerResult),
-    )
+    return read_attempt(path, (INTENT, RECEIPT, RESULT, BASELINE)).decoded()
 
 
 def load_attempts(campaign: Path) -> list[Attempt]:
-    """Every attempt folder of a campaign, ordered by curve, batch and attempt.
-
-    Malformed files raise `SchemaError` naming the file; folders whose names do not
-    follow the layout are ignored (a user's notes beside the data are harmless).
-    """
-    root = Path(campaign) / CURVES
-    found = []
-    if not root.is_dir():
-        return found
-    for curve in root.iterdir():
-        if not (curve.is_dir() and _CURVE.match(curve.name)):
-            continue
-        for batch in curve.iterdir():
-            if not (batch.is_dir() and _BATCH.match(batch.name)):
-                continue
-            for attempt in batch.iterdir():
-                if attempt.is_dir() and _ATTEMPT.match(attempt.name):
-                    found.append(load_attempt(attempt))
+    """Every attempt of a campaign, ordered by curve, batch and attempt; a malformed file
+    raises `SchemaError` naming the file."""
+    found = [load_attempt(folder) for folder in attempt_folders(campaign)]
     found.sort(key=lambda a: (a.model, a.context_length, a.batch_size, a.attempt))
     return found

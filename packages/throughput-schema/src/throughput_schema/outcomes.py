@@ -59,7 +59,14 @@ class Capped(_Outcome, tag="capped"):
 
 Outcome = Union[Ok, CudaOom, Timeout, HostOom, CompileError, NonFinite, Crashed, Cancelled, NodeFail, Capped]
 
-OUTCOME_KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in Outcome.__args__)
+
+
+def outcome_kind(outcome: Outcome | type[_Outcome]) -> str:
+    """The `kind` an outcome is written with ("ok", "cuda_oom", ...)."""
+    return outcome.__struct_config__.tag
+
+
+OUTCOME_KINDS: tuple[str, ...] = tuple(outcome_kind(t) for t in Outcome.__args__)
 
 # The worker's exit status for each outcome it can detect itself. The watchdog
 # maps a signal death (SIGKILL from the kernel's OOM killer) to host_oom and its

@@ -111,7 +111,7 @@ def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: 
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    import yaml  # only the recipe readers need it; the schema itself is msgspec-only
+    import yaml  # only the recipe readers need it: importing the records stays cheap
 
     try:
         text = path.read_text()

@@ -29,7 +29,8 @@ from throughput_schema import (
     read,
     write_atomic,
 )
-from throughput_schema.layout import FROZEN, MANIFEST, load_attempts, load_manifest
+from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_manifest
+from throughput_schema.layout import LOCK as LOCK_FILE
 from throughput_schema.recipe import load_recipe, with_point
 
 from throughput_sweep import __version__
@@ -37,9 +38,6 @@ from throughput_sweep.curves import AttemptInfo, Curve, Settlement, derive
 
 DEFAULT_MODELS = ("20m", "90m", "250m", "500m")
 DEFAULT_CONTEXTS = (512, 1024, 2048, 4096)
-LOCK_FILE = "watcher.lock"
-SETTLEMENT = "settlement.json"
-RECIPES = "recipes"  # frozen/recipes/<model>.json: the resolved preset of each model
 EXTRA = "extra"  # frozen/extra/<module>.py: a --worker module from outside packages/
 DRIVERS = ("throughput_sweep.py", "throughput_audit.py", "throughput_report.py")
 

@@ -16,6 +16,7 @@ import statistics
 from pathlib import Path
 
 from throughput_schema import WorkerResult, dumps, write_atomic
+from throughput_schema import layout
 
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
@@ -165,20 +166,20 @@ def collect(campaign: Campaign) -> list[Path]:
             if i.attempt.receipt is not None
         ],
     }
-    written.append(write_atomic(root / "results.json", _json(results)))
-    written.append(write_atomic(root / "results.csv", _csv(rows, POINT_FIELDS)))
-    written.append(_plot_throughput(root / "throughput.png", curves, campaign.optimizer))
-    written.append(_plot_memory(root / "memory.png", curves, campaign.optimizer))
+    written.append(write_atomic(root / layout.RESULTS_JSON, _json(results)))
+    written.append(write_atomic(root / layout.RESULTS_CSV, _csv(rows, POINT_FIELDS)))
+    written.append(_plot_throughput(root / layout.THROUGHPUT_PNG, curves, campaign.optimizer))
+    written.append(_plot_memory(root / layout.MEMORY_PNG, curves, campaign.optimizer))
     opt_rows: list[dict] = []
     if campaign.optimizer:
         opt_rows = [r for r in map(optimizer_row, infos) if r is not None]
-        written.append(write_atomic(root / "optimizer.json", _json({"complete": complete, "points": opt_rows})))
-        written.append(write_atomic(root / "optimizer.csv", _csv(opt_rows, OPT_FIELDS)))
-        written.append(_plot_optimizer(root / "optimizer-time.png", opt_rows, "optimizer_ms", "optimizer ms per update"))
+        written.append(write_atomic(root / layout.OPTIMIZER_JSON, _json({"complete": complete, "points": opt_rows})))
+        written.append(write_atomic(root / layout.OPTIMIZER_CSV, _csv(opt_rows, OPT_FIELDS)))
+        written.append(_plot_optimizer(root / layout.OPTIMIZER_TIME_PNG, opt_rows, "optimizer_ms", "optimizer ms per update"))
         written.append(
-            _plot_optimizer(root / "optimizer-share.png", opt_rows, "optimizer_percent", "optimizer % of baseline update")
+            _plot_optimizer(root / layout.OPTIMIZER_SHARE_PNG, opt_rows, "optimizer_percent", "optimizer % of baseline update")
         )
-    written.append(write_atomic(root / "README.md", readme(campaign, curves, infos, complete, opt_rows)))
+    written.append(write_atomic(root / layout.README, readme(campaign, curves, infos, complete, opt_rows)))
     return written
 
 

@@ -16,31 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-import msgspec
-
-from throughput_schema import CurveSummary, FailedAttempt, Manifest
+from throughput_schema import CurveSummary, FailedAttempt, Manifest, Settlement, outcome_kind
 from throughput_schema.layout import Attempt, curve_name
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
 CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "complete"]
 TERMINAL: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete"})
-
-
-class Settlement(msgspec.Struct, frozen=True, kw_only=True):
-    """How an intent without a receipt was settled (`settlement.json` beside the intent).
-
-    never-submitted: the scheduler has no job with the token (the attempt is void and the
-    point is retried in a fresh attempt). refused: the scheduler rejected the submission
-    for good (blocks the curve). ambiguous: more than one job, or the scheduler could not
-    answer; the user settles it with `throughput-sweep reconcile`.
-    """
-
-    token: str
-    state: Literal["never-submitted", "refused", "ambiguous"]
-    reason: str
-    decided_at: str
-    job_ids: list[str] = []
-    by: Literal["watcher", "user"] = "watcher"
 
 
 @dataclass(frozen=True)
@@ -67,13 +48,13 @@ class AttemptInfo:
     def status(self) -> Status:
         a = self.attempt
         if a.result is not None:
-            kind = a.result.outcome.__struct_config__.tag
+            kind = outcome_kind(a.result.outcome)
             if kind == "ok" and self.optimizer:
                 base = a.baseline
                 if base is None:
                     return "failed"
-                if base.outcome.__struct_config__.tag != "ok":
-                    return "oom" if base.outcome.__struct_config__.tag == "cuda_oom" else "failed"
+                if outcome_kind(base.outcome) != "ok":
+                    return "oom" if outcome_kind(base.outcome) == "cuda_oom" else "failed"
             if kind == "ok":
                 return "ok"
             return "oom" if kind == "cuda_oom" else "failed"
@@ -91,9 +72,9 @@ class AttemptInfo:
     def outcome(self) -> str:
         a = self.attempt
         if a.result is not None:
-            kind = a.result.outcome.__struct_config__.tag
-            if kind == "ok" and self.optimizer and (a.baseline is None or a.baseline.outcome.__struct_config__.tag != "ok"):
-                return "baseline-missing" if a.baseline is None else f"baseline-{a.baseline.outcome.__struct_config__.tag}"
+            kind = outcome_kind(a.result.outcome)
+            if kind == "ok" and self.optimizer and (a.baseline is None or outcome_kind(a.baseline.outcome) != "ok"):
+                return "baseline-missing" if a.baseline is None else f"baseline-{outcome_kind(a.baseline.outcome)}"
             return kind
         return self.status
 
@@ -102,7 +83,7 @@ class AttemptInfo:
         a = self.attempt
         if a.result is not None:
             out = a.result.outcome
-            if self.optimizer and out.__struct_config__.tag == "ok" and a.baseline is not None:
+            if self.optimizer and outcome_kind(out) == "ok" and a.baseline is not None:
                 out = a.baseline.outcome
             text = " ".join(x for x in (out.phase, out.message) if x)
             return text.replace("\n", " ")[:300]

@@ -46,6 +46,7 @@ from throughput_schema import (
     Recipe,
     Throughput,
     WorkerResult,
+    outcome_kind,
     write_atomic,
 )
 from throughput_schema.recipe import flops_per_token, parameter_count
@@ -138,11 +139,6 @@ def classify(exc: BaseException, phase: str):
     return Crashed(phase=phase, message=_one_line(exc), exit_code=EXIT_CODES["crashed"])
 
 
-def kind_of(outcome) -> str:
-    """The outcome's tag (`ok`, `cuda_oom`, ...), as written in the result's `kind` field."""
-    return type(outcome).__struct_config__.tag
-
-
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -206,7 +202,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         if isinstance(exc, KeyboardInterrupt):
             raise
         outcome = classify(exc, phase)
-        if kind_of(outcome) in ("crashed", "compile_error"):
+        if outcome_kind(outcome) in ("crashed", "compile_error"):
             traceback.print_exc(file=sys.stderr)
         if cuda and setup_peaks is not None:
             try:
@@ -220,7 +216,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
                 memory = MemoryReport(setup=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
             except Exception:  # noqa: BLE001
                 pass
-    kind = kind_of(outcome)
+    kind = outcome_kind(outcome)
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from throughput_schema import outcome_kind
 from throughput_schema.recipe import load_recipe
 
 
@@ -122,9 +123,7 @@ def kernels_from_args(args: argparse.Namespace):
 
 
 def summary_line(result, output: Path) -> str:
-    from tiny_llm.worker import kind_of
-
-    kind = kind_of(result.outcome)
+    kind = outcome_kind(result.outcome)
     head = f"{result.recipe.name} L={result.recipe.model.context_length} B={result.recipe.training.micro_batch_size}"
     if kind != "ok":
         return f"{head}: {kind} in {result.outcome.phase or '?'}: {result.outcome.message}; result: {output}"

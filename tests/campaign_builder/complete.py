@@ -1,4 +1,4 @@
-"""Build consistent campaigns on disk from schema records, for the audit's tests.
+"""Complete campaigns, with everything the audit checks, built from schema records.
 
 `build_throughput` writes a manifest, frozen files with their hashes, and per point
 an intent, job script, receipt (with final accounting) and result whose derived
@@ -6,13 +6,12 @@ figures agree with their raw windows; `build_optimizer` adds an optimizer-timing
 campaign inheriting a parent's fitting batches, with baselines and raw bursts.
 `FakeSacct` answers `sacct -j ...` from the accounting rows the builder laid out.
 
-The arithmetic here uses the standard library's `statistics`, not the audit's own.
+The results come from `results`, whose arithmetic is not the audit's own.
 """
 
 from __future__ import annotations
 
 import hashlib
-import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,114 +22,40 @@ import msgspec
 from throughput_schema import (
     AccountingRow,
     BurstSample,
-    Calibration,
     ClusterProfile,
     CudaOom,
     FrozenFile,
     Manifest,
-    ModelConfig,
-    Ok,
-    OptimizerTiming,
     ParentCampaign,
     PointSpec,
     Protocol,
     Receipt,
-    Recipe,
     SubmissionIntent,
-    Throughput,
     Timeout,
-    TrainingConfig,
-    Window,
     WorkerResult,
     CurveSummary,
     dumps,
     write_atomic,
 )
-from throughput_schema.layout import attempt_dir, curve_name
-from throughput_schema.recipe import parameter_count
+from throughput_schema.layout import (
+    FROZEN,
+    MANIFEST,
+    RECIPES,
+    RESULT,
+    RESULTS_JSON,
+    attempt_dir,
+    curve_name,
+)
 
-PRESETS = {
-    "20m": ModelConfig(n_layers=8, d_model=320, n_heads=5, ffn_dim=832, context_length=512),
-    "90m": ModelConfig(n_layers=12, d_model=640, n_heads=10, ffn_dim=1728, context_length=512),
-}
+from campaign_builder.files import sha256, write_attempt_files
+from campaign_builder.results import at_point, bursts_for, failed_result, optimizer_timing, preset, throughput_result
+
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0)
 
 
-def preset(model: str) -> Recipe:
-    return Recipe(name=model, model=PRESETS[model], training=TrainingConfig(micro_batch_size=8, batch_tokens=4096))
-
-
-def at_point(recipe: Recipe, context: int, batch: int, protocol: Protocol) -> Recipe:
-    r = msgspec.structs
-    return r.replace(
-        recipe,
-        model=r.replace(recipe.model, context_length=context),
-        training=r.replace(
-            recipe.training, micro_batch_size=batch, batch_tokens=batch * context, seed=protocol.seed, grad_clip=protocol.grad_clip
-        ),
-        optimizer=r.replace(
-            recipe.optimizer,
-            lr=protocol.lr,
-            beta1=protocol.beta1,
-            beta2=protocol.beta2,
-            eps=protocol.eps,
-            weight_decay=protocol.weight_decay,
-        ),
-    )
-
-
-def window_seconds(batch: int, n: int, *, jitter: float) -> list[float]:
-    base = 10.0 + 0.001 * batch
-    pattern = [0.0, 1.0, -1.0, 0.5, -0.5, 0.25, -0.25, 0.75, -0.75, 0.1]
-    return [base * (1 + jitter * pattern[i % len(pattern)]) for i in range(n)]
-
-
-def throughput_result(
-    recipe: Recipe, protocol: Protocol, batch: int, context: int, *, unstable: bool = False, mode: str = "throughput", slower: float = 1.0
-) -> WorkerResult:
-    updates = 40
-    jitter = 0.2 if unstable else 0.002
-    n = protocol.windows + (protocol.extra_windows if unstable else 0)
-    seconds = [s * slower for s in window_seconds(batch, n, jitter=jitter)]
-    setup_updates = 3
-    start = setup_updates + protocol.warmup + protocol.calibration_updates
-    windows = [Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)]
-    tokens = batch * context
-    rates = [updates * tokens / s for s in seconds]
-    tps = statistics.median(rates)
-    cv = statistics.stdev(rates) / statistics.fmean(rates)
-    return WorkerResult(
-        outcome=Ok(),
-        recipe=recipe,
-        parameters=parameter_count(recipe.model),
-        mode=mode,
-        protocol=protocol,
-        setup_seconds=30.0,
-        setup_updates=setup_updates,
-        calibration=Calibration(updates=protocol.calibration_updates, seconds=1.25, updates_per_window=updates),
-        windows=windows,
-        throughput=Throughput(
-            tokens_per_second=tps,
-            sequences_per_second=tps / context,
-            window_tokens_per_second=rates,
-            cv=cv,
-            unstable=cv > protocol.cv_threshold,
-            update_ms=1000.0 * tokens / tps,
-        ),
-    )
-
-
-def failed_result(recipe: Recipe, protocol: Protocol, outcome, mode: str = "throughput") -> WorkerResult:
-    return WorkerResult(outcome=outcome, recipe=recipe, parameters=parameter_count(recipe.model), mode=mode, protocol=protocol, exit_code=3)
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 @dataclass
-class Built:
+class BuiltCampaign:
     root: Path
     manifest: Manifest
     rows: dict[str, AccountingRow] = field(default_factory=dict)
@@ -169,7 +94,7 @@ class _Jobs:
 
 
 def _frozen(root: Path, models: list[str]) -> list[FrozenFile]:
-    frozen = root / "frozen"
+    frozen = root / FROZEN
     files = {
         "packages/throughput-sweep/src/throughput_sweep/__init__.py": '__version__ = "0.1.0"\n',
         "packages/tiny-llm/src/tiny_llm/__init__.py": '"""worker"""\n',
@@ -178,7 +103,7 @@ def _frozen(root: Path, models: list[str]) -> list[FrozenFile]:
     for rel, text in files.items():
         write_atomic(frozen / rel, text)
     for m in models:
-        write_atomic(frozen / "recipes" / f"{m}.json", preset(m))
+        write_atomic(frozen / RECIPES / f"{m}.json", preset(m))
     out = []
     for p in sorted(frozen.rglob("*")):
         if p.is_file():
@@ -197,7 +122,7 @@ def _profile(scheduler: str, max_concurrent: int) -> ClusterProfile:
 
 
 def _write_attempt(
-    built: Built,
+    built: BuiltCampaign,
     jobs: _Jobs,
     *,
     model: str,
@@ -214,17 +139,13 @@ def _write_attempt(
     folder = attempt_dir(built.root, model, context, batch, 1)
     token = f"tp-{model}-c{context}-b{batch}-a1-{m.name}"
     script = f"#!/bin/bash\n#SBATCH --job-name={token}\npython -m {m.worker} run-point\n"
-    write_atomic(folder / "job.sh", script)
-    write_atomic(
-        folder / "intent.json",
-        SubmissionIntent(
-            token=token,
-            campaign=m.name,
-            point=PointSpec(model=model, context_length=context, batch_size=batch, mode=mode),
-            script_sha256=hashlib.sha256(script.encode()).hexdigest(),
-            created_at=start.isoformat(),
-            scheduler=m.profile.scheduler,
-        ),
+    intent = SubmissionIntent(
+        token=token,
+        campaign=m.name,
+        point=PointSpec(model=model, context_length=context, batch_size=batch, mode=mode),
+        script_sha256=hashlib.sha256(script.encode()).hexdigest(),
+        created_at=start.isoformat(),
+        scheduler=m.profile.scheduler,
     )
     job = jobs.take()
     end = start + timedelta(seconds=90)
@@ -245,22 +166,17 @@ def _write_attempt(
         node_list="node1",
     )
     built.rows[job] = row
-    write_atomic(
-        folder / "receipt.json",
-        Receipt(
-            token=token,
-            job_id=job,
-            submitted_at=start.isoformat(),
-            scheduler=m.profile.scheduler,
-            accounting=row,
-            accounting_final=True,
-        ),
+    receipt = Receipt(
+        token=token,
+        job_id=job,
+        submitted_at=start.isoformat(),
+        scheduler=m.profile.scheduler,
+        accounting=row,
+        accounting_final=True,
     )
-    write_atomic(folder / "result.json", result)
-    if baseline is not None:
-        write_atomic(folder / "baseline.json", baseline)
-    if bursts is not None:
-        write_atomic(folder / "bursts.jsonl", b"".join(msgspec.json.encode(b) + b"\n" for b in bursts))
+    write_attempt_files(
+        folder, script=script, intent=intent, receipt=receipt, result=result, baseline=baseline, bursts=bursts
+    )
     built.points.setdefault(curve_name(model, context), {})[batch] = folder
     return folder
 
@@ -276,7 +192,7 @@ def build_throughput(
     max_concurrent: int = 12,
     start_id: int = 1000,
     stagger_seconds: int = 100,
-) -> Built:
+) -> BuiltCampaign:
     """Every curve fits 1 .. first_oom/2 and hits a CUDA OOM at first_oom."""
     root = Path(root)
     protocol = Protocol()
@@ -291,8 +207,8 @@ def build_throughput(
         tool_version="0.1.0",
         frozen_files=_frozen(root, list(models)),
     )
-    write_atomic(root / "manifest.json", manifest)
-    built = Built(root=root, manifest=manifest)
+    write_atomic(root / MANIFEST, manifest)
+    built = BuiltCampaign(root=root, manifest=manifest)
     jobs = _Jobs(start_id)
     summaries = []
     for ci, (model, context) in enumerate((m, c) for m in models for c in contexts):
@@ -332,60 +248,16 @@ def build_throughput(
                 unstable_batches=list(unstable_here),
             )
         )
-    write_atomic(root / "results.json", dumps({"campaign": manifest.name, "curves": summaries}))
+    write_atomic(root / RESULTS_JSON, dumps({"campaign": manifest.name, "curves": summaries}))
     return built
 
 
-def bursts_for(result: WorkerResult, *, size: int = 7, optimizer_ms: float = 2.0, graph_ms: float = 20.0) -> list[BurstSample]:
-    out = []
-    for i, w in enumerate(result.windows):
-        left, j = w.updates, 0
-        while left:
-            n = min(size, left)
-            left -= n
-            out.append(
-                BurstSample(
-                    window=i,
-                    updates=n,
-                    wall_seconds=n * w.seconds / w.updates,
-                    graph_ms=graph_ms * (1 + 0.01 * ((i + j) % 3)),
-                    optimizer_ms=optimizer_ms * (1 + 0.02 * ((i * 2 + j) % 4)),
-                )
-            )
-            j += 1
-    return out
-
-
-def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int, context: int, protocol: Protocol) -> OptimizerTiming:
-    def per_window(attr: str) -> list[float]:
-        out = []
-        for i in range(len(result.windows)):
-            mine = [b for b in bursts if b.window == i]
-            out.append(sum(getattr(b, attr) * b.updates for b in mine) / sum(b.updates for b in mine))
-        return out
-
-    opt, graph = per_window("optimizer_ms"), per_window("graph_ms")
-    opt_ms = statistics.median(opt)
-    cv = statistics.stdev(opt) / statistics.fmean(opt)
-    wall_ms = statistics.median(1000.0 * w.seconds / w.updates for w in result.windows)
-    return OptimizerTiming(
-        bursts=bursts,
-        window_optimizer_ms=opt,
-        window_graph_ms=graph,
-        optimizer_ms=opt_ms,
-        optimizer_cv=cv,
-        share_of_wall=opt_ms / wall_ms,
-        share_of_graph=opt_ms / statistics.median(graph),
-        unstable=cv > protocol.cv_threshold,
-    )
-
-
-def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, scheduler: str = "slurm") -> Built:
+def build_optimizer(root: Path, parent: BuiltCampaign, *, start_id: int = 5000, scheduler: str = "slurm") -> BuiltCampaign:
     root = Path(root)
     pm = parent.manifest
     protocol = pm.protocol
     inherited = {
-        name: sorted(b for b, f in pts.items() if msgspec.json.decode((f / "result.json").read_bytes())["outcome"]["kind"] == "ok")
+        name: sorted(b for b, f in pts.items() if msgspec.json.decode((f / RESULT).read_bytes())["outcome"]["kind"] == "ok")
         for name, pts in parent.points.items()
     }
     manifest = Manifest(
@@ -398,11 +270,11 @@ def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, schedule
         profile=_profile(scheduler, pm.profile.max_concurrent_jobs),
         tool_version="0.1.0",
         frozen_files=_frozen(root, list(pm.models)),
-        parent=ParentCampaign(path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / "manifest.json"), name=pm.name),
+        parent=ParentCampaign(path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / MANIFEST), name=pm.name),
         inherited_batches=inherited,
     )
-    write_atomic(root / "manifest.json", manifest)
-    built = Built(root=root, manifest=manifest)
+    write_atomic(root / MANIFEST, manifest)
+    built = BuiltCampaign(root=root, manifest=manifest)
     jobs = _Jobs(start_id)
     for ci, (model, context) in enumerate((m, c) for m in pm.models for c in pm.contexts):
         name = curve_name(model, context)
@@ -420,4 +292,4 @@ def build_optimizer(root: Path, parent: Built, *, start_id: int = 5000, schedule
     return built
 
 
-__all__ = ["Built", "FakeSacct", "Timeout", "build_optimizer", "build_throughput", "bursts_for", "optimizer_timing", "preset"]
+__all__ = ["BuiltCampaign", "FakeSacct", "Timeout", "build_optimizer", "build_throughput", "bursts_for", "optimizer_timing", "preset"]

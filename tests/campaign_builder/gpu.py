@@ -1,4 +1,4 @@
-"""Writes consistent throughput + optimizer-timing campaign pairs from schema records.
+"""Throughput + optimizer-timing campaign pairs for the report, from a pretend GPU.
 
 A small, deterministic model of a GPU: the rate saturates with batch, memory grows
 with batch until the capacity, the optimizer costs a fixed time per update. Every
@@ -10,13 +10,12 @@ report's checks pass unless a test breaks a file on purpose.
 from __future__ import annotations
 
 import hashlib
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 from throughput_schema import codec
-from throughput_schema.layout import attempt_dir
+from throughput_schema.layout import BASELINE, CURVES, MANIFEST, RESULT, attempt_dir, curve_name
 from throughput_schema.outcomes import CudaOom, Ok, Timeout
 from throughput_schema.recipe import load_recipe, parameter_count, with_point
 from throughput_schema.records import (
@@ -27,16 +26,17 @@ from throughput_schema.records import (
     Manifest,
     MemoryPeaks,
     MemoryReport,
-    OptimizerTiming,
     ParentCampaign,
     Protocol,
     Receipt,
-    Throughput,
     Window,
     WorkerResult,
 )
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+from campaign_builder.files import sha256, write_attempt_files
+from campaign_builder.results import throughput_of, timing_of
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 GPU_BYTES = 150_754_820_096  # an H200's reported total memory
 HARDWARE = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=GPU_BYTES, gpu_count=1, hostname="gpu-test")
 PROTOCOL = Protocol()
@@ -82,10 +82,6 @@ def _jitter(seed: str, i: int, spread: float) -> float:
     return 1.0 + spread * (int.from_bytes(digest[:4], "big") / 2**32 - 0.5)
 
 
-def _cv(values):
-    return statistics.stdev(values) / statistics.fmean(values)
-
-
 def worker_result(
     model: str,
     context: int,
@@ -103,7 +99,7 @@ def worker_result(
     rate = _rate(recipe, batch, gpu, factor=rate_factor * (0.985 if instrumented else 1.0))
     tokens = batch * context
     per_window = max(PROTOCOL.min_updates_per_window, round(PROTOCOL.window_seconds * rate / tokens))
-    rates, windows = [], []
+    windows = []
     setup_updates = 3
     counter = setup_updates + PROTOCOL.warmup + PROTOCOL.calibration_updates
     for i in range(PROTOCOL.windows):
@@ -111,18 +107,8 @@ def worker_result(
         seconds = per_window * tokens / r
         counter += per_window
         windows.append(Window(updates=per_window, seconds=seconds, counter_after=counter))
-    rates = [w.updates * tokens / w.seconds for w in windows]
-    median = statistics.median(rates)
-    cv = _cv(rates)
-    update_ms = 1000.0 * tokens / median
-    throughput = Throughput(
-        tokens_per_second=median,
-        sequences_per_second=median / context,
-        window_tokens_per_second=rates,
-        cv=cv,
-        unstable=cv > PROTOCOL.cv_threshold,
-        update_ms=update_ms,
-    )
+    throughput = throughput_of(windows, batch, context, PROTOCOL)
+    update_ms = throughput.update_ms
     bursts: list[BurstSample] = []
     timing = None
     if instrumented:
@@ -144,24 +130,7 @@ def worker_result(
                     )
                 )
                 j += 1
-        window_opt, window_graph = [], []
-        for i in range(len(windows)):
-            mine = [b for b in bursts if b.window == i]
-            total = sum(b.updates for b in mine)
-            window_opt.append(sum(b.updates * b.optimizer_ms for b in mine) / total)
-            window_graph.append(sum(b.updates * b.graph_ms for b in mine) / total)
-        optimizer_ms = statistics.median(window_opt)
-        opt_cv = _cv(window_opt)
-        timing = OptimizerTiming(
-            bursts=bursts,
-            window_optimizer_ms=window_opt,
-            window_graph_ms=window_graph,
-            optimizer_ms=optimizer_ms,
-            optimizer_cv=opt_cv,
-            share_of_wall=optimizer_ms / statistics.median(1000.0 * w.seconds / w.updates for w in windows),
-            share_of_graph=optimizer_ms / statistics.median(window_graph),
-            unstable=opt_cv > PROTOCOL.cv_threshold,
-        )
+        timing = timing_of(windows, bursts, PROTOCOL)
     mem = memory_bytes(recipe, batch)
     result = WorkerResult(
         outcome=Ok(),
@@ -212,11 +181,8 @@ def timeout_result(model: str, context: int, batch: int) -> WorkerResult:
     )
 
 
-def _receipt(where: Path, n: int) -> None:
-    codec.write_atomic(
-        where / "receipt.json",
-        Receipt(token=f"tok-{n}", job_id=str(1000 + n), submitted_at="2026-10-08T09:59:00Z", scheduler="slurm"),
-    )
+def _receipt(n: int) -> Receipt:
+    return Receipt(token=f"tok-{n}", job_id=str(1000 + n), submitted_at="2026-10-08T09:59:00Z", scheduler="slurm")
 
 
 def _manifest(kind, name, models, contexts, **extra) -> Manifest:
@@ -236,7 +202,7 @@ def _manifest(kind, name, models, contexts, **extra) -> Manifest:
 def write_throughput(root: Path, models, contexts, *, gpu: Gpu = Gpu(), largest=None) -> Path:
     """A completed throughput campaign: every curve doubles from 1 to a confirmed OOM."""
     root = Path(root)
-    codec.write_atomic(root / "manifest.json", _manifest("throughput", root.name, models, contexts))
+    codec.write_atomic(root / MANIFEST, _manifest("throughput", root.name, models, contexts))
     n = 0
     for model in models:
         for context in contexts:
@@ -245,26 +211,24 @@ def write_throughput(root: Path, models, contexts, *, gpu: Gpu = Gpu(), largest=
             while batch <= top:
                 where = attempt_dir(root, model, context, batch, 1)
                 result, _ = worker_result(model, context, batch, gpu=gpu, seed=f"t/{model}/{context}/{batch}")
-                codec.write_atomic(where / "result.json", result)
-                _receipt(where, n := n + 1)
+                write_attempt_files(where, result=result, receipt=_receipt(n := n + 1))
                 batch *= 2
             where = attempt_dir(root, model, context, batch, 1)
-            codec.write_atomic(where / "result.json", oom_result(model, context, batch))
-            _receipt(where, n := n + 1)
+            write_attempt_files(where, result=oom_result(model, context, batch), receipt=_receipt(n := n + 1))
     return root
 
 
 def fitting_batches(throughput: Path) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
-    manifest = codec.read(Path(throughput) / "manifest.json", Manifest)
+    manifest = codec.read(Path(throughput) / MANIFEST, Manifest)
     for model in manifest.models:
         for context in manifest.contexts:
-            curve = Path(throughput) / "curves" / f"{model}-c{context}"
+            curve = Path(throughput) / CURVES / curve_name(model, context)
             batches = sorted(int(p.name[1:]) for p in curve.iterdir())
             out[f"{model}-c{context}"] = [
                 b
                 for b in batches
-                if codec.read(curve / f"b{b}" / "attempt-1" / "result.json", WorkerResult).outcome == Ok()
+                if codec.read(attempt_dir(throughput, model, context, b, 1) / RESULT, WorkerResult).outcome == Ok()
             ]
     return out
 
@@ -272,11 +236,11 @@ def fitting_batches(throughput: Path) -> dict[str, list[int]]:
 def write_optimizer(root: Path, throughput: Path, *, gpu: Gpu = Gpu(), baseline_factor: float = 1.0) -> Path:
     """An optimizer-timing follow-up of `throughput`: baseline + instrumented worker per point."""
     root, throughput = Path(root), Path(throughput)
-    parent = codec.read(throughput / "manifest.json", Manifest)
+    parent = codec.read(throughput / MANIFEST, Manifest)
     inherited = fitting_batches(throughput)
-    sha = hashlib.sha256((throughput / "manifest.json").read_bytes()).hexdigest()
+    sha = sha256(throughput / MANIFEST)
     codec.write_atomic(
-        root / "manifest.json",
+        root / MANIFEST,
         _manifest(
             "optimizer-timing",
             root.name,
@@ -295,10 +259,13 @@ def write_optimizer(root: Path, throughput: Path, *, gpu: Gpu = Gpu(), baseline_
             seed = f"o/{curve}/{batch}"
             base, _ = worker_result(model, int(context), batch, gpu=gpu, seed=seed + "b", rate_factor=baseline_factor)
             result, bursts = worker_result(model, int(context), batch, gpu=gpu, seed=seed, instrumented=True)
-            codec.write_atomic(where / "baseline.json", base)
-            codec.write_atomic(where / "result.json", msgspec.structs.replace(result, baseline="baseline.json"))
-            codec.write_atomic(where / "bursts.jsonl", b"".join(msgspec.json.encode(b) + b"\n" for b in bursts))
-            _receipt(where, n := n + 1)
+            write_attempt_files(
+                where,
+                receipt=_receipt(n := n + 1),
+                result=msgspec.structs.replace(result, baseline=BASELINE),
+                baseline=base,
+                bursts=bursts,
+            )
     return root
 
 
@@ -308,18 +275,11 @@ def write_pair(root: Path, name: str, models, contexts, **kw) -> tuple[Path, Pat
     return t, o
 
 
-def rewrite(path: Path, type_, **changes) -> None:
-    """Replace fields of a record file in place (tests break files on purpose)."""
-    record = codec.read(path, type_)
-    codec.write_atomic(path, msgspec.structs.replace(record, **changes))
-
-
 __all__ = [
     "Gpu",
     "largest_fitting",
     "oom_result",
     "recipe_for",
-    "rewrite",
     "timeout_result",
     "worker_result",
     "write_optimizer",

@@ -1,0 +1,171 @@
+"""The jobs' Slurm accounting (or, on the local scheduler, the accounting recorded in the
+receipts) against the receipts, the results and the cluster profile; accounting.txt's text."""
+
+from __future__ import annotations
+
+import time
+
+from throughput_schema import AccountingRow
+from throughput_schema.layout import ACCOUNTING, RECEIPT
+
+from throughput_audit import slurm
+from throughput_audit.campaign import AttemptRecord, Loaded, kind
+from throughput_audit.findings import Checks
+
+
+def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, settle_seconds: float) -> str:
+    m = loaded.manifest
+    profile = m.profile
+    jobs: dict[str, AttemptRecord] = {}
+    for r in loaded.attempts:
+        rec = r.attempt.receipt
+        if rec is None:
+            continue
+        file = r.file(RECEIPT)
+        if rec.scheduler != "slurm":
+            checks.fail("slurm.receipt", file, f"{file}: scheduler {rec.scheduler} in a Slurm campaign")
+            continue
+        if rec.job_id in jobs:
+            checks.fail(
+                "slurm.duplicate_job",
+                file,
+                f"{file}: job {rec.job_id} is also the receipt of {jobs[rec.job_id].file(RECEIPT)}",
+                job_id=rec.job_id,
+            )
+            continue
+        jobs[rec.job_id] = r
+    try:
+        rows, queries = slurm.query(jobs, runner=runner)
+        rows, more = _settle(rows, runner, settle_seconds)
+    except slurm.AccountingUnavailable as exc:
+        checks.fail("slurm.sacct", "", f"sacct: {exc}")
+        return f"# sacct failed: {exc}\n"
+    checks.expect(
+        "slurm.queries",
+        len(queries) == -(-len(jobs) // slurm.BATCH),
+        "",
+        f"{len(jobs)} jobs read with {len(queries)} batched sacct queries ({len(more)} more re-reading lagging rows)",
+        jobs=len(jobs),
+        queries=len(queries),
+        rereads=len(more),
+    )
+    queries = queries + more
+    used: list[AccountingRow] = []
+    for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
+        file = r.file(RECEIPT)
+        row = rows.get(job_id)
+        if row is None:
+            checks.fail("slurm.accounted", file, f"{file}: job {job_id} is missing from Slurm accounting", job_id=job_id)
+            continue
+        used.append(row)
+        checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
+        token = r.attempt.intent.token if r.attempt.intent else r.attempt.receipt.token
+        checks.expect(
+            "slurm.identity",
+            token in (row.job_name, row.comment) or token in row.job_name,
+            file,
+            f"{file}: job {job_id} is named {row.job_name!r} with comment {row.comment!r}; the intent's token is {token!r}",
+            job_id=job_id,
+            job_name=row.job_name,
+            comment=row.comment,
+            token=token,
+        )
+        problems = slurm.allocation_problems(row, profile)
+        checks.expect(
+            "slurm.allocation",
+            not problems,
+            file,
+            f"{file}: job {job_id} "
+            + (
+                "; ".join(f"{what} {actual!r}, profile requires {expected!r}" for what, expected, actual in problems)
+                if problems
+                else f"AllocTRES {row.alloc_tres}, Timelimit {row.timelimit}, account {row.account}, partition {row.partition}"
+            ),
+            job_id=job_id,
+            alloc_tres=row.alloc_tres,
+            timelimit=row.timelimit,
+            account=row.account,
+            partition=row.partition,
+            problems={what: {"expected": e, "actual": a} for what, e, a in problems},
+        )
+        res = r.attempt.result
+        if res is not None:
+            k = kind(res)
+            checks.expect(
+                "slurm.state",
+                slurm.state_explains(k, row, res.finished_at),
+                file,
+                f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
+                f"implies {slurm.expected_states(k)}",
+                job_id=job_id,
+                state=row.state,
+                exit_code=row.exit_code,
+                outcome=k,
+            )
+        recorded = r.attempt.receipt.accounting
+        if recorded is not None and r.attempt.receipt.accounting_final:
+            same = (recorded.state.split()[:1], recorded.exit_code) == (row.state.split()[:1], row.exit_code)
+            checks.expect(
+                "slurm.receipt_accounting",
+                same,
+                file,
+                f"{file}: recorded final accounting {recorded.state} exit {recorded.exit_code}, "
+                f"sacct now says {row.state} exit {row.exit_code} for job {job_id}",
+                job_id=job_id,
+            )
+    peak = slurm.peak_concurrency(used)
+    checks.expect(
+        "slurm.peak_concurrency",
+        peak.jobs <= profile.max_concurrent_jobs,
+        ACCOUNTING,
+        f"peak {peak.jobs} jobs running at once"
+        + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
+        + f"; the campaign's limit is {profile.max_concurrent_jobs}",
+        peak=peak.jobs,
+        limit=profile.max_concurrent_jobs,
+        at=peak.at.isoformat() if peak.at else None,
+        job_ids=peak.job_ids,
+    )
+    text = [f"# {m.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
+    for q in queries:
+        text.append("# " + " ".join(q.argv))
+    return "\n".join(text) + "\n" + slurm.format_rows(used)
+
+
+def _incomplete(row: AccountingRow) -> bool:
+    return row.job_name in ("", "allocation") or not row.partition or not row.timelimit or not row.alloc_tres
+
+
+def check_local_concurrency(loaded: Loaded, checks: Checks) -> str:
+    """Local campaigns: peak concurrency from the executor's recorded start/end times."""
+    rows = [r.attempt.receipt.accounting for r in loaded.attempts if r.attempt.receipt and r.attempt.receipt.accounting]
+    if not rows:
+        return ""
+    limit = loaded.manifest.profile.max_concurrent_jobs
+    peak = slurm.peak_concurrency(rows)
+    checks.expect(
+        "local.peak_concurrency",
+        peak.jobs <= limit,
+        ACCOUNTING,
+        f"peak {peak.jobs} local jobs running at once (recorded in receipts)"
+        + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
+        + f"; the campaign's limit is {limit}",
+        peak=peak.jobs,
+        limit=limit,
+        job_ids=peak.job_ids,
+    )
+    return "# local executor accounting recorded in receipts\n" + slurm.format_rows(rows)
+
+
+def _settle(rows: dict[str, AccountingRow], runner, settle_seconds: float):
+    """sacct lags a few seconds after a job ends; re-read rows that are not filled in yet."""
+    queries = []
+    deadline = time.monotonic() + settle_seconds
+    while True:
+        lagging = [j for j, row in rows.items() if _incomplete(row)]
+        if not lagging or time.monotonic() >= deadline:
+            return rows, queries
+        time.sleep(1.0)
+        fresh, more = slurm.query(lagging, runner=runner)
+        queries += more
+        rows = {**rows, **fresh}

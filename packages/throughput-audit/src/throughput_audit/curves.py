@@ -1,0 +1,194 @@
+"""The audit's own walk of each curve, from the attempts it loaded.
+
+The walk is the audit's reading of the guide: batches 1, 2, 4, ... one at a time; a
+fitting point leads to the next doubling; a `cuda_oom` ends the curve with the boundary
+(largest fitting, first OOM = 2 x largest fitting); anything else blocks it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from throughput_schema import Manifest
+from throughput_schema.layout import CURVES, RESULT, curve_name
+
+from throughput_audit.campaign import AttemptRecord, Loaded, kind
+from throughput_audit.findings import Checks, CurveFinding
+
+
+def final_attempts(records: list[AttemptRecord]) -> dict[int, AttemptRecord]:
+    """Per batch, the latest attempt that counts (void attempts never count)."""
+    out: dict[int, AttemptRecord] = {}
+    for r in records:
+        if not r.void:
+            b = r.attempt.batch_size
+            if b not in out or r.attempt.attempt > out[b].attempt.attempt:
+                out[b] = r
+    return out
+
+
+def status(record: AttemptRecord, *, optimizer: bool) -> str:
+    """ok, cuda_oom, another outcome kind, 'baseline-<kind>', or 'no-result'."""
+    a = record.attempt
+    k = kind(a.result)
+    if k is None:
+        return record.settlement or "no-result"
+    if optimizer and k == "ok":
+        b = kind(a.baseline)
+        if b != "ok":
+            return f"baseline-{b or 'missing'}"
+    return k
+
+
+def check_retries(curve: str, records: list[AttemptRecord], checks: Checks) -> None:
+    """Attempts at one batch are numbered 1..k and only a failed attempt is ever retried."""
+    by_batch: dict[int, list[AttemptRecord]] = {}
+    for r in records:
+        by_batch.setdefault(r.attempt.batch_size, []).append(r)
+    for b, rs in sorted(by_batch.items()):
+        numbers = sorted(r.attempt.attempt for r in rs)
+        counted = sorted((r for r in rs if not r.void), key=lambda r: r.attempt.attempt)
+        retried_ok = [r.attempt.attempt for r in counted[:-1] if kind(r.attempt.result) == "ok"]
+        checks.expect(
+            "curve.attempts",
+            numbers == list(range(1, len(numbers) + 1)) and not retried_ok,
+            f"{CURVES}/{curve}/b{b}",
+            f"{CURVES}/{curve}/b{b}: attempts {numbers}"
+            + (f"; attempt {retried_ok[0]} succeeded yet was retried" if retried_ok else ""),
+            attempts=numbers,
+        )
+
+
+def walk_throughput(curve: str, records: list[AttemptRecord], manifest: Manifest, checks: Checks) -> CurveFinding:
+    finals = final_attempts(records)
+    where = f"{CURVES}/{curve}"
+    present = sorted(finals)
+    top = present[-1] if present else 0
+    doublings = []
+    b = 1
+    while b <= max(top, 1):
+        doublings.append(b)
+        b *= 2
+    missing = [b for b in doublings if b <= top and b not in finals]
+    odd = [b for b in present if b & (b - 1)]
+    checks.expect(
+        "curve.contiguous",
+        not missing and not odd,
+        where,
+        f"{where}: batches {present}"
+        + (f"; missing {missing} (gap in the doublings from 1)" if missing else "")
+        + (f"; {odd} are not doublings of 1" if odd else "")
+        + ("" if missing or odd else ": contiguous doublings from 1"),
+        batches=present,
+        missing=missing,
+        not_doublings=odd,
+    )
+    cap = manifest.max_batch
+    if cap is not None:
+        over = [b for b in present if b > cap]
+        checks.expect(
+            "curve.cap",
+            not over,
+            where,
+            f"{where}: batches {over} exceed --max-batch {cap}" if over else f"{where}: all batches within --max-batch {cap}",
+            over=over,
+            max_batch=cap,
+        )
+    finding = CurveFinding(curve=curve, state="pending", batches=present)
+    fitting: list[int] = []
+    unstable: list[int] = []
+    end: int | None = None
+    state, first_oom, blocked, reason = "pending", None, None, ""
+    for b in doublings if present else []:
+        r = finals.get(b)
+        if r is None:
+            state = "incomplete"
+            reason = f"batch {b} has no attempt"
+            end = b
+            break
+        s = status(r, optimizer=False)
+        if s == "ok":
+            fitting.append(b)
+            tp = r.attempt.result.throughput
+            if tp is not None and tp.unstable:
+                unstable.append(b)
+            continue
+        end = b
+        if s == "cuda_oom":
+            state, first_oom = "bounded", b
+        elif s == "no-result":
+            state, reason = "incomplete", f"batch {b} ({r.rel}) has no result"
+        else:
+            state, blocked, reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
+        break
+    else:
+        if present:
+            if cap is not None and top * 2 > cap:
+                state = "capped"
+            else:
+                state, reason = "incomplete", f"batch {top} fitted and neither a CUDA OOM nor the cap followed"
+    after = [b for b in present if end is not None and b > end]
+    checks.expect(
+        "curve.after_end",
+        not after,
+        where,
+        f"{where}: batches {after} exist beyond batch {end}, which ended the curve ({state})"
+        if after
+        else f"{where}: no batch beyond the curve's end",
+        beyond=after,
+        end=end,
+    )
+    largest = fitting[-1] if fitting else None
+    if state == "bounded":
+        r = finals[first_oom]
+        expected_oom = 2 * largest if largest else 1
+        checks.expect(
+            "curve.boundary",
+            first_oom == expected_oom and kind(r.attempt.result) == "cuda_oom",
+            r.file(RESULT),
+            f"{r.file(RESULT)}: boundary largest fitting {largest}, first OOM {first_oom} "
+            f"(2 x largest = {expected_oom}), set by outcome {kind(r.attempt.result)}",
+            largest_fitting=largest,
+            first_oom=first_oom,
+            outcome=kind(r.attempt.result),
+        )
+    checks.expect(
+        "curve.finished",
+        state != "incomplete" and bool(present),
+        where,
+        f"{where}: {state}" + (f": {reason}" if reason else "") if present else f"{where}: no points at all",
+        state=state,
+    )
+    return msgspec.structs.replace(
+        finding,
+        state=state if present else "pending",
+        fitting_batches=fitting,
+        largest_fitting_batch=largest,
+        first_oom_batch=first_oom,
+        unstable_batches=unstable,
+        blocked_batch=blocked,
+        blocked_reason=reason if state == "blocked" else "",
+    )
+
+
+def group(loaded: Loaded) -> dict[str, list[AttemptRecord]]:
+    out: dict[str, list[AttemptRecord]] = {}
+    for r in loaded.attempts:
+        out.setdefault(r.attempt.curve, []).append(r)
+    return out
+
+
+def expected_curves(manifest: Manifest) -> list[str]:
+    return [curve_name(m, c) for m in manifest.models for c in manifest.contexts]
+
+
+def check_curve_set(loaded: Loaded, checks: Checks) -> None:
+    names = set(group(loaded)) | set(loaded.stray_curves)
+    extra = sorted(names - set(expected_curves(loaded.manifest)))
+    checks.expect(
+        "curve.unexpected",
+        not extra,
+        CURVES,
+        f"{CURVES}/: curves {extra} are not in the manifest's models x contexts" if extra else f"{CURVES}/: only manifest curves",
+        curves=extra,
+    )

@@ -1,0 +1,136 @@
+"""What the controller writes about a campaign and its submissions: the intent and
+receipt of each job, the frozen manifest, and the derived curve summary."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
+
+
+# ------------------------------------------------------------------------ submission
+
+
+class SubmissionIntent(_Record):
+    """Written and fsynced before `sbatch`: proof that a submission may exist."""
+
+    token: str
+    campaign: str
+    point: PointSpec
+    script_sha256: str
+    created_at: str
+    scheduler: Literal["slurm", "local"]
+
+
+class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One `sacct --parsable2` row, raw strings kept as Slurm printed them."""
+
+    job_id: str
+    job_name: str = ""
+    state: str = ""
+    exit_code: str = ""
+    partition: str = ""
+    account: str = ""
+    timelimit: str = ""
+    alloc_tres: str = ""
+    req_mem: str = ""
+    start: str = ""
+    end: str = ""
+    elapsed: str = ""
+    comment: str = ""
+    node_list: str = ""
+
+
+class Receipt(_Record):
+    """Written after the scheduler accepted the job; final accounting added later."""
+
+    token: str
+    job_id: str
+    submitted_at: str
+    scheduler: Literal["slurm", "local"]
+    # True when the job was found in Slurm by its token after a crash.
+    adopted: bool = False
+    accounting: AccountingRow | None = None
+    accounting_final: bool = False
+
+
+# -------------------------------------------------------------------------- campaign
+
+
+class FrozenFile(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    sha256: str
+    size: NonNegInt
+
+
+class ParentCampaign(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    manifest_sha256: str
+    name: str = ""
+
+
+class Manifest(_Record):
+    """Frozen at campaign creation: a resumed campaign never changes its grid."""
+
+    kind: Literal["throughput", "optimizer-timing"]
+    name: str
+    created_at: str
+    models: list[str]
+    contexts: list[PositiveInt]
+    protocol: Protocol
+    profile: ClusterProfile
+    tool_version: str
+    frozen_files: list[FrozenFile] = []
+    max_batch: PositiveInt | None = None
+    parent: ParentCampaign | None = None
+    # Optimizer campaigns: curve name -> the parent's fitting batches, in order.
+    inherited_batches: dict[str, list[int]] = {}
+    parallel_points: bool = False
+    # The module run with `python -m` inside each job (the throughput worker by default).
+    worker: str = "tiny_llm"
+    # The repository the campaign was created from (frozen copies come from here).
+    source_root: str = ""
+
+
+class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    batch_size: PositiveInt
+    attempt: PositiveInt
+    job_id: str
+    outcome: str
+    message: str = ""
+
+
+class CurveSummary(_Record):
+    """Where a curve stands; derived from the files under `curves/`, never stored state."""
+
+    curve: str
+    model: str
+    context_length: PositiveInt
+    state: Literal["pending", "running", "blocked", "bounded", "capped", "complete"]
+    fitting_batches: list[int] = []
+    fastest_stable_batch: int | None = None
+    fastest_tokens_per_second: float | None = None
+    largest_fitting_batch: int | None = None
+    first_oom_batch: int | None = None
+    unstable_batches: list[int] = []
+    blocked_reason: str = ""
+    failed_attempts: list[FailedAttempt] = []
+
+
+class Settlement(msgspec.Struct, frozen=True, kw_only=True):
+    """How an intent without a receipt was settled (`settlement.json` beside the intent).
+
+    never-submitted: the scheduler has no job with the token (the attempt is void and the
+    point is retried in a fresh attempt). refused: the scheduler rejected the submission
+    for good (blocks the curve). ambiguous: more than one job, or the scheduler could not
+    answer; the user settles it with `throughput-sweep reconcile`.
+    """
+
+    token: str
+    state: Literal["never-submitted", "refused", "ambiguous"]
+    reason: str
+    decided_at: str
+    job_ids: list[str] = []
+    by: Literal["watcher", "user"] = "watcher"

@@ -1,0 +1,128 @@
+"""What a point is made of: the recipe, the cluster profile, the measurement protocol
+and the point itself, plus the base classes and value constraints every record shares."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from throughput_schema.version import SCHEMA_VERSION
+
+PositiveInt = Annotated[int, Meta(gt=0)]
+NonNegInt = Annotated[int, Meta(ge=0)]
+PositiveFloat = Annotated[float, Meta(gt=0)]
+NonNegFloat = Annotated[float, Meta(ge=0)]
+Fraction = Annotated[float, Meta(ge=0, le=1)]
+
+
+class _Config(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class _Record(msgspec.Struct, frozen=True, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+class ModelConfig(_Config):
+    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, no biases, tied embeddings."""
+
+    n_layers: PositiveInt
+    d_model: PositiveInt
+    n_heads: PositiveInt
+    ffn_dim: PositiveInt
+    context_length: PositiveInt
+    vocab_size: PositiveInt = 32_000
+    head_dim: PositiveInt = 64
+    rope_theta: PositiveFloat = 10_000.0
+    norm_eps: PositiveFloat = 1e-5
+
+
+class TrainingConfig(_Config):
+    """One update = one micro-batch: there is no gradient accumulation."""
+
+    micro_batch_size: PositiveInt
+    batch_tokens: PositiveInt
+    seed: int = 42
+    grad_clip: PositiveFloat = 1.0
+    autocast_dtype: Literal["bfloat16"] = "bfloat16"
+
+
+class OptimizerConfig(_Config):
+    name: Literal["adamw"] = "adamw"
+    lr: NonNegFloat = 1e-3
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+    eps: PositiveFloat = 1e-8
+    weight_decay: NonNegFloat = 0.1
+
+
+class Recipe(_Record):
+    """A resolved model recipe: the YAML preset with every `--set` applied."""
+
+    name: str
+    model: ModelConfig
+    training: TrainingConfig
+    optimizer: OptimizerConfig = OptimizerConfig()
+
+
+# ------------------------------------------------------------------- cluster, protocol
+
+
+class ClusterProfile(_Config):
+    """Where and how jobs run. `scheduler: local` runs them as child processes."""
+
+    name: str
+    scheduler: Literal["slurm", "local"]
+    account: str = ""
+    partition: str = ""
+    gpus_per_job: PositiveInt = 1
+    cpus_per_task: PositiveInt = 8
+    mem: str = "64G"
+    time_limit_minutes: PositiveInt = 14
+    watchdog_minutes: PositiveFloat = 13.0
+    python: str = ".venv-aarch64/bin/python"
+    max_concurrent_jobs: PositiveInt = 12
+    extra_sbatch_args: list[str] = []
+
+
+class Protocol(_Config):
+    """The campaign's measurement protocol, applied to every model alike."""
+
+    warmup: NonNegInt = 20
+    calibration_updates: PositiveInt = 5
+    windows: PositiveInt = 5
+    extra_windows: NonNegInt = 5
+    window_seconds: PositiveFloat = 10.0
+    min_updates_per_window: PositiveInt = 20
+    cv_threshold: PositiveFloat = 0.05
+    lr: NonNegFloat = 1e-3
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+    eps: PositiveFloat = 1e-8
+    weight_decay: NonNegFloat = 0.1
+    grad_clip: PositiveFloat = 1.0
+    seed: int = 42
+    # Optimizer timing only: each synchronised burst of graph replays targets this.
+    burst_seconds: PositiveFloat = 0.1
+
+
+# ----------------------------------------------------------------------------- points
+
+
+class PointSpec(_Record):
+    """One point of a curve: a model at a context and a batch, one attempt."""
+
+    model: str
+    context_length: PositiveInt
+    batch_size: PositiveInt
+    attempt: PositiveInt = 1
+    mode: Literal["throughput", "optimizer-timing"] = "throughput"
+
+    @property
+    def curve(self) -> str:
+        return f"{self.model}-c{self.context_length}"

@@ -1,0 +1,131 @@
+"""What a worker writes: its result, the measured windows, memory, hardware and bursts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from throughput_schema.configs import (
+    _Record,
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PositiveFloat,
+    PositiveInt,
+    Protocol,
+    Recipe,
+)
+from throughput_schema.outcomes import Outcome
+
+
+class Window(msgspec.Struct, frozen=True, kw_only=True):
+    """One synchronised wall-clock window: `updates` complete updates in `seconds`."""
+
+    updates: PositiveInt
+    seconds: PositiveFloat
+    # The optimizer's update counter read after the window (exact-count check).
+    counter_after: NonNegInt = 0
+
+
+class Calibration(msgspec.Struct, frozen=True, kw_only=True):
+    updates: PositiveInt
+    seconds: PositiveFloat
+    updates_per_window: PositiveInt
+
+
+class MemoryPeaks(msgspec.Struct, frozen=True, kw_only=True):
+    allocated_bytes: NonNegInt
+    reserved_bytes: NonNegInt
+
+
+class MemoryReport(msgspec.Struct, frozen=True, kw_only=True):
+    setup: MemoryPeaks
+    measurement: MemoryPeaks | None = None
+    device_total_bytes: NonNegInt = 0
+
+
+class Hardware(msgspec.Struct, frozen=True, kw_only=True):
+    gpu_name: str = ""
+    gpu_memory_bytes: int = 0
+    gpu_count: int = 0
+    # The GPU that ran the point, as nvidia-smi names it ("GPU-<uuid>"): hostnames of
+    # lent or cloud machines repeat, and run-to-run spread is only explained per device.
+    gpu_uuid: str = ""
+    driver: str = ""
+    cuda: str = ""
+    torch: str = ""
+    triton: str = ""
+    python: str = ""
+    hostname: str = ""
+    cpu: str = ""
+    cpu_count: int = 0
+    platform: str = ""
+
+
+class Throughput(msgspec.Struct, frozen=True, kw_only=True):
+    """Derived figures; the audit recomputes all of them from `WorkerResult.windows`."""
+
+    tokens_per_second: PositiveFloat
+    sequences_per_second: PositiveFloat
+    window_tokens_per_second: list[float]
+    cv: NonNegFloat
+    unstable: bool
+    update_ms: PositiveFloat
+    flops_per_token: float = 0.0
+    mfu: float | None = None
+    peak_flops: float | None = None
+    mfu_formula: str = ""
+
+
+class BurstSample(msgspec.Struct, frozen=True, kw_only=True):
+    """One synchronised burst of graph replays; events describe its last replay."""
+
+    window: NonNegInt
+    updates: PositiveInt
+    wall_seconds: PositiveFloat
+    graph_ms: NonNegFloat
+    optimizer_ms: NonNegFloat
+
+
+class OptimizerTiming(msgspec.Struct, frozen=True, kw_only=True):
+    bursts: list[BurstSample]
+    window_optimizer_ms: list[float]
+    window_graph_ms: list[float]
+    optimizer_ms: NonNegFloat
+    optimizer_cv: NonNegFloat
+    share_of_wall: Fraction
+    share_of_graph: Fraction
+    unstable: bool = False
+    # ArenaAdamW.step alone, captured as its own graph and replayed after the windows
+    # (median ms): a cross-check of the in-graph events.
+    separate_step_ms: float | None = None
+
+
+class WorkerResult(_Record):
+    """What one worker run measured, or how it failed. Always written atomically."""
+
+    outcome: Outcome
+    recipe: Recipe
+    parameters: NonNegInt
+    mode: Literal["throughput", "optimizer-timing"] = "throughput"
+    backend: str = ""
+    protocol: Protocol = Protocol()
+    setup_seconds: NonNegFloat | None = None
+    calibration: Calibration | None = None
+    windows: list[Window] = []
+    throughput: Throughput | None = None
+    optimizer_timing: OptimizerTiming | None = None
+    memory: MemoryReport | None = None
+    hardware: Hardware = Hardware()
+    started_at: str = ""
+    finished_at: str = ""
+    exit_code: int = 0
+    # Optimizer campaigns: the paired uninstrumented worker's result path, if any.
+    baseline: str | None = None
+    # Updates run eagerly during setup (before capture): the optimizer counter after
+    # window i is setup_updates + warmup + calibration + (i+1)·N.
+    setup_updates: NonNegInt = 0
+    # Opt-in speed variants the update ran with (tiny_llm.kernels.Kernels.record(),
+    # e.g. {"attention": "flash", "cross_entropy": "chunked", ...}); {} in older results.
+    kernels: dict[str, str] = {}

@@ -1,0 +1,7 @@
+"""Campaigns written on disk from schema records, for the tests of every package.
+
+`files` lays an attempt's records out under the campaign layout; `complete` builds
+campaigns with everything the audit checks (frozen files, intents, job scripts,
+receipts with Slurm accounting) from the worker results of `results`; `gpu` builds throughput + optimizer-timing pairs whose
+figures come from a pretend GPU, for the report. Nothing here is shipped.
+"""
