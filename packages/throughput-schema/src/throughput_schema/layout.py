@@ -30,6 +30,7 @@ JOB_SCRIPT = "job.sh"
 RESULT = "result.json"
 BASELINE = "baseline.json"
 BURSTS = "bursts.jsonl"
+REQUEST = "request.json"  # the attempt's WorkerRequest, written before job.sh and the intent
 
 _CURVE = re.compile(r"^(?P<model>[A-Za-z0-9_.]+)-c(?P<context>[1-9][0-9]*)$")
 _BATCH = re.compile(r"^b(?P<batch>[1-9][0-9]*)$")
