@@ -96,7 +96,7 @@ def test_dry_run_writes_nothing_and_prints_the_plan(tmp_path, plan):
     out = tmp_path / "dry"
     r = sweep(out, plan, "--dry-run")
     assert not out.exists()
-    assert "20m-c512" in r.stdout and "first batch script" in r.stdout and "throughput_sweep.watchdog" in r.stdout
+    assert "20m-c512" in r.stdout and "first batch script" in r.stdout and "throughput_sweep.node.watchdog" in r.stdout
     assert "#!/bin/bash" in r.stdout and "--gpus" not in r.stdout
 
 

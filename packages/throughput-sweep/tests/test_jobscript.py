@@ -68,7 +68,7 @@ def test_script_has_no_sbatch_directives_and_strict_mode():
     assert text.startswith("#!/bin/bash\n")
     assert "#SBATCH" not in text
     assert "set -euo pipefail" in text
-    assert text.rstrip().splitlines()[-1].startswith("exec /opt/venv/bin/python -m throughput_sweep.watchdog ")
+    assert text.rstrip().splitlines()[-1].startswith("exec /opt/venv/bin/python -m throughput_sweep.node.watchdog ")
 
 
 def test_bash_syntax_is_valid():

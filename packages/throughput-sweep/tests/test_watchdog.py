@@ -39,7 +39,7 @@ def recipe(tmp_path: Path) -> Path:
 
 def watchdog(tmp_path: Path, recipe: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "throughput_sweep.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path), *args],
+        [sys.executable, "-m", "throughput_sweep.node.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path), *args],
         capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
     )
 
@@ -174,7 +174,7 @@ def test_sigterm_is_forwarded_and_recorded_as_cancelled(tmp_path, recipe):
     started = tmp_path / "started"
     code = f"import time, pathlib; pathlib.Path({str(started)!r}).touch(); time.sleep(60)"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "throughput_sweep.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path),
+        [sys.executable, "-m", "throughput_sweep.node.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path),
          "--time-limit-minutes", "14", "--term-grace-seconds", "1", "--result", str(result), "--",
          sys.executable, "-c", code],
         stderr=subprocess.PIPE, text=True,
@@ -191,13 +191,13 @@ def test_usage_errors_exit_2(tmp_path, recipe):
     assert watchdog(tmp_path, recipe).returncode == 2
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    proc = subprocess.run([sys.executable, "-m", "throughput_sweep.watchdog", "--recipe", str(bad), "--result",
+    proc = subprocess.run([sys.executable, "-m", "throughput_sweep.node.watchdog", "--recipe", str(bad), "--result",
                            str(tmp_path / "r.json"), "--", "true"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
 def test_watchdog_imports_no_anyio_or_torch(tmp_path):
-    code = ("import sys, throughput_sweep.watchdog; bad = {'anyio', 'torch', 'matplotlib', 'yaml'} & set(sys.modules);"
+    code = ("import sys, throughput_sweep.node.watchdog; bad = {'anyio', 'torch', 'matplotlib', 'yaml'} & set(sys.modules);"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
@@ -208,7 +208,7 @@ def test_sigterm_to_every_process_at_once_is_cancelled(tmp_path, recipe):
     pidfile = tmp_path / "worker.pid"
     code = f"import os, time, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid())); time.sleep(60)"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "throughput_sweep.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path),
+        [sys.executable, "-m", "throughput_sweep.node.watchdog", "--recipe", str(recipe), "--tmpdir", str(tmp_path),
          "--time-limit-minutes", "14", "--result", str(result), "--", sys.executable, "-c", code],
         stderr=subprocess.PIPE, text=True,
     )
@@ -223,7 +223,7 @@ def test_sigterm_to_every_process_at_once_is_cancelled(tmp_path, recipe):
 
 def test_sigterm_long_before_a_short_time_limit_is_cancelled_not_timeout():
     """A scancel 4 s into a job with a 1-minute limit is a cancellation; near the limit, a time-out."""
-    from throughput_sweep.watchdog import Watchdog, WorkerSpec
+    from throughput_sweep.node.watchdog import Watchdog, WorkerSpec
 
     dog = Watchdog([WorkerSpec(argv=["true"], result="r.json")], recipe=RECIPE, time_limit_seconds=60)
     dog.started = time.monotonic() - 4

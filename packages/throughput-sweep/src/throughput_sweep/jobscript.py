@@ -7,7 +7,7 @@ script has no #SBATCH lines and a profile value can never be read as a directive
 The body: `set -euo pipefail`, `cd` to the campaign folder, PYTHONPATH set to the frozen
 source folders (absolute paths, by default `frozen/packages/<pkg>/src` for every frozen
 package plus `frozen/extra` when present), then `exec` of the compute Python on
-`throughput_sweep.watchdog` from that frozen tree, which runs the worker(s).
+`throughput_sweep.node.watchdog` from that frozen tree, which runs the worker(s).
 
 Every value that comes from a config, a profile, a path or a user is passed through
 `shlex.quote`; comments carry values only as JSON strings (newlines escaped). A value
@@ -28,7 +28,7 @@ from throughput_schema.layout import MANIFEST
 
 __all__ = ["WorkerStep", "default_pythonpath", "render_job_script", "watchdog_argv"]
 
-WATCHDOG_MODULE = "throughput_sweep.watchdog"
+WATCHDOG_MODULE = "throughput_sweep.node.watchdog"
 
 
 @dataclass(frozen=True)
