@@ -242,12 +242,11 @@ def driver_name() -> str:
 def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
-    from throughput_sweep.jobs import job_script
     from throughput_sweep.schedulers import make_scheduler
     from throughput_sweep.status import EXIT_BLOCKED, exit_status, render_status
-    from throughput_sweep.watcher import Options, Watcher, resume_command
+    from throughput_sweep.watcher import WatchOptions, Watcher, resume_command
 
-    options = Options(
+    options = WatchOptions(
         retry_failed=args.retry_failed,
         # Local jobs are checked from files, so polling often costs nothing; Slurm is asked less often.
         poll_max=args.poll_max_seconds or (5.0 if campaign.manifest.profile.scheduler == "local" else 30.0),
@@ -256,7 +255,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     )
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
-        watcher = Watcher(campaign, scheduler, options, job_script)
+        watcher = Watcher(campaign, scheduler, options)
         try:
             try:
                 code = anyio.run(watcher.run)
@@ -293,8 +292,8 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
+    from throughput_sweep.attempt import attempt_request, job_script
     from throughput_sweep.curves import derive, pick
-    from throughput_sweep.jobs import job_script
     from throughput_sweep.watcher import retry_set
 
     m = campaign.manifest
@@ -325,7 +324,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
-        out.append(job_script(campaign, first[0]).rstrip("\n"))
+        out.append(job_script(attempt_request(campaign, first[0]), profile=p.name).rstrip("\n"))
     print("\n".join(out))
     return 0
 
