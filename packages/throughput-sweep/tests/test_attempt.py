@@ -29,7 +29,8 @@ from throughput_schema import (
 )
 from throughput_schema.recipe import load_recipe, override_args
 from throughput_sweep.attempt import attempt_request, job_script, submit_attempt
-from throughput_sweep.campaign import create, plan_throughput
+from throughput_sweep.freezing import create
+from throughput_sweep.planning import plan_throughput
 from throughput_sweep.curves import pick
 from throughput_sweep.profiles import embedded_local_profile
 

@@ -10,7 +10,8 @@ import anyio
 from throughput_schema import AccountingRow, Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Ok
-from throughput_sweep.campaign import create, plan_throughput
+from throughput_sweep.freezing import create
+from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.watcher import WatchOptions, Watcher

@@ -15,20 +15,10 @@ from pathlib import Path
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.recipe import RecipeError
 
-from throughput_sweep.campaign import (
-    DEFAULT_CONTEXTS,
-    DEFAULT_MODELS,
-    Campaign,
-    CampaignError,
-    CampaignLock,
-    check_resume,
-    create,
-    find_repo_root,
-    open_campaign,
-    plan_optimizer,
-    plan_throughput,
-    verify_frozen,
-)
+from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
+from throughput_sweep.freezing import create
+from throughput_sweep.locking import CampaignLock
+from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.profiles import load_profile
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
@@ -143,24 +133,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CampaignError(f"{output}: no campaign to resume (no manifest.json); leave out --resume to create one")
     if exists:
         campaign = open_campaign(output)
-        check_resume(campaign, models=args.models, contexts=args.contexts, max_batch=args.max_batch)
-        if args.profile and args.profile not in (campaign.manifest.profile.name, ):
-            raise CampaignError(
-                f"{output}: this campaign runs on profile {campaign.manifest.profile.name!r}; "
-                "another profile needs a new campaign"
-            )
-        if args.optimizer_timing_from and (
-            campaign.manifest.parent is None
-            or Path(campaign.manifest.parent.path) != args.optimizer_timing_from.resolve()
-        ):
-            raise CampaignError(f"{output}: this campaign was not created from {args.optimizer_timing_from}")
-        if _protocol(args, campaign.manifest.protocol) not in (None, campaign.manifest.protocol):
-            raise CampaignError(f"{output}: the protocol is frozen in the manifest; a different protocol needs a new campaign")
-        bad = verify_frozen(campaign)
-        if bad:
-            raise CampaignError(
-                f"{output}: frozen files changed since creation ({', '.join(bad[:3])}); the campaign cannot be trusted"
-            )
+        check_resume(
+            campaign,
+            models=args.models,
+            contexts=args.contexts,
+            max_batch=args.max_batch,
+            profile=args.profile,
+            parent=args.optimizer_timing_from,
+            protocol=_protocol(args, campaign.manifest.protocol),
+        )
         if args.dry_run:
             return print_plan(campaign, args)
     else:
@@ -179,8 +160,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 contexts=args.contexts,
             )
         else:
-            if args.max_batch is not None and args.max_batch & (args.max_batch - 1):
-                raise CampaignError(f"--max-batch {args.max_batch}: must be a power of two (batches double from 1)")
             plan = plan_throughput(
                 output,
                 models=list(args.models or DEFAULT_MODELS),
@@ -194,36 +173,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
         if args.dry_run:
-            return print_plan(_preview(plan), args)
+            return print_plan(plan.preview(), args)
         campaign = create(plan)
         print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
     return watch(campaign, args)
-
-
-def _preview(plan) -> Campaign:
-    """An in-memory campaign for --dry-run: nothing is written."""
-    from throughput_schema import Manifest
-
-    from throughput_sweep import __version__
-    from throughput_sweep.campaign import now
-
-    manifest = Manifest(
-        kind=plan.kind,
-        name=plan.output.name,
-        created_at=now(),
-        models=plan.models,
-        contexts=plan.contexts,
-        protocol=plan.protocol,
-        profile=plan.profile,
-        tool_version=__version__,
-        max_batch=plan.max_batch,
-        parent=plan.parent,
-        inherited_batches=plan.inherited or {},
-        parallel_points=plan.parallel,
-        worker=plan.worker,
-        source_root=str(plan.root),
-    )
-    return Campaign(root=plan.output, manifest=manifest)
 
 
 def driver_name() -> str:
