@@ -13,7 +13,7 @@ step is durable before the next (exactly-once submission):
   6. `receipt.json` with the job id.
 
 A crash before step 4 leaves a folder without an intent, which never ran: the point goes
-on in the next attempt. `--dry-run` prints `job_script` of the request it would write.
+on in the next attempt. `--dry-run` prints `campaign_script` of the request it would write.
 
 The batch script has no #SBATCH lines: resources go on the sbatch command line as argv
 items (`schedulers.slurm.sbatch_argv`), so a profile value is never read as a directive.
@@ -37,10 +37,11 @@ from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep.campaign import EXTRA, SETTLEMENT, Campaign, now
 from throughput_sweep.curves import NextPoint, Settlement
 from throughput_sweep.faults import crash_point
+from throughput_sweep.legacy_script import frozen_before_requests, legacy_watchdog_argv
 from throughput_sweep.node import watchdog
 from throughput_sweep.schedulers.base import Scheduler, SubmitFailed
 
-__all__ = ["Submitted", "attempt_request", "job_script", "point_recipe", "submit_attempt"]
+__all__ = ["Submitted", "attempt_request", "campaign_script", "job_script", "point_recipe", "submit_attempt"]
 
 
 def point_recipe(campaign: Campaign, model: str, context_length: int, batch_size: int) -> Recipe:
@@ -97,14 +98,21 @@ def _check(value: str, what: str) -> str:
     return value
 
 
-def job_script(request: WorkerRequest, *, profile: str) -> str:
-    """The exact batch script of the attempt whose request this is (also printed by --dry-run)."""
+def campaign_script(campaign: Campaign, request: WorkerRequest) -> str:
+    """The exact batch script of this attempt of the campaign (also printed by --dry-run)."""
+    argv = legacy_watchdog_argv(campaign, request) if frozen_before_requests(campaign) else None
+    return job_script(request, profile=campaign.manifest.profile.name, argv=argv)
+
+
+def job_script(request: WorkerRequest, *, profile: str, argv: list[str] | None = None) -> str:
+    """The batch script of the attempt whose request this is: it execs the watchdog on the
+    request (`argv`: another command line, for campaigns frozen before requests)."""
     for entry in request.pythonpath:
         if ":" in entry:
             raise ValueError(f"PYTHONPATH entry contains ':' and cannot be used: {entry!r}")
         _check(entry, "PYTHONPATH entry")
-    path = Path(request.result).parent / REQUEST
-    argv = [request.python, "-m", watchdog.__name__, "--request", str(path)]
+    if argv is None:
+        argv = [request.python, "-m", watchdog.__name__, "--request", str(Path(request.result).parent / REQUEST)]
     p = request.point
     desc = {"model": p.model, "context_length": p.context_length, "batch_size": p.batch_size, "attempt": p.attempt,
             "mode": p.mode}
@@ -139,7 +147,7 @@ async def submit_attempt(campaign: Campaign, scheduler: Scheduler, point: NextPo
     """Request, script, intent, submission, receipt: each step durable before the next."""
     crash_point("before-intent")
     request = attempt_request(campaign, point)
-    script = job_script(request, profile=campaign.manifest.profile.name)
+    script = campaign_script(campaign, request)
     directory = Path(request.result).parent
     directory.mkdir(parents=True, exist_ok=False, mode=0o755)
     write_atomic(directory / REQUEST, request)

@@ -245,7 +245,7 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
-    from throughput_sweep.attempt import attempt_request, job_script
+    from throughput_sweep.attempt import attempt_request, campaign_script
     from throughput_sweep.curves import derive, pick
     from throughput_sweep.watcher import retry_set
 
@@ -277,7 +277,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
-        out.append(job_script(attempt_request(campaign, first[0]), profile=p.name).rstrip("\n"))
+        out.append(campaign_script(campaign, attempt_request(campaign, first[0])).rstrip("\n"))
     print("\n".join(out))
     return 0
 
