@@ -3,5 +3,5 @@
 It runs from the campaign's frozen copy with the compute node's Python, which has the
 schema (and its msgspec) but none of the controller's dependencies, so modules here import
 only the standard library, msgspec, `throughput_schema` and each other
-(`tests/test_node_imports.py` holds them to that).
+(`test_node_imports.py` holds them to that).
 """
