@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -87,7 +87,6 @@ class WorkerSpec:
 @dataclass
 class WatchdogState:
     stop_signal: int | None = None
-    events: list[str] = field(default_factory=list)
 
 
 class Watchdog:
