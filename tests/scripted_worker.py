@@ -2,6 +2,7 @@
 
     python -m scripted_worker benchmark-throughput-worker --config CFG --set k=v ... \
         --output result.json --warmup 20 --windows 5 --window-seconds 10 [--optimizer-timing]
+    python -m scripted_worker benchmark-throughput-worker --request request.json --output result.json
 
 It takes the real worker's arguments and writes REAL `WorkerResult` records, but the
 outcome of each point comes from a plan: the JSON file named by $SCRIPTED_WORKER_PLAN,
@@ -39,7 +40,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from throughput_schema import EXIT_CODES, write_atomic
+from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerResult
@@ -130,8 +131,9 @@ class ScriptedRunner:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripted_worker")
     parser.add_argument("command", choices=["benchmark-throughput-worker"])
-    parser.add_argument("--config", required=True)
+    parser.add_argument("--config")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--request", type=Path)
     parser.add_argument("--output", required=True, type=Path)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--windows", type=int, default=5)
@@ -140,7 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizer-timing", action="store_true")
     args = parser.parse_args(argv)
 
-    recipe = load_recipe(args.config, args.overrides)
+    if args.request is not None:
+        # As the real worker: the request's recipe and protocol, nothing from the flags.
+        request = read(args.request, WorkerRequest)
+        recipe = request.recipe
+        for name in ("warmup", "windows", "window_seconds", "min_updates_per_window"):
+            setattr(args, name, getattr(request.protocol, name))
+    elif args.config:
+        recipe = load_recipe(args.config, args.overrides)
+    else:
+        parser.error("give --config or --request")
     model, context, batch = recipe.name, recipe.model.context_length, recipe.training.micro_batch_size
     found = re.search(r"attempt-(\d+)", str(args.output))
     attempt = int(found.group(1)) if found else None

@@ -50,10 +50,11 @@ FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seco
 
 
 def test_job_script_quotes_every_value_and_runs_none(tmp_path):
-    """The rendered script, run by bash with a hostile campaign path, profile and python: every
+    """The rendered script, run by bash with a hostile campaign path, profile, python and worker: every
     argument arrives intact as data (a fake python records its argv) and nothing else runs."""
-    from throughput_schema import ClusterProfile, PointSpec
-    from throughput_sweep.jobscript import WorkerStep, render_job_script
+    from throughput_schema import ClusterProfile, ModelConfig, PointSpec, Protocol, Recipe, TrainingConfig
+    from throughput_schema import WorkerRequest, read, write_atomic
+    from throughput_sweep.attempt import job_script
     from throughput_sweep.schedulers.slurm import sbatch_argv
 
     camp = tmp_path / hostile("camp").replace("/", "_")
@@ -65,16 +66,23 @@ def test_job_script_quotes_every_value_and_runs_none(tmp_path):
     fake_python.chmod(0o755)
     prof = ClusterProfile(name=hostile("name"), scheduler="slurm", account=hostile("acct"), partition=hostile("part"),
                           mem=hostile("mem"), python=str(fake_python), extra_sbatch_args=[hostile("extra")])
-    steps = [WorkerStep([str(fake_python), "-m", "w", "--set", hostile("set")], camp / "result.json")]
-    script = render_job_script(prof, campaign=camp, recipe=camp / hostile("recipe").replace("/", "_"), steps=steps,
-                               pythonpath=[camp / "src"], point=PointSpec(model="20m", context_length=512,
-                                                                          batch_size=1, attempt=1))
+    attempt = camp / "curves/20m-c512/b1/attempt-1"
+    request = WorkerRequest(
+        point=PointSpec(model="20m", context_length=512, batch_size=1, attempt=1),
+        recipe=Recipe(name=hostile("recipe"), model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64,
+                                                                 context_length=512),
+                      training=TrainingConfig(micro_batch_size=1, batch_tokens=512)),
+        protocol=Protocol(), campaign=str(camp), python=str(fake_python), pythonpath=[str(camp / "src")],
+        worker=hostile("worker"), result=str(attempt / "result.json"),
+    )
+    write_atomic(attempt / "request.json", request)
+    script = job_script(request, profile=prof.name)
     (camp / "job.sh").write_text(script)
     subprocess.run(["bash", str(camp / "job.sh")], cwd=tmp_path, check=True, timeout=60)
     got = json.loads(record.read_text())
     assert got["cwd"] == str(camp)
-    assert hostile("set") in json.loads(got["argv"][got["argv"].index("--worker") + 1])["argv"]
-    assert str(camp / hostile("recipe").replace("/", "_")) in got["argv"]
+    assert got["argv"] == ["-m", "throughput_sweep.node.watchdog", "--request", str(attempt / "request.json")]
+    assert read(got["argv"][-1], WorkerRequest).worker == hostile("worker")
     argv = sbatch_argv(prof, camp / "job.sh", token="tok", workdir=camp)
     assert f"--account={hostile('acct')}" in argv and f"--partition={hostile('part')}" in argv
     assert hostile("extra") in argv

@@ -14,8 +14,20 @@ import msgspec
 import pytest
 import yaml
 
-from throughput_schema import ClusterProfile, ModelConfig, Recipe, TrainingConfig, WorkerResult, outcome_kind, read, write_atomic
-from throughput_sweep.jobscript import WorkerStep, render_job_script
+from throughput_schema import (
+    ClusterProfile,
+    ModelConfig,
+    PointSpec,
+    Protocol,
+    Recipe,
+    TrainingConfig,
+    WorkerRequest,
+    WorkerResult,
+    outcome_kind,
+    read,
+    write_atomic,
+)
+from throughput_sweep.attempt import job_script as attempt_script
 from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
@@ -39,6 +51,37 @@ def job_script(folder: Path, body: str) -> Path:
     path = folder / "job.sh"
     path.write_text("#!/bin/bash\nset -euo pipefail\n" + body + "\n")
     return path
+
+
+def watchdog_job(profile: ClusterProfile, attempt: Path, worker_code: str, **fields) -> Path:
+    """An attempt's request and batch script whose worker (a module in the campaign) runs `worker_code`."""
+    import throughput_schema
+    import throughput_sweep
+
+    campaign = attempt.parent
+    mods = campaign / "mods"
+    mods.mkdir(parents=True, exist_ok=True)
+    (mods / "test_job_worker.py").write_text(worker_code)
+    srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1], mods]
+    request = WorkerRequest(
+        point=PointSpec(model="tiny", context_length=128, batch_size=1),
+        recipe=Recipe(name="tiny", model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
+                      training=TrainingConfig(micro_batch_size=1, batch_tokens=128)),
+        protocol=Protocol(),
+        campaign=str(campaign),
+        python=sys.executable,
+        pythonpath=[str(s) for s in srcs],
+        worker="test_job_worker",
+        deadline_seconds=fields.pop("deadline_seconds", profile.watchdog_minutes * 60),
+        time_limit_seconds=profile.time_limit_minutes * 60,
+        cpus=profile.cpus_per_task,
+        result=str(attempt / "result.json"),
+    )
+    attempt.mkdir(parents=True, exist_ok=True)
+    write_atomic(attempt / "request.json", request)
+    script = attempt / "job.sh"
+    script.write_text(attempt_script(request, profile=profile.name))
+    return script
 
 
 async def until_final(sched: SlurmScheduler, job_id: str, timeout: float = 60, cycles: list | None = None) -> JobStatus:
@@ -165,24 +208,9 @@ def test_bad_account_or_partition_is_permanent(local_slurm, profile, tmp_path, f
 
 def test_watchdog_deadline_inside_a_real_allocation(local_slurm, profile, tmp_path):
     """job.sh -> watchdog -> a worker that hangs: the watchdog's timeout result, job FAILED 6:0."""
-    import throughput_schema
-    import throughput_sweep
-
-    campaign = tmp_path / "camp"
-    attempt = campaign / "curves/tiny-c128/b1/attempt-1"
-    attempt.mkdir(parents=True)
-    recipe = write_atomic(
-        campaign / "recipe.json",
-        Recipe(name="tiny", model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
-               training=TrainingConfig(micro_batch_size=1, batch_tokens=128)),
-    )
+    attempt = tmp_path / "camp" / "a"
+    script = watchdog_job(profile, attempt, "import time; time.sleep(120)", deadline_seconds=2)
     result = attempt / "result.json"
-    srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1]]
-    text = render_job_script(profile, campaign=campaign, recipe=recipe, python=sys.executable, pythonpath=srcs,
-                             steps=[WorkerStep([sys.executable, "-c", "import time; time.sleep(120)"], result)],
-                             deadline_seconds=2)
-    script = attempt / "job.sh"
-    script.write_text(text)
 
     async def main():
         sched = SlurmScheduler(profile)
@@ -250,24 +278,11 @@ def test_transient_sbatch_failure_is_retried_exactly_once(local_slurm, profile, 
 
 def test_watchdog_records_cancelled_on_scancel(local_slurm, profile, tmp_path):
     """scancel signals the whole job; the watchdog writes `cancelled` before Slurm's KillWait ends."""
-    import throughput_schema
-    import throughput_sweep
-
-    campaign = tmp_path / "camp"
-    attempt = campaign / "a"
-    attempt.mkdir(parents=True)
-    recipe = write_atomic(
-        campaign / "recipe.json",
-        Recipe(name="tiny", model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
-               training=TrainingConfig(micro_batch_size=1, batch_tokens=128)),
-    )
-    result = attempt / "result.json"
+    attempt = tmp_path / "camp" / "a"
     started = attempt / "started"
     worker = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(120)"
-    srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1]]
-    script = attempt / "job.sh"
-    script.write_text(render_job_script(profile, campaign=campaign, recipe=recipe, python=sys.executable,
-                                        pythonpath=srcs, steps=[WorkerStep([sys.executable, "-c", worker], result)]))
+    script = watchdog_job(profile, attempt, worker)
+    result = attempt / "result.json"
 
     async def main():
         sched = SlurmScheduler(profile)

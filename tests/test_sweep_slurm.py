@@ -82,7 +82,7 @@ def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
     assert 2 <= peak <= 12, peak
 
 
-@pytest.mark.parametrize("step", ["before-intent@2", "after-intent", "after-submit@2", "after-receipt@3"])
+@pytest.mark.parametrize("step", ["before-intent@2", "after-request@2", "after-intent", "after-submit@2", "after-receipt@3"])
 def test_sigkill_at_a_step_then_resume_submits_each_point_once(local_slurm, tmp_path, step):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "crash"})

@@ -151,12 +151,13 @@ def test_read_missing_file_is_one_line(tmp_path):
 
 def test_json_schema_export_covers_every_record(tmp_path, capsys):
     schemas = json_schemas()
-    assert set(schemas) == set(RECORD_TYPES)
+    assert set(schemas) == set(RECORD_TYPES) | {"worker-request"}
+    assert "deadline_seconds" in json.dumps(schemas["worker-request"])
     outcome_kinds = json.dumps(schemas["worker-result"])
     for kind in ("ok", "cuda_oom", "timeout", "host_oom", "compile_error", "nonfinite", "crashed", "cancelled", "node_fail", "capped"):
         assert f'"{kind}"' in outcome_kinds
     assert main(["export", "--output", str(tmp_path / "schemas")]) == 0
-    assert len(list((tmp_path / "schemas").glob("*.schema.json"))) == len(RECORD_TYPES)
+    assert len(list((tmp_path / "schemas").glob("*.schema.json"))) == len(schemas)
     write_atomic(tmp_path / "r.json", sample_result())
     assert main(["validate", "worker-result", str(tmp_path / "r.json")]) == 0
     (tmp_path / "bad.json").write_text('{"outcome": {"kind": "ok"}}')

@@ -101,7 +101,7 @@ def test_dry_run_writes_nothing_and_prints_the_plan(tmp_path, plan):
     out = tmp_path / "dry"
     r = sweep(out, plan, "--dry-run")
     assert not out.exists()
-    assert "20m-c512" in r.stdout and "first batch script" in r.stdout and "throughput_sweep.watchdog" in r.stdout
+    assert "20m-c512" in r.stdout and "first batch script" in r.stdout and "throughput_sweep.node.watchdog" in r.stdout
     assert "#!/bin/bash" in r.stdout and "--gpus" not in r.stdout
 
 
@@ -202,3 +202,19 @@ def test_printed_commands_name_the_way_we_were_started(monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", as_script)
     monkeypatch.setattr(sys, "argv", ["/venv/bin/throughput-sweep", "run"])
     assert driver_name() == PROG
+
+
+def test_crash_between_the_request_and_the_intent_submits_nothing_twice(tmp_path, plan):
+    """SIGKILL after request.json and job.sh, before intent.json: that attempt never ran, and
+    the resumed watcher measures the point in the next attempt."""
+    out = tmp_path / "camp"
+    common = ["--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
+    run("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2", "--worker",
+        "scripted_worker", *common, plan=plan, check_rc=-9, env_extra={"THROUGHPUT_SWEEP_CRASH_AT": "after-request"})
+    first = out / "curves/20m-c512/b1/attempt-1"
+    assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
+    run("run", "--output", out, "--resume", *common, plan=plan)
+    assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
+    receipts = sorted(out.glob("curves/*/b*/attempt-*/receipt.json"))
+    assert [p.parent.relative_to(out).as_posix() for p in receipts] == [
+        "curves/20m-c512/b1/attempt-2", "curves/20m-c512/b2/attempt-1"]

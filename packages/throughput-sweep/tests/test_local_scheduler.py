@@ -14,7 +14,7 @@ import pytest
 from throughput_schema import ClusterProfile, read
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
-from throughput_sweep.schedulers.local_registry import LocalJob, proc_start_time
+from throughput_sweep.node.local_registry import LocalJob, proc_start_time
 
 PROFILE = ClusterProfile(name="local", scheduler="local", mem="", cpus_per_task=8)
 
@@ -168,13 +168,13 @@ def test_unrecorded_wrapper_runs_nothing(tmp_path):
     import subprocess
     import sys
 
-    import throughput_sweep.schedulers.local_job as local_job
+    import throughput_sweep.node.local_job as local_job
 
     jobs = tmp_path / ".local-jobs"
     jobs.mkdir()
     old = local_job.HANDSHAKE_SECONDS
     proc = subprocess.run([sys.executable, "-c",
-                           "import sys, throughput_sweep.schedulers.local_job as l; l.HANDSHAKE_SECONDS = 0.5;"
+                           "import sys, throughput_sweep.node.local_job as l; l.HANDSHAKE_SECONDS = 0.5;"
                            f"sys.exit(l.run_job(__import__('pathlib').Path({str(jobs)!r}), '1'))"],
                           capture_output=True, text=True, timeout=30)
     assert local_job.HANDSHAKE_SECONDS == old

@@ -10,11 +10,11 @@ import anyio
 from throughput_schema import AccountingRow, Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Ok
-from throughput_sweep.campaign import create, plan_throughput
-from throughput_sweep.jobs import job_script
+from throughput_sweep.freezing import create
+from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.watcher import Options, Watcher
+from throughput_sweep.watcher import WatchOptions, Watcher
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -64,8 +64,8 @@ def test_a_result_written_while_the_poll_was_in_flight_is_kept(tmp_path):
                            profile=embedded_local_profile(), max_batch=1, worker="tiny_llm", root=ROOT)
     campaign = create(plan)
     scheduler = FinishesDuringPoll(campaign)
-    options = Options(poll_min=0.01, poll_max=0.05, progress=False)
-    assert anyio.run(Watcher(campaign, scheduler, options, job_script).run) == 0
+    options = WatchOptions(poll_min=0.01, poll_max=0.05, progress=False)
+    assert anyio.run(Watcher(campaign, scheduler, options).run) == 0
     result = read(scheduler.workdir / RESULT, WorkerResult)
     assert result.outcome.__struct_config__.tag == "ok" and result.throughput.tokens_per_second == 1000.0
     [curve] = campaign.curves()

@@ -147,3 +147,39 @@ def test_peak_lookup_needs_name_and_memory():
     assert peak_bf16_flops("NVIDIA GH200 480GB", int(95.0 * GIB)) == 989e12
     assert peak_bf16_flops("NVIDIA H100 PCIe", int(79.1 * GIB)) is None
     assert peak_bf16_flops("", 0) is None
+
+
+def _request(tmp_path: Path):
+    from throughput_schema import PointSpec, Protocol, WorkerRequest, write_atomic
+    from throughput_schema.recipe import load_recipe
+
+    recipe = load_recipe(ROOT / "configs" / "tiny.yaml", [a for a in TINY[3::2]])
+    protocol = Protocol(warmup=2, windows=5, window_seconds=0.2, min_updates_per_window=2)
+    request = WorkerRequest(point=PointSpec(model="tiny", context_length=128, batch_size=2), recipe=recipe,
+                            protocol=protocol, campaign=str(tmp_path), python=sys.executable,
+                            result=str(tmp_path / "result.json"))
+    return write_atomic(tmp_path / "request.json", request), recipe
+
+
+def test_request_gives_the_recipe_and_the_protocol(tmp_path):
+    path, recipe = _request(tmp_path)
+    out = tmp_path / "result.json"
+    assert main(["benchmark-throughput-worker", "--request", str(path), "--output", str(out), "--device", "cpu"]) == 0
+    result = read(out, WorkerResult)
+    assert kind_of(result.outcome) == "ok" and result.recipe == recipe
+    assert result.protocol.warmup == 2 and result.protocol.window_seconds == 0.2
+    assert result.calibration.updates_per_window >= 2
+
+
+@pytest.mark.parametrize("extra", [["--config", "x.yaml"], ["--set", "model.vocab_size=512"], ["--warmup", "3"]])
+def test_request_refuses_a_second_source(tmp_path, capsys, extra):
+    path, _ = _request(tmp_path)
+    out = tmp_path / "result.json"
+    assert main(["benchmark-throughput-worker", "--request", str(path), "--output", str(out), *extra]) == 2
+    assert "--request carries the recipe" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_neither_config_nor_request(tmp_path, capsys):
+    assert main(["benchmark-throughput-worker", "--output", str(tmp_path / "r.json")]) == 2
+    assert "--request" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from throughput_schema.outcomes import (
     outcome_kind,
 )
 from throughput_schema.records import *  # noqa: F403
+from throughput_schema.request import WorkerRequest
 from throughput_schema.version import SCHEMA_VERSION
 
 __version__ = "0.1.0"

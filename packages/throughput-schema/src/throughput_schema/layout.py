@@ -4,7 +4,7 @@
       manifest.json  watcher.lock
       frozen/...                                  package source, driver, configs, uv.lock
       curves/<model>-c<context>/b<batch>/attempt-<k>/
-          intent.json receipt.json settlement.json job.sh result.json baseline.json
+          request.json job.sh intent.json receipt.json settlement.json result.json baseline.json
           bursts.jsonl slurm-<id>.out
       results.json results.csv README.md *.png    collect
       audit.json accounting.txt                   the audit
@@ -40,6 +40,7 @@ JOB_SCRIPT = "job.sh"
 RESULT = "result.json"
 BASELINE = "baseline.json"
 BURSTS = "bursts.jsonl"
+REQUEST = "request.json"  # the attempt's WorkerRequest, written before job.sh and the intent
 # Written by `collect` at the campaign's top.
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"

@@ -15,20 +15,10 @@ from pathlib import Path
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.recipe import RecipeError
 
-from throughput_sweep.campaign import (
-    DEFAULT_CONTEXTS,
-    DEFAULT_MODELS,
-    Campaign,
-    CampaignError,
-    CampaignLock,
-    check_resume,
-    create,
-    find_repo_root,
-    open_campaign,
-    plan_optimizer,
-    plan_throughput,
-    verify_frozen,
-)
+from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
+from throughput_sweep.freezing import create
+from throughput_sweep.locking import CampaignLock
+from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.profiles import choose_profile, profile_problem
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
@@ -143,24 +133,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CampaignError(f"{output}: no campaign to resume (no manifest.json); leave out --resume to create one")
     if exists:
         campaign = open_campaign(output)
-        check_resume(campaign, models=args.models, contexts=args.contexts, max_batch=args.max_batch)
-        if args.profile and args.profile not in (campaign.manifest.profile.name, ):
-            raise CampaignError(
-                f"{output}: this campaign runs on profile {campaign.manifest.profile.name!r}; "
-                "another profile needs a new campaign"
-            )
-        if args.optimizer_timing_from and (
-            campaign.manifest.parent is None
-            or Path(campaign.manifest.parent.path) != args.optimizer_timing_from.resolve()
-        ):
-            raise CampaignError(f"{output}: this campaign was not created from {args.optimizer_timing_from}")
-        if _protocol(args, campaign.manifest.protocol) not in (None, campaign.manifest.protocol):
-            raise CampaignError(f"{output}: the protocol is frozen in the manifest; a different protocol needs a new campaign")
-        bad = verify_frozen(campaign)
-        if bad:
-            raise CampaignError(
-                f"{output}: frozen files changed since creation ({', '.join(bad[:3])}); the campaign cannot be trusted"
-            )
+        check_resume(
+            campaign,
+            models=args.models,
+            contexts=args.contexts,
+            max_batch=args.max_batch,
+            profile=args.profile,
+            parent=args.optimizer_timing_from,
+            protocol=_protocol(args, campaign.manifest.protocol),
+        )
         if args.dry_run:
             return print_plan(campaign, args)
     else:
@@ -181,8 +162,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 contexts=args.contexts,
             )
         else:
-            if args.max_batch is not None and args.max_batch & (args.max_batch - 1):
-                raise CampaignError(f"--max-batch {args.max_batch}: must be a power of two (batches double from 1)")
             plan = plan_throughput(
                 output,
                 models=list(args.models or DEFAULT_MODELS),
@@ -196,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
         if args.dry_run:
-            return print_plan(_preview(plan), args)
+            return print_plan(plan.preview(), args)
         campaign = create(plan)
         print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
     return watch(campaign, args)
@@ -216,32 +195,6 @@ def _parent_profile(parent: Path | None):
     return profile
 
 
-def _preview(plan) -> Campaign:
-    """An in-memory campaign for --dry-run: nothing is written."""
-    from throughput_schema import Manifest
-
-    from throughput_sweep import __version__
-    from throughput_sweep.campaign import now
-
-    manifest = Manifest(
-        kind=plan.kind,
-        name=plan.output.name,
-        created_at=now(),
-        models=plan.models,
-        contexts=plan.contexts,
-        protocol=plan.protocol,
-        profile=plan.profile,
-        tool_version=__version__,
-        max_batch=plan.max_batch,
-        parent=plan.parent,
-        inherited_batches=plan.inherited or {},
-        parallel_points=plan.parallel,
-        worker=plan.worker,
-        source_root=str(plan.root),
-    )
-    return Campaign(root=plan.output, manifest=manifest)
-
-
 def driver_name() -> str:
     """How the user started us, for the commands we print (resume, collect)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
@@ -258,12 +211,11 @@ def driver_name() -> str:
 def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
-    from throughput_sweep.jobs import job_script
     from throughput_sweep.schedulers import make_scheduler
     from throughput_sweep.status import EXIT_BLOCKED, exit_status, render_status
-    from throughput_sweep.watcher import Options, Watcher, resume_command
+    from throughput_sweep.watcher import WatchOptions, Watcher, resume_command
 
-    options = Options(
+    options = WatchOptions(
         retry_failed=args.retry_failed,
         # Local jobs are checked from files, so polling often costs nothing; Slurm is asked less often.
         poll_max=args.poll_max_seconds or (5.0 if campaign.manifest.profile.scheduler == "local" else 30.0),
@@ -272,7 +224,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     )
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
-        watcher = Watcher(campaign, scheduler, options, job_script)
+        watcher = Watcher(campaign, scheduler, options)
         try:
             try:
                 code = anyio.run(watcher.run)
@@ -309,8 +261,8 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
+    from throughput_sweep.attempt import attempt_request, campaign_script
     from throughput_sweep.curves import derive, pick
-    from throughput_sweep.jobs import job_script
     from throughput_sweep.watcher import retry_set
 
     m = campaign.manifest
@@ -341,7 +293,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
-        out.append(job_script(campaign, first[0]).rstrip("\n"))
+        out.append(campaign_script(campaign, attempt_request(campaign, first[0])).rstrip("\n"))
     print("\n".join(out))
     return 0
 

@@ -3,7 +3,8 @@
 `THROUGHPUT_SWEEP_CRASH_AT=STEP` (or `STEP@N` for the N-th time the step is reached)
 makes the watcher SIGKILL itself at that exact step, so tests can prove that a crash at
 any instant loses nothing and submits nothing twice. Steps: before-intent,
-after-intent, after-submit, after-receipt, while-result, while-collect.
+after-request (request.json and job.sh written, no intent yet), after-intent,
+after-submit, after-receipt, while-result, while-collect.
 Unset (the normal case) these are no-ops.
 """
 

@@ -1,12 +1,10 @@
-"""Exactly-once submission, reconciliation, and the result of every finished job.
+"""Reconciliation of submissions, and the result of every finished job.
 
-1. The intent (fresh token, point, attempt, script hash, time) is written and fsynced
-   before the scheduler is asked; 2. the job is submitted with the token as its name
-   and comment; 3. the receipt with the job id is written.
-
-An intent without a receipt is settled by asking the scheduler for its token: one job
-is adopted as the receipt (`adopted=True`); none, while every query answered, means it
-was never submitted (`settlement.json`: never-submitted; the point gets a fresh attempt);
+`attempt.submit_attempt` writes the intent (fresh token, point, script hash, time) and
+fsyncs it before the scheduler is asked, submits with the token as the job's name and
+comment, then writes the receipt. An intent without a receipt is settled by asking the
+scheduler for its token: one job is adopted as the receipt (`adopted=True`); none, while
+every query answered, means it was never submitted (`settlement.json`: never-submitted; the point gets a fresh attempt);
 more than one job, or queries that keep failing, is ambiguous and blocks the curve until
 `throughput-sweep reconcile` settles it by hand.
 
@@ -17,88 +15,28 @@ accounting, so every finished job has a result.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import secrets
 import signal
 from datetime import datetime, timezone
 from pathlib import Path
 
 import msgspec
 
-from throughput_schema import (
-    AccountingRow,
-    Receipt,
-    SubmissionIntent,
-    WorkerResult,
-    write_atomic,
-)
-from throughput_schema.layout import INTENT, JOB_SCRIPT, RECEIPT, RESULT, attempt_dir
+from throughput_schema import AccountingRow, Receipt, WorkerRequest, WorkerResult, read, write_atomic
+from throughput_schema.layout import RECEIPT, REQUEST, RESULT
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
 from throughput_schema.recipe import parameter_count
 
+from throughput_sweep.attempt import point_recipe
 from throughput_sweep.campaign import SETTLEMENT, Campaign, now
-from throughput_sweep.curves import AttemptInfo, NextPoint, Settlement
-from throughput_sweep.faults import crash_point, should_crash
-from throughput_sweep.jobs import point_recipe, point_spec
-from throughput_sweep.schedulers.base import QueryFailed, Scheduler, SubmitFailed
-
-
-def new_token(point: NextPoint) -> str:
-    """Unique per attempt and readable in squeue: tsw-<curve>-b<batch>-a<attempt>-<random>."""
-    return f"tsw-{point.curve}-b{point.batch_size}-a{point.attempt}-{secrets.token_hex(4)}"
-
+from throughput_sweep.curves import AttemptInfo, Settlement
+from throughput_sweep.faults import should_crash
+from throughput_sweep.schedulers.base import QueryFailed, Scheduler
 
 
 def parse_time(text: str) -> datetime:
     when = datetime.fromisoformat(text)
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-class Submitted:
-    """What happened to one submission: the job id, or why there is none."""
-
-    def __init__(self, job_id: str = "", error: str = "", retry_later: bool = False) -> None:
-        self.job_id, self.error, self.retry_later = job_id, error, retry_later
-
-
-async def submit_point(campaign: Campaign, scheduler: Scheduler, point: NextPoint, script: str) -> Submitted:
-    """Intent, submit, receipt, each step durable before the next."""
-    crash_point("before-intent")
-    directory = attempt_dir(campaign.root, point.model, point.context_length, point.batch_size, point.attempt)
-    directory.mkdir(parents=True, exist_ok=False, mode=0o755)
-    write_atomic(directory / JOB_SCRIPT, script, mode=0o755)
-    token = new_token(point)
-    intent = SubmissionIntent(
-        token=token,
-        campaign=campaign.manifest.name,
-        point=point_spec(campaign, point),
-        script_sha256=hashlib.sha256(script.encode()).hexdigest(),
-        created_at=now(),
-        scheduler=scheduler.name,
-    )
-    write_atomic(directory / INTENT, intent)
-    crash_point("after-intent")
-    try:
-        job_id = await scheduler.submit(directory / JOB_SCRIPT, token=token, workdir=directory)
-    except SubmitFailed as exc:
-        message = str(exc).replace("\n", " ")
-        if getattr(exc, "maybe_submitted", False) and not exc.permanent:
-            # The job may exist: keep the intent unsettled; reconciliation finds out.
-            return Submitted(error=message, retry_later=True)
-        if getattr(exc, "maybe_submitted", False):
-            state = "ambiguous"
-        else:
-            state = "refused" if exc.permanent else "never-submitted"
-        write_atomic(
-            directory / SETTLEMENT, Settlement(token=token, state=state, reason=message, decided_at=now())
-        )
-        return Submitted(error=message, retry_later=not exc.permanent)
-    crash_point("after-submit")
-    receipt = Receipt(token=token, job_id=job_id, submitted_at=now(), scheduler=scheduler.name)
-    write_atomic(directory / RECEIPT, receipt)
-    crash_point("after-receipt")
-    return Submitted(job_id=job_id)
 
 
 # --------------------------------------------------------------------- reconciliation
@@ -226,17 +164,23 @@ def write_missing_result(
     path = info.attempt.path / RESULT
     if path.exists():
         return None
-    recipe = point_recipe(campaign, info.attempt.model, info.attempt.context_length, info.attempt.batch_size)
-    outcome = outcome_from_state(
-        state, accounting, campaign.manifest.profile.watchdog_minutes * 60, launch_failure=launch_failure
-    )
+    a, m = info.attempt, campaign.manifest
+    if (a.path / REQUEST).exists():
+        request = read(a.path / REQUEST, WorkerRequest)
+        recipe, protocol, deadline = request.recipe, request.protocol, request.deadline_seconds
+    else:
+        # An attempt made before attempts had a request (a resumed older campaign): the
+        # derivation its job script used, from the frozen preset and the manifest.
+        recipe = point_recipe(campaign, a.model, a.context_length, a.batch_size)
+        protocol, deadline = m.protocol, m.profile.watchdog_minutes * 60
+    outcome = outcome_from_state(state, accounting, deadline, launch_failure=launch_failure)
     code = _exit_code(accounting.exit_code) if accounting else None
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,
         parameters=parameter_count(recipe.model),
-        mode=campaign.manifest.kind,
-        protocol=campaign.manifest.protocol,
+        mode=m.kind,
+        protocol=protocol,
         finished_at=now(),
         exit_code=code if code is not None else -1,
     )

@@ -21,20 +21,16 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
-from throughput_sweep.submission import (
-    record_accounting,
-    settle_intents,
-    submit_point,
-    write_missing_result,
-)
+from throughput_sweep.submission import record_accounting, settle_intents, write_missing_result
 
 
 @dataclass
-class Options:
+class WatchOptions:
     retry_failed: bool = False
     poll_min: float = 1.0
     poll_max: float = 30.0
@@ -51,7 +47,7 @@ class Options:
 
 
 @dataclass
-class _State:
+class WatcherState:
     finished: dict[str, str] = field(default_factory=dict)  # job id -> terminal state
     first_seen_finished: dict[str, float] = field(default_factory=dict)
     first_seen_row: dict[str, float] = field(default_factory=dict)  # job id -> first sacct row
@@ -91,7 +87,7 @@ def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
     return out
 
 
-def to_poll(infos: list[AttemptInfo], st: _State) -> list[AttemptInfo]:
+def to_poll(infos: list[AttemptInfo], st: WatcherState) -> list[AttemptInfo]:
     return [
         i
         for i in infos
@@ -113,13 +109,12 @@ def retry_set(campaign: Campaign) -> frozenset[Path]:
 
 
 class Watcher:
-    def __init__(self, campaign: Campaign, scheduler: Scheduler, options: Options, script_for) -> None:
+    def __init__(self, campaign: Campaign, scheduler: Scheduler, options: WatchOptions) -> None:
         self.campaign = campaign
         self.scheduler = scheduler
         self.options = options
-        self.script_for = script_for
         self.retry: frozenset[Path] = frozenset()  # set by startup(), once the recorded jobs are known
-        self.st = _State()
+        self.st = WatcherState()
         self.slots = getattr(scheduler, "slots", campaign.manifest.profile.max_concurrent_jobs)
 
     # ----------------------------------------------------------------- main
@@ -184,10 +179,9 @@ class Watcher:
             free = self.slots - jobs_out(infos, self.st.finished)
             submitted = 0
             for point in pick(curves, free):
-                script = self.script_for(self.campaign, point)
                 with anyio.CancelScope(shield=True):
                     async with self.st.lock:
-                        outcome = await submit_point(self.campaign, self.scheduler, point, script)
+                        outcome = await submit_attempt(self.campaign, self.scheduler, point)
                 if outcome.job_id:
                     submitted += 1
                     backoff = 0.0

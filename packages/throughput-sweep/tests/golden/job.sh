@@ -7,4 +7,4 @@ cd -- /runs/gh200-throughput
 export PYTHONPATH=/runs/gh200-throughput/frozen/packages/throughput-schema/src:/runs/gh200-throughput/frozen/packages/throughput-sweep/src:/runs/gh200-throughput/frozen/packages/tiny-llm/src
 export PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 PYTHONUNBUFFERED=1
 unset PYTHONHOME
-exec /opt/venv/bin/python -m throughput_sweep.watchdog --recipe /runs/gh200-throughput/frozen/recipes/250m.json --mode throughput --context-length 2048 --batch-size 8 --deadline-minutes 13 --time-limit-minutes 14 --cpus 8 --worker '{"argv":["/opt/venv/bin/python","-m","tiny_llm","benchmark-throughput-worker","--config","/runs/gh200-throughput/frozen/configs/250m.yaml","--set","model.context_length=2048","--set","training.micro_batch_size=8","--output","/runs/gh200-throughput/curves/250m-c2048/b8/attempt-1/result.json"],"result":"/runs/gh200-throughput/curves/250m-c2048/b8/attempt-1/result.json"}'
+exec /opt/venv/bin/python -m throughput_sweep.node.watchdog --request /runs/gh200-throughput/curves/250m-c2048/b8/attempt-1/request.json

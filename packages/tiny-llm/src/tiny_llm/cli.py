@@ -15,8 +15,8 @@ from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.recipe import RecipeError, flops_per_token, load_recipe, parameter_count
 
 
-def add_recipe_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, required=True, help="a preset such as configs/250m.yaml")
+def add_recipe_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("--config", type=Path, required=required, help="a preset such as configs/250m.yaml")
     parser.add_argument(
         "--set",
         dest="overrides",

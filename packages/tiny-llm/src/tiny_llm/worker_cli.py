@@ -1,5 +1,9 @@
 """`python -m tiny_llm benchmark-throughput-worker`: measure one point, write its result.
 
+The recipe and the protocol come either from `--config` with `--set` overrides and the
+protocol flags (a person's command line, as in the guide) or from `--request PATH`, an
+attempt's `WorkerRequest` (a campaign job's command line), never from both.
+
 Exit status: 0 ok, 1 crashed, 2 bad input, 3 cuda_oom, 4 compile_error, 5 nonfinite
 (see `tiny_llm.worker`). Bad input is one line on stderr and no result file.
 """
@@ -10,8 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from throughput_schema import outcome_kind
+from throughput_schema import Recipe, SchemaError, WorkerRequest, outcome_kind, read
 from throughput_schema.recipe import load_recipe
+
+# The protocol flags a person may give; a request carries these values itself.
+PROTOCOL_FLAGS = {"warmup": 20, "windows": 5, "window_seconds": 10.0, "min_updates_per_window": 20}
 
 
 class UsageError(ValueError):
@@ -26,14 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="measure one point's training throughput and write its result JSON",
         description="Measure the complete-update throughput of one recipe (the guide's individual point).",
     )
-    add_recipe_args(p)
+    add_recipe_args(p, required=False)
+    p.add_argument("--request", type=Path, help="an attempt's request.json: its recipe and protocol, instead of "
+                   "--config, --set and the protocol flags")
     p.add_argument("--output", type=Path, required=True, help="the result JSON, written atomically")
-    p.add_argument("--warmup", type=int, default=20, help="warm-up updates after setup (default 20)")
-    p.add_argument("--windows", type=int, default=5, help="measurement windows (default 5; +5 if CV > 5%%)")
-    p.add_argument("--window-seconds", type=float, default=10.0, help="target seconds per window (default 10)")
-    p.add_argument(
-        "--min-updates-per-window", type=int, default=20, help="lower bound on updates per window (default 20)"
-    )
+    p.add_argument("--warmup", type=int, help="warm-up updates after setup (default 20)")
+    p.add_argument("--windows", type=int, help="measurement windows (default 5; +5 if CV > 5%%)")
+    p.add_argument("--window-seconds", type=float, help="target seconds per window (default 10)")
+    p.add_argument("--min-updates-per-window", type=int, help="lower bound on updates per window (default 20)")
     p.add_argument(
         "--optimizer-timing",
         action="store_true",
@@ -62,6 +69,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def resolve(args: argparse.Namespace) -> tuple[Recipe, dict]:
+    """The recipe to measure and the protocol settings beyond the flags; fills in the flags.
+
+    Raises UsageError; a bad --config or --set raises RecipeError (one line, exit 2).
+    """
+    if args.request is None:
+        if args.config is None:
+            raise UsageError("give --config PRESET (and any --set) or --request REQUEST.json")
+        for name, default in PROTOCOL_FLAGS.items():
+            if getattr(args, name) is None:
+                setattr(args, name, default)
+        return load_recipe(args.config, args.overrides), {}
+    given = [f"--{n.replace('_', '-')}" for n in PROTOCOL_FLAGS if getattr(args, n) is not None]
+    given += ["--config"] * (args.config is not None) + ["--set"] * bool(args.overrides)
+    if given:
+        raise UsageError(f"--request carries the recipe and the protocol; drop {', '.join(given)}")
+    try:
+        request = read(args.request, WorkerRequest)
+    except SchemaError as exc:
+        raise UsageError(f"--request: {exc}") from None
+    p = request.protocol
+    for name in PROTOCOL_FLAGS:
+        setattr(args, name, getattr(p, name))
+    rest = {"calibration_updates": p.calibration_updates, "extra_windows": p.extra_windows,
+            "cv_threshold": p.cv_threshold, "burst_seconds": p.burst_seconds}
+    return request.recipe, rest
+
+
 def _check(args: argparse.Namespace) -> None:
     if args.warmup < 0:
         raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
@@ -78,8 +113,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    recipe = load_recipe(args.config, args.overrides)  # RecipeError -> one line, exit 2 (cli.main)
     try:
+        recipe, protocol = resolve(args)  # RecipeError -> one line, exit 2 (cli.main)
         _check(args)
         import torch
 
@@ -99,6 +134,7 @@ def main(args: argparse.Namespace) -> int:
             window_seconds=args.window_seconds,
             min_updates_per_window=args.min_updates_per_window,
             optimizer_timing=args.optimizer_timing,
+            **protocol,
         ),
         device=args.device,
         compile_mode=args.compile_mode,

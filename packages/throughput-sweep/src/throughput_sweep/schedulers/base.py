@@ -3,19 +3,6 @@
 A campaign never talks to Slurm or to processes directly; it goes through one of
 these, so the Slurm backend and the local executor are interchangeable and the
 same batch script, watchdog and files serve both.
-
-Changes since the first version (all backward compatible: new fields have defaults):
-  * `SubmitFailed.maybe_submitted`: True when the failure may hide an accepted job
-    (sbatch timed out, or a transient error and the token lookup could not prove
-    absence). The caller must keep the intent and reconcile it by token; never
-    treat it as "not submitted".
-  * `JobStatus.reason`: the scheduler's reason for a PENDING job (e.g. "Resources"),
-    or a short note; informational only.
-  * `Scheduler.slots`: how many jobs the backend can run at once (Slurm: the
-    profile's max_concurrent_jobs; local: the GPU slots, 1 without a GPU). The
-    watcher should never have more than `slots` jobs out.
-  * `cancel` raises `QueryFailed` when the cancel command itself failed; cancelling
-    a job that already ended is not an error.
 """
 
 from __future__ import annotations
@@ -80,7 +67,8 @@ class Scheduler(Protocol):
         declared 'never submitted' when both the queue and accounting said so.
         """
 
-    async def cancel(self, job_id: str) -> None: ...
+    async def cancel(self, job_id: str) -> None:
+        """Raises QueryFailed when the cancel command itself failed; a job that already ended is not an error."""
 
     async def launch_failure(self, job_id: str) -> str:
         """Why the scheduler ended this job before its script started ('' when it cannot say)."""

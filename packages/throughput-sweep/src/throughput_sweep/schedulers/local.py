@@ -11,7 +11,7 @@ otherwise waits (cancellable) until one frees: there is no pending queue to lose
 
 Each job runs the same batch script as on Slurm (`bash job.sh` in `workdir`, output to
 `workdir/slurm-<id>.out`, like Slurm's `--output=slurm-%j.out`) under a tiny wrapper,
-`python -m throughput_sweep.schedulers.local_job run-job JOBS_DIR ID` (`local_job`),
+`python -m throughput_sweep.node.local_job run-job JOBS_DIR ID` (`local_job`),
 started in its own session, so Ctrl-C of the watcher or its death leaves jobs running.
 Job ids are 1, 2, 3... per registry. The registry (`local_registry`) survives the
 watcher: `submit` records each job, the wrapper records how it ended.
@@ -39,8 +39,9 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
+from throughput_sweep.node import local_job
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.local_registry import (
+from throughput_sweep.node.local_registry import (
     LOCAL_JOBS_DIR,
     LocalEnd,
     LocalJob,
@@ -190,7 +191,7 @@ class LocalScheduler:
             with open(self.jobs_dir / f"{job_id}.log", "ab") as log:
                 try:
                     proc = subprocess.Popen(
-                        [self.python, "-m", "throughput_sweep.schedulers.local_job", "run-job", str(self.jobs_dir), job_id],
+                        [self.python, "-m", local_job.__name__, "run-job", str(self.jobs_dir), job_id],
                         env=env,
                         stdin=subprocess.DEVNULL,
                         stdout=log,

@@ -1,4 +1,4 @@
-"""The wrapper around one local job: `python -m throughput_sweep.schedulers.local_job run-job JOBS_DIR ID`.
+"""The wrapper around one local job: `python -m throughput_sweep.node.local_job run-job JOBS_DIR ID`.
 
 `LocalScheduler.submit` starts it in its own session, once per job. It runs `bash script`
 in the job's workdir, enforces the time limit and records how the job ended in
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from throughput_schema import SchemaError, read, write_atomic
-from throughput_sweep.schedulers.local_registry import LocalEnd, LocalJob, _stamp, end_path, job_path
+from throughput_sweep.node.local_registry import LocalEnd, LocalJob, _stamp, end_path, job_path
 
 __all__ = ["main", "run_job"]
 
@@ -144,7 +144,7 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] != "run-job":
-        print("usage: python -m throughput_sweep.schedulers.local_job run-job JOBS_DIR JOB_ID", file=sys.stderr)
+        print("usage: python -m throughput_sweep.node.local_job run-job JOBS_DIR JOB_ID", file=sys.stderr)
         return 2
     return run_job(Path(argv[1]), argv[2])
 
