@@ -13,12 +13,8 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema.codec import SchemaError, dumps, read, write_atomic
-from throughput_schema.records import RECORD_TYPES as _RECORDS
-from throughput_schema.request import WorkerRequest
 from throughput_schema.argparsing import OneLineParser, command_line
-
-
-RECORD_TYPES: dict[str, type] = {**_RECORDS, "worker-request": WorkerRequest}
+from throughput_schema.records import RECORD_TYPES
 
 
 def json_schemas() -> dict[str, dict]:

@@ -1,5 +1,5 @@
 """Every record that crosses a process or a file, gathered from the modules that define
-them (`configs`, `results`, `campaigns`) into one namespace and one table of kinds.
+them (`configs`, `results`, `campaigns`, `request`) into one namespace and one table of kinds.
 
 Conventions (msgspec's own advice): records are frozen; every field added after
 version 1 gets a default so older files still decode, and every record skips fields it
@@ -28,6 +28,7 @@ from throughput_schema.campaigns import (
     SubmissionIntent,
 )
 from throughput_schema.configs import ClusterProfile, ModelConfig, OptimizerConfig, PointSpec, Protocol, Recipe, TrainingConfig
+from throughput_schema.request import WorkerRequest
 from throughput_schema.results import (
     BurstSample,
     Calibration,
@@ -65,6 +66,7 @@ __all__ = [
     "Throughput",
     "TrainingConfig",
     "Window",
+    "WorkerRequest",
     "WorkerResult",
     "RECORD_TYPES",
     "unknown_field",
@@ -81,6 +83,7 @@ RECORD_TYPES: dict[str, type] = {
     "accounting-row": AccountingRow,
     "manifest": Manifest,
     "curve-summary": CurveSummary,
+    "worker-request": WorkerRequest,
 }
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from throughput_schema.records import PointSpec, Protocol, Recipe, _Record
+from throughput_schema.configs import PointSpec, Protocol, Recipe, _Record
 
 __all__ = ["WorkerRequest"]
 

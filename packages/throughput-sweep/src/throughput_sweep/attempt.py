@@ -30,12 +30,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from throughput_schema import PointSpec, Receipt, Recipe, SubmissionIntent, WorkerRequest, read, write_atomic
-from throughput_schema.layout import BASELINE, INTENT, JOB_SCRIPT, RECEIPT, REQUEST, RESULT, attempt_dir
+from throughput_schema import PointSpec, Receipt, Recipe, Settlement, SubmissionIntent, WorkerRequest, read, write_atomic
+from throughput_schema.layout import BASELINE, INTENT, JOB_SCRIPT, RECEIPT, REQUEST, RESULT, SETTLEMENT, attempt_dir
 from throughput_schema.recipe import load_recipe, with_point
 
-from throughput_sweep.campaign import EXTRA, SETTLEMENT, Campaign, now
-from throughput_sweep.curves import NextPoint, Settlement
+from throughput_sweep.campaign import EXTRA, Campaign, now
+from throughput_sweep.curves import NextPoint
 from throughput_sweep.faults import crash_point
 from throughput_sweep.legacy_script import frozen_before_requests, legacy_watchdog_argv
 from throughput_sweep.node import watchdog

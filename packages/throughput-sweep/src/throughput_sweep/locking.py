@@ -6,7 +6,9 @@ import fcntl
 import os
 from pathlib import Path
 
-from throughput_sweep.campaign import LOCK_FILE, CampaignError
+from throughput_schema.layout import LOCK as LOCK_FILE
+
+from throughput_sweep.campaign import CampaignError
 
 
 class CampaignLock:

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import AccountingRow, Receipt, WorkerRequest, WorkerResult, read, write_atomic
-from throughput_schema.layout import RECEIPT, REQUEST, RESULT
+from throughput_schema import AccountingRow, Receipt, Settlement, WorkerRequest, WorkerResult, read, write_atomic
+from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
 from throughput_schema.recipe import parameter_count
 
 from throughput_sweep.attempt import point_recipe
-from throughput_sweep.campaign import SETTLEMENT, Campaign, now
-from throughput_sweep.curves import AttemptInfo, Settlement
+from throughput_sweep.campaign import Campaign, now
+from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.faults import should_crash
 from throughput_sweep.schedulers.base import QueryFailed, Scheduler
 

@@ -50,7 +50,7 @@ import msgspec
 
 from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, write_atomic
 from throughput_schema.layout import REQUEST
-from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout
+from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind
 from throughput_schema.recipe import parameter_count
 from throughput_schema.records import Hardware, Protocol, Recipe, WorkerResult
 
@@ -60,7 +60,6 @@ from throughput_sweep.node.worker_exit import (
     log,
     now,
     outcome_for_exit,
-    outcome_kind,
     signal_name,
     snapshot,
     written_result,

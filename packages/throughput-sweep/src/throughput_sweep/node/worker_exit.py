@@ -85,7 +85,3 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def outcome_kind(outcome: Outcome) -> str:
-    return type(outcome).__struct_config__.tag
-
-
