@@ -186,3 +186,34 @@ def test_pick_respects_free_slots_smallest_batches_first():
     curves = derive(m, [att(1, Ok(), model="a")])
     assert [(n.curve, n.batch_size) for n in pick(curves, 2)] == [("b-c512", 1), ("c-c512", 1)]
     assert pick(curves, 0) == [] and pick(curves, -3) == []
+
+
+def _closure(batch: int, attempt: int = 1, outcome: str = "host_oom"):
+    from throughput_schema import CurveClosure
+
+    return CurveClosure(curve="20m-c512", batch_size=batch, attempt=attempt, outcome=outcome, reason="host memory",
+                        closed_at="2026-01-01T00:00:00+00:00", user="u", host="h")
+
+
+def test_a_closure_on_the_last_failure_closes_the_curve_and_is_never_a_boundary():
+    infos = [att(1, Ok()), att(2, HostOom())]
+    [c] = derive(manifest(), infos, closures={"20m-c512": _closure(2)})
+    assert c.state == "closed" and c.done and c.first_oom is None and c.fitting == [1]
+    assert c.describe == "closed by hand at batch 2: host memory"
+    summary = c.summary()
+    assert summary.state == "closed" and summary.closure.batch_size == 2 and summary.first_oom_batch is None
+
+
+def test_a_closed_curve_is_not_retried_by_retry_failed():
+    infos = [att(1, Ok()), att(2, HostOom())]
+    [c] = derive(manifest(), infos, frozenset({infos[1].attempt.path}), {"20m-c512": _closure(2)})
+    assert c.state == "closed" and c.next == []
+
+
+def test_a_closure_that_names_another_attempt_is_stale():
+    # Closed on attempt 1, then retried anyway and failed again: a person must look again.
+    infos = [att(1, Ok()), att(2, HostOom()), att(2, HostOom(), attempt=2)]
+    [c] = derive(manifest(), infos, closures={"20m-c512": _closure(2, attempt=1)})
+    assert c.state == "blocked" and c.closure is None
+    [c] = derive(manifest(), [att(1, Ok()), att(2, None, state="submitted")], closures={"20m-c512": _closure(2)})
+    assert c.state == "running"

@@ -108,7 +108,7 @@ class CurveSummary(_Record):
     curve: str
     model: str
     context_length: PositiveInt
-    state: Literal["pending", "running", "blocked", "bounded", "capped", "complete"]
+    state: Literal["pending", "running", "blocked", "bounded", "capped", "complete", "closed"]
     fitting_batches: list[int] = []
     fastest_stable_batch: int | None = None
     fastest_tokens_per_second: float | None = None
@@ -117,6 +117,25 @@ class CurveSummary(_Record):
     unstable_batches: list[int] = []
     blocked_reason: str = ""
     failed_attempts: list[FailedAttempt] = []
+    closure: CurveClosure | None = None  # state "closed": the person's decision
+
+
+class CurveClosure(_Record):
+    """A person's decision that a blocked curve ends where it stands (`curves/<curve>/closure.json`).
+
+    Written by `throughput-sweep close-curve` for a failure that would repeat (a host
+    memory limit, a compile error, the deadline). It names the failed attempt it closes
+    on, so a later attempt makes it stale; it never marks a memory boundary.
+    """
+
+    curve: str
+    batch_size: PositiveInt
+    attempt: PositiveInt
+    outcome: str  # the closed-on attempt's outcome kind, e.g. host_oom
+    reason: str
+    closed_at: str
+    user: str
+    host: str
 
 
 class Settlement(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,6 +3,7 @@
     runs/<name>/
       manifest.json  watcher.lock
       frozen/...                                  package source, driver, configs, uv.lock
+      curves/<model>-c<context>/closure.json       close-curve, when a person ended a blocked curve
       curves/<model>-c<context>/b<batch>/attempt-<k>/
           request.json job.sh intent.json receipt.json settlement.json result.json baseline.json
           bursts.jsonl slurm-<id>.out
@@ -25,7 +26,7 @@ from typing import Any
 import msgspec
 
 from throughput_schema.codec import SchemaError, decode, read
-from throughput_schema.records import BurstSample, Manifest, Receipt, Settlement, SubmissionIntent, WorkerResult
+from throughput_schema.records import BurstSample, CurveClosure, Manifest, Receipt, Settlement, SubmissionIntent, WorkerResult
 
 MANIFEST = "manifest.json"
 FROZEN = "frozen"
@@ -41,6 +42,8 @@ RESULT = "result.json"
 BASELINE = "baseline.json"
 BURSTS = "bursts.jsonl"
 REQUEST = "request.json"  # the attempt's WorkerRequest, written before job.sh and the intent
+# In a curve's folder: a person's decision to end a blocked curve (close-curve).
+CLOSURE = "closure.json"
 # Written by `collect` at the campaign's top.
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
@@ -240,6 +243,17 @@ def stray_curves(campaign: Path) -> list[str]:
     """Folders under `curves/` whose names are not MODEL-cCONTEXT."""
     root = Path(campaign) / CURVES
     return sorted(c.name for c in root.iterdir() if c.is_dir() and not _CURVE.match(c.name)) if root.is_dir() else []
+
+
+def closure_path(campaign: Path, curve: str) -> Path:
+    return Path(campaign) / CURVES / curve / CLOSURE
+
+
+def load_closures(campaign: Path) -> dict[str, CurveClosure]:
+    """Each closed curve's closure record, by curve name; a malformed one raises `SchemaError`."""
+    root = Path(campaign) / CURVES
+    found = sorted(root.glob(f"*/{CLOSURE}")) if root.is_dir() else []
+    return {path.parent.name: read(path, CurveClosure) for path in found if _CURVE.match(path.parent.name)}
 
 
 def load_manifest(campaign: Path) -> Manifest:

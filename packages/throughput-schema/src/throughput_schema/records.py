@@ -18,6 +18,7 @@ import msgspec
 
 from throughput_schema.campaigns import (
     AccountingRow,
+    CurveClosure,
     CurveSummary,
     FailedAttempt,
     FrozenFile,
@@ -46,6 +47,7 @@ __all__ = [
     "BurstSample",
     "Calibration",
     "ClusterProfile",
+    "CurveClosure",
     "CurveSummary",
     "FailedAttempt",
     "FrozenFile",
@@ -83,6 +85,7 @@ RECORD_TYPES: dict[str, type] = {
     "accounting-row": AccountingRow,
     "manifest": Manifest,
     "curve-summary": CurveSummary,
+    "curve-closure": CurveClosure,
     "worker-request": WorkerRequest,
 }
 

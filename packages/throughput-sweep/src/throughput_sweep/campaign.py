@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from throughput_schema import Manifest, Settlement, read
-from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_manifest
+from throughput_schema import CurveClosure, Manifest, Settlement, read
+from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_closures, load_manifest
 from throughput_schema.layout import LOCK as LOCK_FILE
 
 from throughput_sweep.curves import AttemptInfo, Curve, derive
@@ -69,8 +69,11 @@ class Campaign:
     def infos(self) -> list[AttemptInfo]:
         return load_infos(self.root, optimizer=self.optimizer)
 
+    def closures(self) -> dict[str, CurveClosure]:
+        return load_closures(self.root)
+
     def curves(self, retry: frozenset[Path] = frozenset()) -> list[Curve]:
-        return derive(self.manifest, self.infos(), retry)
+        return derive(self.manifest, self.infos(), retry, self.closures())
 
     def recipe_path(self, model: str) -> Path:
         return self.frozen / RECIPES / f"{model}.json"

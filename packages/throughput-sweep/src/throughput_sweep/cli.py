@@ -1,4 +1,4 @@
-"""`throughput-sweep`: run, status, collect and reconcile batch-doubling campaigns.
+"""`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns.
 
 Bad input is one line on stderr and exit status 2, with nothing on disk changed.
 """
@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     collect = sub.add_parser("collect", help="write README.md, results.csv/json and the figures")
     collect.add_argument("--output", type=Path, required=True)
 
+    close = sub.add_parser("close-curve", help="end a blocked curve by a recorded decision (never a memory boundary)")
+    close.add_argument("--output", type=Path, required=True)
+    close.add_argument("curve", metavar="CURVE", help="the blocked curve, as status names it (e.g. 250m-c4096)")
+    close.add_argument("--reason", required=True, help="why it ends here, in a line (kept in the record)")
+
     rec = sub.add_parser("reconcile", help="settle an ambiguous submission intent by hand")
     rec.add_argument("--output", type=Path, required=True)
     rec.add_argument("--token", required=True, help="the intent's token (shown by status)")
@@ -92,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     os.umask(os.umask(0o022) | 0o022)  # campaign files: never writable by group or others
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "status": cmd_status, "collect": cmd_collect, "reconcile": cmd_reconcile}[args.command](args)
+        return {"run": cmd_run, "status": cmd_status, "collect": cmd_collect, "reconcile": cmd_reconcile,
+                "close-curve": cmd_close_curve}[args.command](args)
     except (CampaignError, SchemaError, RecipeError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -269,7 +275,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     p = m.profile
     infos = campaign.infos() if (campaign.root / "manifest.json").exists() else []
     retry = retry_set(campaign) if args.retry_failed and infos else frozenset()
-    curves = derive(m, infos, retry)
+    curves = derive(m, infos, retry, campaign.closures() if infos else {})
     out = []
     out.append(f"Dry run: nothing is written or submitted.")
     out.append(f"campaign {campaign.root} ({m.kind}{', parallel points' if m.parallel_points else ''})")
@@ -316,6 +322,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
     written = collect(campaign)
     for path in written:
         print(path)
+    return 0
+
+
+def cmd_close_curve(args: argparse.Namespace) -> int:
+    from throughput_sweep.closing import close_curve
+
+    campaign = open_campaign(args.output)
+    with CampaignLock(campaign.root):  # no watcher may change the curve meanwhile
+        print(close_curve(campaign, args.curve, args.reason))
     return 0
 
 

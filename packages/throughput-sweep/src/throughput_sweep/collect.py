@@ -21,7 +21,7 @@ from throughput_schema import layout
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
 from throughput_sweep.faults import crash_point
-from throughput_sweep.status import campaign_done, is_complete
+from throughput_sweep.status import campaign_done, closed_line, is_complete
 
 WALL_CHANGE_FLAG = 0.05
 GIB = 1024**3
@@ -213,6 +213,8 @@ def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], co
             state = f"capped: no OOM up to the cap ({c.cap})"
         elif state == "blocked":
             state = "blocked"
+        elif state == "closed":
+            state = f"closed by hand at batch {c.closure.batch_size}"
         out.append(
             f"| {c.name} | {state} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
             f"{c.first_oom or '-'} | {fast[0] if fast else '-'} | {f'{fast[1]:,.0f}' if fast else '-'} | "
@@ -223,6 +225,11 @@ def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], co
         out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")
         for c in blocked:
             out.append(f"- {c.name}: {c.blocked_reason}")
+    closed = [c for c in curves if c.state == "closed"]
+    if closed:
+        out.append("\nCurves closed by hand (a closed curve never sets a memory boundary):\n")
+        for c in closed:
+            out.append(f"- {c.name}: {closed_line(c.closure)}")
     failed = [i for c in curves for i in c.failed]
     out.append("\n## Failed attempts\n")
     if failed:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from throughput_schema import CurveSummary, FailedAttempt, Manifest, Settlement, outcome_kind
+from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest, Settlement, outcome_kind
 from throughput_schema.layout import Attempt, curve_name
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
-CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "complete"]
-TERMINAL: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete"})
+CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "complete", "closed"]
+TERMINAL: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete", "closed"})
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,7 @@ class Curve:
     attempts: list[AttemptInfo] = field(default_factory=list)
     planned: list[int] | None = None  # optimizer campaigns: the inherited grid
     cap: int | None = None
+    closure: CurveClosure | None = None  # state "closed": a person ended it (close-curve)
 
     @property
     def name(self) -> str:
@@ -172,6 +173,8 @@ class Curve:
             return f"no OOM up to the cap ({self.cap}); largest fitting {self.largest_fitting}"
         if self.state == "blocked":
             return f"blocked: {self.blocked_reason}"
+        if self.state == "closed":
+            return f"closed by hand at batch {self.closure.batch_size}: {self.closure.reason}"
         if self.state == "complete":
             return f"complete: {len(self.fitting)} points, largest {self.largest_fitting}"
         if self.state == "running":
@@ -192,6 +195,7 @@ class Curve:
             first_oom_batch=self.first_oom,
             unstable_batches=list(self.unstable),
             blocked_reason=self.blocked_reason,
+            closure=self.closure,
             failed_attempts=[
                 FailedAttempt(
                     batch_size=f.batch, attempt=f.number, job_id=f.job_id, outcome=f.outcome, message=f.message
@@ -212,13 +216,19 @@ def doubling(limit: int = DOUBLING_LIMIT) -> Iterable[int]:
 
 
 def derive(
-    manifest: Manifest, infos: list[AttemptInfo], retry: frozenset[Path] = frozenset()
+    manifest: Manifest,
+    infos: list[AttemptInfo],
+    retry: frozenset[Path] = frozenset(),
+    closures: dict[str, CurveClosure] | None = None,
 ) -> list[Curve]:
     """Every curve of the campaign, in manifest order (models outer, contexts inner).
 
     `retry` holds the paths of failed attempts that may be retried now
-    (`--retry-failed`): the point gets a fresh attempt instead of blocking.
+    (`--retry-failed`): the point gets a fresh attempt instead of blocking. `closures`
+    (by curve name) end blocked curves by a person's decision: a closure counts only
+    while it names the curve's last failed attempt, and a closed curve is not retried.
     """
+    closures = closures or {}
     by_curve: dict[str, list[AttemptInfo]] = {}
     for info in infos:
         by_curve.setdefault(info.attempt.curve, []).append(info)
@@ -229,6 +239,10 @@ def derive(
             curve = Curve(model=model, context_length=context, cap=manifest.max_batch)
             curve.attempts = sorted(by_curve.get(name, []), key=lambda i: (i.batch, i.number))
             _index(curve)
+            closure = closures.get(name)
+            closing = closure is not None and closes(closure, curve)
+            if closing:
+                retry = retry - {info.attempt.path for info in curve.failed}
             if manifest.kind == "throughput":
                 _sequential(curve, doubling(), oom_is_boundary=True, retry=retry)
             else:
@@ -237,8 +251,20 @@ def derive(
                     _parallel(curve, retry)
                 else:
                     _sequential(curve, iter(curve.planned), oom_is_boundary=False, retry=retry)
+            if closing and curve.state == "blocked" and not curve.running:
+                curve.state, curve.closure = "closed", closure
             curves.append(curve)
     return curves
+
+
+def last_failure(curve: Curve) -> AttemptInfo | None:
+    """The curve's latest failed attempt (by batch, then attempt): what a closure names."""
+    return max(curve.failed, key=lambda i: (i.batch, i.number), default=None)
+
+
+def closes(closure: CurveClosure, curve: Curve) -> bool:
+    last = last_failure(curve)
+    return last is not None and (closure.batch_size, closure.attempt) == (last.batch, last.number)
 
 
 def _index(curve: Curve) -> None:

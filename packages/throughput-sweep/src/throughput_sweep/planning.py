@@ -144,7 +144,7 @@ def plan_optimizer(
     if models and sorted(models) != sorted(pm.models):
         raise CampaignError("--models: an optimizer campaign inherits the parent's models; drop --models")
     curves = parent.curves()
-    unfinished = [c for c in curves if c.state not in ("bounded", "capped", "blocked") or c.running]
+    unfinished = [c for c in curves if c.state not in ("bounded", "capped", "blocked", "closed") or c.running]
     if unfinished:
         raise CampaignError(
             f"--optimizer-timing-from {parent_dir}: the throughput campaign is not complete "

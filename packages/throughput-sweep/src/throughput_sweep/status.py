@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from throughput_schema import CurveClosure
+
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 
@@ -28,6 +30,14 @@ def is_complete(curves: list[Curve]) -> bool:
     return all(c.done and c.state != "blocked" for c in curves)
 
 
+def closed_line(closure: CurveClosure) -> str:
+    """How every output names a closed curve (status, collect's README)."""
+    return (
+        f"closed by hand at batch {closure.batch_size}: {closure.reason} (attempt {closure.attempt}, "
+        f"{closure.outcome}; {closure.user}@{closure.host}, {closure.closed_at})"
+    )
+
+
 def render_status(campaign: Campaign) -> str:
     m = campaign.manifest
     curves = campaign.curves()
@@ -50,6 +60,8 @@ def render_status(campaign: Campaign) -> str:
             lines.append(f"    no OOM up to the cap (batch {c.cap}); not a memory boundary")
         if c.state == "blocked":
             lines.append(f"    blocked: {c.blocked_reason}")
+        if c.state == "closed":
+            lines.append(f"    {closed_line(c.closure)}; not a memory boundary")
         if c.unstable:
             lines.append(f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}")
         for r in c.running:

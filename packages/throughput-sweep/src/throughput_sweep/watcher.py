@@ -102,6 +102,8 @@ def retry_set(campaign: Campaign) -> frozenset[Path]:
     curves = campaign.curves()
     paths = set()
     for curve in curves:
+        if curve.state == "closed":
+            continue  # a person ended it: --retry-failed leaves it closed
         for info in curve.failed:
             if curve.points.get(info.batch) is info and info.status != "ambiguous":
                 paths.add(info.attempt.path)
@@ -153,7 +155,7 @@ class Watcher:
 
     async def curves(self) -> tuple[list[AttemptInfo], list[Curve]]:
         infos = await self.infos()
-        return infos, derive(self.campaign.manifest, infos, self.retry)
+        return infos, derive(self.campaign.manifest, infos, self.retry, self.campaign.closures())
 
     def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
         if any(not c.done for c in curves):
