@@ -78,7 +78,7 @@ def run_audit(
                 name = f"{model}-c{context}"
                 records = groups.get(name, [])
                 check_retries(name, records, checks)
-                curves.append(walk_throughput(name, records, manifest, checks))
+                curves.append(walk_throughput(name, records, manifest, checks, root))
     check_summary(root, checks, curves, loaded, is_opt)
 
     if manifest.profile.scheduler == "local" or not slurm_checks:

@@ -2,7 +2,8 @@
 
 The walk is the audit's reading of the guide: batches 1, 2, 4, ... one at a time; a
 fitting point leads to the next doubling; a `cuda_oom` ends the curve with the boundary
-(largest fitting, first OOM = 2 x largest fitting); anything else blocks it.
+(largest fitting, first OOM = 2 x largest fitting); anything else blocks it, unless a
+person closed the curve on exactly that failed attempt (`closure.json`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import msgspec
 
 from throughput_schema import Manifest
-from throughput_schema.layout import CURVES, RESULT, curve_name
+from pathlib import Path
+
+from throughput_schema.layout import CURVES, RESULT, closure_path, curve_name, read_file
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks, CurveFinding
@@ -59,7 +62,10 @@ def check_retries(curve: str, records: list[AttemptRecord], checks: Checks) -> N
         )
 
 
-def walk_throughput(curve: str, records: list[AttemptRecord], manifest: Manifest, checks: Checks) -> CurveFinding:
+def walk_throughput(
+    curve: str, records: list[AttemptRecord], manifest: Manifest, checks: Checks, root: Path | None = None
+) -> CurveFinding:
+    """`root`, the campaign folder, is where a closure is looked for (None: not looked for)."""
     finals = final_attempts(records)
     where = f"{CURVES}/{curve}"
     present = sorted(finals)
@@ -152,6 +158,10 @@ def walk_throughput(curve: str, records: list[AttemptRecord], manifest: Manifest
             first_oom=first_oom,
             outcome=kind(r.attempt.result),
         )
+    if root is not None and closure_path(root, curve).exists():
+        closed = check_closure(closure_path(root, curve), where, state, finals.get(end) if end else None, checks)
+        if closed:
+            state, reason = "closed", ""
     checks.expect(
         "curve.finished",
         state != "incomplete" and bool(present),
@@ -168,6 +178,29 @@ def walk_throughput(curve: str, records: list[AttemptRecord], manifest: Manifest
         unstable_batches=unstable,
         blocked_batch=blocked,
         blocked_reason=reason if state == "blocked" else "",
+    )
+
+
+def check_closure(path: Path, where: str, state: str, last: AttemptRecord | None, checks: Checks) -> bool:
+    """A closure counts only on a blocked curve, naming the failed attempt that blocks it."""
+    read = read_file(path)
+    shown = f"{where}/{path.name}"
+    if read.error:
+        checks.fail("curve.closure", shown, read.error)
+        return False
+    c = read.record
+    named = f"batch {c.batch_size} attempt {c.attempt} ({c.outcome})"
+    if state != "blocked" or last is None:
+        checks.fail("curve.closure", shown, f"{shown}: closes {named}, but the curve is {state}, not blocked")
+        return False
+    actual = (last.attempt.batch_size, last.attempt.attempt, status(last, optimizer=False))
+    return checks.expect(
+        "curve.closure",
+        (c.curve, c.batch_size, c.attempt, c.outcome) == (Path(where).name, *actual),
+        shown,
+        f"{shown}: closed by hand on {named} by {c.user}@{c.host} at {c.closed_at}: {c.reason}; "
+        f"the curve's last failed attempt is batch {actual[0]} attempt {actual[1]} ({actual[2]})",
+        closure=msgspec.to_builtins(c),
     )
 
 

@@ -27,7 +27,7 @@ class CurveFinding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     """A curve as the audit derives it from the raw files."""
 
     curve: str
-    state: Literal["pending", "blocked", "bounded", "capped", "complete", "incomplete"]
+    state: Literal["pending", "blocked", "bounded", "capped", "complete", "incomplete", "closed"]
     batches: list[int] = []
     fitting_batches: list[int] = []
     largest_fitting_batch: int | None = None

@@ -243,6 +243,11 @@ def check_pair(pair: Pair, tally: Tally) -> None:
                 raise CheckFailed(f"check failed: {oom.path / 'result.json'}: boundary set by {_kind(oom.result)}")
             if max(curve.finals) != curve.first_oom:
                 raise CheckFailed(f"check failed: {pair.throughput.name}: curve {name} has results beyond its first OOM")
+        if curve.closed is not None and max(curve.finals) != max(1, 2 * (curve.largest_fitting or 0)):
+            raise CheckFailed(
+                f"check failed: {pair.throughput.name}: curve {name} is closed at b{max(curve.finals)}, "
+                f"not at the batch after its largest fitting b{curve.largest_fitting}"
+            )
         tally.add("memory boundaries")
         for batch in curve.fitting:
             attempt = curve.finals[batch]

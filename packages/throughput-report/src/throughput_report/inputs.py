@@ -20,10 +20,11 @@ from throughput_schema.layout import (
     RESULT,
     FileRead,
     attempt_folders,
+    closure_path,
     read_attempt,
     read_file,
 )
-from throughput_schema.records import BurstSample, Manifest, WorkerResult
+from throughput_schema.records import BurstSample, CurveClosure, Manifest, WorkerResult
 
 
 class Refused(Exception):
@@ -63,6 +64,8 @@ class ReportCampaign:
     attempts: list[ReportAttempt]
     # (path as shown to the user, SHA-256) for every file read, manifest first.
     hashes: list[tuple[str, str]] = field(default_factory=list)
+    # curve name -> a person's closure of that curve (close-curve)
+    closures: dict[str, CurveClosure] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -114,4 +117,11 @@ def load_campaign(path: Path) -> ReportCampaign:
             )
         )
     attempts.sort(key=lambda a: (a.model, a.context, a.batch, a.attempt))
-    return ReportCampaign(path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes)
+    closures = {
+        name: take(read_file(closure_path(path, name)))
+        for name in (f"{m}-c{c}" for m in manifest.models for c in manifest.contexts)
+        if closure_path(path, name).exists()
+    }
+    return ReportCampaign(
+        path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes, closures=closures
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_schema import outcome_kind
+from throughput_schema import CurveClosure, outcome_kind
 
 from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 
@@ -27,6 +27,7 @@ class PairedCurve:
     fitting: list[int]
     first_oom: int | None
     capped: bool
+    closed: CurveClosure | None = None  # ended by a person's decision; never a boundary
 
     @property
     def name(self) -> str:
@@ -92,18 +93,30 @@ def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
         last_kind = outcome_kind(finals[top].result.outcome)
         first_oom = None
         capped = False
+        closure = campaign.closures.get(name)
         if last_kind == "cuda_oom":
             first_oom = top
         elif last_kind == "capped" or (last_kind == "ok" and cap is not None and 2 * top > cap):
             capped = True
+        elif closure is not None and (closure.batch_size, closure.attempt, closure.outcome) == (
+            top, latest[top].attempt, last_kind
+        ):
+            pass  # closed by hand on exactly this failure
         else:
             ending = "fits, and no larger batch was measured" if last_kind == "ok" else f"ended with {last_kind}"
             raise Refused(
                 f"throughput campaign {campaign.name}: curve {name} is not ended by a confirmed CUDA OOM "
-                f"or the batch cap (b{top} {ending}); the grid is incomplete"
+                f"or the batch cap (b{top} {ending}); the grid is incomplete; retry it, or end it by a "
+                f"recorded decision with throughput-sweep close-curve"
             )
         curves[name] = PairedCurve(
-            model=model, context=int(context), finals=finals, fitting=fitting, first_oom=first_oom, capped=capped
+            model=model,
+            context=int(context),
+            finals=finals,
+            fitting=fitting,
+            first_oom=first_oom,
+            capped=capped,
+            closed=closure if not (first_oom or capped) else None,
         )
     return curves
 

@@ -155,6 +155,9 @@ def page_summary(proj: Projection, ctx: Context) -> Figure:
     ]
     if unstable:
         items.append("* no stable point on " + ", ".join(unstable) + "; the fastest unstable point is shown.")
+    closed = [f"{c.curve} closed by hand {c.closed}" for c in proj.curves if c.closed]
+    if closed:
+        items.append("Curves ended by a recorded decision, not by a memory boundary: " + "; ".join(closed) + ".")
     y = _paragraphs(fig, 0.04, 0.9, items, size=8.6)
     header, rows = tables.key_table(proj)
     widths = [0.06, 0.07, 0.065, 0.06, 0.08, 0.08, 0.13, 0.08, 0.095, 0.08, 0.09, 0.08]

@@ -119,6 +119,7 @@ class CurveRow:
     best: Point | None
     best_is_stable: bool
     original_best_batch: int | None
+    closed: str = ""  # "at batch B: reason" when a person ended the curve; never a boundary
 
     @property
     def curve(self) -> str:
@@ -248,6 +249,7 @@ def project(pairs: list[Pair], tokens_per_update: int | None = None) -> Projecti
                     best=best,
                     best_is_stable=stable,
                     original_best_batch=orig.batch if orig else None,
+                    closed=f"at batch {curve.closed.batch_size}: {curve.closed.reason}" if curve.closed else "",
                 )
             )
     contexts.sort()

@@ -163,6 +163,7 @@ def points_json(projection: Projection, inputs: dict) -> bytes:
             "fastest_stable_batch": c.best.batch if c.best and c.best_is_stable else None,
             "primary_batch": c.best.batch if c.best else None,
             "original_fastest_batch": c.original_best_batch,
+            **({"closed_by_hand": c.closed} if c.closed else {}),
         }
         for c in projection.curves
     ]

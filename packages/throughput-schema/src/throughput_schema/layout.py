@@ -137,6 +137,7 @@ _RECORDS: dict[str, type] = {
     SETTLEMENT: Settlement,
     RESULT: WorkerResult,
     BASELINE: WorkerResult,
+    CLOSURE: CurveClosure,
 }
 
 

@@ -20,6 +20,13 @@ from throughput_sweep.curves import last_failure
 
 def close_curve(campaign: Campaign, name: str, reason: str) -> str:
     """Write the curve's closure; the caller holds the campaign lock. Returns what was done."""
+    if campaign.optimizer:
+        # A follow-up measures its parent's whole grid: a point it cannot measure is retried,
+        # or the parent's curve is closed below it in a new campaign.
+        raise CampaignError(
+            f"{campaign.root}: close-curve ends throughput curves; an optimizer campaign measures its parent's "
+            "whole grid (retry the point with run --resume --retry-failed)"
+        )
     reason = " ".join(reason.split())
     if not reason:
         raise CampaignError("--reason: say in a line why the curve ends here (it is kept in the record)")
