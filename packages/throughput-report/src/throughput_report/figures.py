@@ -123,7 +123,7 @@ def draw_memory(container, proj: Projection) -> None:
     for ax, context in zip(axes, proj.contexts):
         batches = []
         for model in proj.models:
-            pts = curves.get((model, context), [])
+            pts = [p for p in curves.get((model, context), []) if p.measurement_reserved_bytes is not None]
             xs = [p.batch for p in pts]
             batches += xs
             ax.plot(xs, [p.measurement_reserved_bytes / GIB for p in pts], color=colors[model], marker="o", ms=3.5)
@@ -133,6 +133,9 @@ def draw_memory(container, proj: Projection) -> None:
                 ax.plot([first], [capacity / GIB], ls="none", marker="X", ms=8, color=colors[model], mec="black", mew=0.6)
         if capacity:
             ax.axhline(capacity / GIB, color="black", lw=1.0, ls=":")
+        if not batches:
+            ax.text(0.5, 0.5, "the points ran on the CPU:\nno GPU memory to plot", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=8)
         _batch_axis(ax, batches or [1])
         ax.set_title(f"context {context:,}")
         ax.set_ylim(0, (capacity / GIB) * 1.12 if capacity else None)

@@ -88,10 +88,11 @@ class Point:
     counterfactual_2x_seconds: float
     counterfactual_4x_seconds: float
     # Memory (baseline worker) and the GPU it ran on.
-    setup_reserved_bytes: int
-    measurement_reserved_bytes: int
-    measurement_allocated_bytes: int
-    original_measurement_reserved_bytes: int
+    # None where the point ran on the CPU: no GPU memory to record.
+    setup_reserved_bytes: int | None
+    measurement_reserved_bytes: int | None
+    measurement_allocated_bytes: int | None
+    original_measurement_reserved_bytes: int | None
     gpu_name: str
     gpu_memory_bytes: int
     throughput_campaign: str
@@ -190,10 +191,12 @@ def join_points(pairs: list[Pair]) -> list[Point]:
                         original_projected_seconds=ideal_seconds(P, original.throughput.tokens_per_second),
                         counterfactual_2x_seconds=counterfactual_seconds(seconds, share, 2),
                         counterfactual_4x_seconds=counterfactual_seconds(seconds, share, 4),
-                        setup_reserved_bytes=base.memory.setup.reserved_bytes,
-                        measurement_reserved_bytes=base.memory.measurement.reserved_bytes,
-                        measurement_allocated_bytes=base.memory.measurement.allocated_bytes,
-                        original_measurement_reserved_bytes=original.memory.measurement.reserved_bytes,
+                        setup_reserved_bytes=base.memory.setup.reserved_bytes if base.memory else None,
+                        measurement_reserved_bytes=base.memory.measurement.reserved_bytes if base.memory else None,
+                        measurement_allocated_bytes=base.memory.measurement.allocated_bytes if base.memory else None,
+                        original_measurement_reserved_bytes=(
+                            original.memory.measurement.reserved_bytes if original.memory else None
+                        ),
                         gpu_name=base.hardware.gpu_name,
                         gpu_memory_bytes=base.hardware.gpu_memory_bytes,
                         throughput_campaign=pair.throughput.name,

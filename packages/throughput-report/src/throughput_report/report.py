@@ -96,7 +96,8 @@ def build_report(
     gpus = sorted({p.gpu_name for p in projection.points if p.gpu_name})
     ctx = Context(
         pairs=[(p.throughput.name, p.optimizer.name) for p in pairs],
-        gpu=", ".join(gpus) or "an unnamed GPU",
+        gpu=", ".join(gpus)
+        or ("the CPU" if all(p.measurement_reserved_bytes is None for p in projection.points) else "an unnamed GPU"),
         campaign_digests=digests,
         inputs_digest=inputs_digest,
         input_files=hash_text.count("\n"),
