@@ -49,13 +49,13 @@ def audit(cwd: Path, output: str) -> subprocess.CompletedProcess:
 
 def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, tmp_path):
     ok(guide(tmp_path, "throughput_sweep.py", "run", "--output", "runs/tp", "--models", "tiny", "--contexts", "128",
-             "--max-batch", "4", *PROTOCOL, "--no-progress"), "throughput campaign")
+             "--max-batch", "2", *PROTOCOL, "--no-progress"), "throughput campaign")
     tp = tmp_path / "runs/tp"
     manifest = json.loads((tp / "manifest.json").read_text())
     assert manifest["profile"]["name"] == "local-slurm" and manifest["profile"]["scheduler"] == "slurm"
     assert manifest["worker"] == "tiny_llm"
     results = [json.loads(p.read_text()) for p in sorted(tp.glob("curves/tiny-c128/b*/attempt-1/result.json"))]
-    assert [r["outcome"]["kind"] for r in results] == ["ok", "ok", "ok"]
+    assert [r["outcome"]["kind"] for r in results] == ["ok", "ok"]
     assert all(r["throughput"]["tokens_per_second"] > 0 and r["recipe"]["name"] == "tiny" for r in results)
     receipts = [json.loads(p.read_text()) for p in sorted(tp.glob("curves/*/b*/attempt-*/receipt.json"))]
     assert all(r["scheduler"] == "slurm" and r["accounting_final"] for r in receipts)

@@ -57,7 +57,7 @@ def test_cpu_optimizer_timing_from_host_clock_events(tmp_path):
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST, "--optimizer-timing"]) == 0
     result = read(out, WorkerResult)
     t = result.optimizer_timing
-    assert kind_of(result.outcome) == "ok" and result.mode == "optimizer-timing" and t is not None
+    assert outcome_kind(result.outcome) == "ok" and result.mode == "optimizer-timing" and t is not None
     assert t.bursts and all(0 < b.optimizer_ms < b.graph_ms for b in t.bursts)
     assert 0 < t.optimizer_ms and 0 < t.share_of_graph < 1 and 0 < t.share_of_wall < 1
     assert len(t.window_optimizer_ms) == len(result.windows)
@@ -166,7 +166,7 @@ def test_request_gives_the_recipe_and_the_protocol(tmp_path):
     out = tmp_path / "result.json"
     assert main(["benchmark-throughput-worker", "--request", str(path), "--output", str(out), "--device", "cpu"]) == 0
     result = read(out, WorkerResult)
-    assert kind_of(result.outcome) == "ok" and result.recipe == recipe
+    assert outcome_kind(result.outcome) == "ok" and result.recipe == recipe
     assert result.protocol.warmup == 2 and result.protocol.window_seconds == 0.2
     assert result.calibration.updates_per_window >= 2
 

@@ -145,6 +145,8 @@ def collect(campaign: Campaign) -> list[Path]:
     crash_point("while-collect")
     summaries = [msgspec.to_builtins(c.summary()) for c in curves]
     for s, c in zip(summaries, curves):
+        if s.get("closure") is None:
+            s.pop("closure", None)  # only a closed curve carries one
         s["description"] = c.describe
         s["cap"] = c.cap if c.state == "capped" else None
     results = {
