@@ -3,17 +3,18 @@ ways to re-measure them: faster, with another protocol, with repeated attempts."
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from campaign_builder.complete import BuiltCampaign, build_optimizer, build_throughput
-from campaign_builder.files import rewrite, sha256
+from campaign_builder.files import rewrite, sha256, write_attempt_files
 from campaign_builder.results import throughput_result
 from throughput_audit.audit import run_audit, write_outputs
-from throughput_schema import FrozenFile, Manifest, Recipe, WorkerResult, read, write_atomic
-from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, RESULT
+from throughput_schema import FrozenFile, Manifest, Receipt, Recipe, SubmissionIntent, WorkerResult, read, write_atomic
+from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT
 
 
 def audited(built: BuiltCampaign) -> Path:
@@ -35,11 +36,7 @@ def remeasure(built: BuiltCampaign, *, slower: float = 1.0, **changes) -> None:
     """Every fitting point measured again, its windows `slower` times as long."""
     for batch, context, folder, result in ok_results(built):
         again = throughput_result(result.recipe, result.protocol, batch, context, slower=slower)
-        write_result(folder / RESULT, msgspec.structs.replace(again, **changes))
-
-
-def write_result(path: Path, result: WorkerResult) -> None:
-    write_atomic(path, result)
+        write_atomic(folder / RESULT, msgspec.structs.replace(again, **changes))
 
 
 def change_protocol(built: BuiltCampaign, **changes) -> None:
@@ -72,6 +69,30 @@ def all_results(built: BuiltCampaign) -> list[Path]:
     return [folder for batches in built.points.values() for folder in batches.values()]
 
 
+def repeat(built: BuiltCampaign, curve: str, batch: int, *, slower: float) -> Path:
+    """The point measured again in a fresh job (attempt-2), its windows `slower` times as long."""
+    first = built.points[curve][batch]
+    second = first.parent / "attempt-2"
+    intent = read(first / INTENT, SubmissionIntent)
+    receipt = read(first / RECEIPT, Receipt)
+    result = read(first / RESULT, WorkerResult)
+    token = intent.token.replace("-a1-", "-a2-")
+    script = (first / JOB_SCRIPT).read_text().replace(intent.token, token)
+    job = str(max(int(j) for j in built.rows) + 1)
+    row = msgspec.structs.replace(receipt.accounting, job_id=job, job_name=token, comment=token)
+    built.rows[job] = row
+    write_attempt_files(
+        second,
+        script=script,
+        intent=msgspec.structs.replace(
+            intent, token=token, point=msgspec.structs.replace(intent.point, attempt=2), script_sha256=hashlib.sha256(script.encode()).hexdigest()
+        ),
+        receipt=msgspec.structs.replace(receipt, token=token, job_id=job, accounting=row),
+        result=throughput_result(result.recipe, result.protocol, batch, int(curve.rpartition("-c")[2]), slower=slower),
+    )
+    return second
+
+
 class Lab:
     """Builds audited campaigns under one folder; `edit` changes one before its audit."""
 
@@ -79,6 +100,7 @@ class Lab:
     remeasure = staticmethod(remeasure)
     change_protocol = staticmethod(change_protocol)
     change_recipe = staticmethod(change_recipe)
+    repeat = staticmethod(repeat)
 
     def __init__(self, root: Path) -> None:
         self.root = root
