@@ -24,7 +24,10 @@ PAGE = (8.27, 11.69)  # A4 portrait, inches
 # page points to comparison.md.
 MIN_FONT = 5.5
 MAX_FONT = 9.0
-WRAP = 110
+WRAP = 100
+# A monospaced glyph's advance as a fraction of the font size (DejaVu Sans Mono).
+MONOSPACE_ADVANCE = 0.61
+LINE_SPACING = 1.35
 
 
 def ratio_figure(c: Comparison):
@@ -45,6 +48,10 @@ def ratio_figure(c: Comparison):
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.axhspan(1.0 - t, 1.0 + t, color="grey", alpha=0.2, label=f"noise threshold ±{100 * t:.2f}%")
     ax.set_xscale("log", base=2)
+    batches = sorted({p.batch_size for p in c.points})
+    if batches:
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.minorticks_off()
     ax.set_xlabel("batch size (sequences per update)")
     ax.set_ylabel("tokens/s ratio B / A")
     ax.set_title("B against A per point (bars: ±u(r) from the window spreads)")
@@ -80,20 +87,29 @@ def first_page_lines(c: Comparison) -> list[str]:
     return lines
 
 
-def comparison_pdf(c: Comparison) -> bytes:
+def first_page(c: Comparison):
+    """Page 1: the summary, the per-curve table, the noise and the differences, in type
+    small enough to fit; what does not fit is left to comparison.md."""
     lines = first_page_lines(c)
-    usable_points = PAGE[1] * 72 * 0.9
-    font = max(MIN_FONT, min(MAX_FONT, usable_points / (1.35 * max(len(lines), 1))))
-    fit = int(usable_points / (1.35 * font))
+    height, width = PAGE[1] * 72 * 0.9, PAGE[0] * 72 * 0.9
+    widest = max((len(line) for line in lines), default=1)
+    font = min(MAX_FONT, height / (LINE_SPACING * max(len(lines), 1)), width / (MONOSPACE_ADVANCE * widest))
+    font = max(MIN_FONT, font)
+    fit = int(height / (LINE_SPACING * font))
     if len(lines) > fit:
         lines = [*lines[: fit - 1], f"... {len(lines) - fit + 1} more lines in comparison.md"]
+    page = plt.figure(figsize=PAGE)
+    page.text(0.05, 0.96, "\n".join(lines), family="monospace", fontsize=font, va="top", linespacing=LINE_SPACING)
+    return page
+
+
+def comparison_pdf(c: Comparison) -> bytes:
     buffer = io.BytesIO()
     with PdfPages(buffer) as pdf:
-        page = plt.figure(figsize=PAGE)
-        page.text(0.05, 0.96, "\n".join(lines), family="monospace", fontsize=font, va="top", linespacing=1.35)
-        pdf.savefig(page)
-        plt.close(page)
-        fig = ratio_figure(c)
-        pdf.savefig(fig)
-        plt.close(fig)
+        for make in (first_page, ratio_figure):
+            fig = make(c)
+            try:
+                pdf.savefig(fig)
+            finally:
+                plt.close(fig)
     return buffer.getvalue()
