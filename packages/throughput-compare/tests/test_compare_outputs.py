@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pypdf
+import pytest
 from PIL import Image
 
 from throughput_schema.layout import AUDIT
@@ -118,3 +119,10 @@ def test_torch_is_never_imported(lab, tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_usage_error_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["only-one"])
+    assert exited.value.code == 2
+    assert "(see --help)" in one_line(capsys)

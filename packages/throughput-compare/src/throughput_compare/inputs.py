@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import SchemaError, outcome_kind
+from throughput_schema import outcome_kind
 from throughput_schema.layout import AUDIT, BASELINE, MANIFEST, RESULT, FileRead, attempt_folders, read_attempt, read_file
 from throughput_schema.records import Manifest, WorkerResult
 
@@ -93,7 +93,14 @@ def _sha256(data: bytes) -> str:
 
 def load(path: Path, label: str) -> Campaign:
     """Decode a campaign's manifest, audit and attempts; every refusal is one line."""
-    path = Path(path)
+    try:
+        return _load(Path(path), label)
+    except OSError as exc:
+        # A folder the reader cannot list (permissions, a vanished mount) is bad input too.
+        raise Refused(f"{label} {path}: cannot read {exc.filename or path} ({exc.strerror or exc}); check the folder's permissions") from None
+
+
+def _load(path: Path, label: str) -> Campaign:
     if not (path / MANIFEST).is_file():
         raise Refused(f"{label} {path}: not a campaign folder (no {MANIFEST}); give the folder `throughput-sweep run --output` made")
     hashes: list[tuple[str, str]] = []
@@ -156,4 +163,4 @@ def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[
     hashes.append((str(file.path), _sha256(file.data)))
 
 
-__all__ = ["Campaign", "Measured", "Refused", "SchemaError", "load"]
+__all__ = ["Campaign", "Measured", "Refused", "load"]
