@@ -91,3 +91,25 @@ def test_optimizer_campaigns_compare_their_baselines(lab, tmp_path):
     assert run(a, b, tmp_path / "out") == 0
     c = comparison(tmp_path / "out")
     assert c["kind"] == "optimizer-timing" and {p["verdict"] for p in c["points"]} == {"same"}
+
+
+def test_hardware_and_kernel_differences_are_stated_not_refused(lab, tmp_path):
+    from throughput_schema import Hardware
+
+    old = Hardware(gpu_name="NVIDIA H200", driver="570.1", cuda="12.8", torch="2.10.0", python="3.12.3")
+    new = Hardware(gpu_name="NVIDIA GH200 480GB", driver="580.2", cuda="13.0", torch="2.11.0", python="3.12.3")
+    a = lab.build("a", edit=lambda built: lab.remeasure(built, hardware=old))
+    b = lab.build("b", edit=lambda built: lab.remeasure(built, hardware=new, kernels={"attention": "flash"}))
+    assert run(a, b, tmp_path / "out") == 0
+    c = comparison(tmp_path / "out")
+    found = {(d["area"], d["field"]): (d["a"], d["b"]) for d in c["differences"]}
+    assert found == {
+        ("hardware", "gpu_name"): ("NVIDIA H200", "NVIDIA GH200 480GB"),
+        ("hardware", "driver"): ("570.1", "580.2"),
+        ("hardware", "cuda"): ("12.8", "13.0"),
+        ("hardware", "torch"): ("2.10.0", "2.11.0"),
+        ("kernels", "kernels"): ("default", "attention=flash"),
+    }
+    markdown = (tmp_path / "out" / "comparison.md").read_text()
+    assert "- hardware torch: A 2.10.0 · B 2.11.0" in markdown
+    assert "## Batch recommendation" in markdown
