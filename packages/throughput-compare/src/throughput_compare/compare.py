@@ -138,9 +138,10 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False) ->
     )
     threshold = spread.noise_threshold([noise.window_spread_a, noise.window_spread_b, noise.run_to_run_a, noise.run_to_run_b])
     noise = msgspec.structs.replace(noise, threshold=threshold)
-    shared = sorted(set(a.points) & set(b.points), key=lambda k: (_curve_order(a, b, k[0]), k[1]))
+    names = list(dict.fromkeys([*a.curves(), *b.curves()]))  # the manifests' order: models, then contexts
+    shared = sorted(set(a.points) & set(b.points), key=lambda k: (names.index(k[0]) if k[0] in names else len(names), k[1]))
     points = [_point(a.points[k], b.points[k], threshold) for k in shared]
-    curves = [_curve(a, b, c, points, threshold) for c in _all_curves(a, b)]
+    curves = [_curve(a, b, c, points, threshold) for c in names]
     return Comparison(
         kind=a.manifest.kind,
         a=str(a.path),
@@ -157,11 +158,3 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False) ->
         inputs=[InputFile(path=p, sha256=h) for p, h in (*a.hashes, *b.hashes)],
     )
 
-
-def _all_curves(a: Campaign, b: Campaign) -> list[str]:
-    return list(dict.fromkeys([*a.curves(), *b.curves()]))
-
-
-def _curve_order(a: Campaign, b: Campaign, curve: str) -> int:
-    names = _all_curves(a, b)
-    return names.index(curve) if curve in names else len(names)

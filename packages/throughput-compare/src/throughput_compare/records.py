@@ -89,6 +89,9 @@ class Difference(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    """B against A: the summary sentence, the noise, every shared point, every curve of
+    either manifest, the differences, the points only one measured, and each input's hash."""
+
     comparison_version: int = COMPARISON_VERSION
     kind: str = "throughput"
     a: str = ""

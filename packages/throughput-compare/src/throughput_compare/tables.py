@@ -118,7 +118,8 @@ def markdown(c: Comparison) -> str:
             lines += [f"Measured only in {label}: {', '.join(only)}", ""]
     lines += ["## Batch recommendation", "", "The smallest stable batch within the noise threshold of the curve's fastest:", ""]
     for curve in c.curves:
-        lines += [f"- {curve.curve}: " + "; ".join(recommendation_lines(curve)[:1]), f"  {recommendation_lines(curve)[1]}"]
+        line_a, line_b = recommendation_lines(curve)
+        lines += [f"- {curve.curve}: {line_a}", f"  {line_b}"]
     lines += ["", "## Inputs (sha256)", "", *(f"- `{f.sha256}` {f.path}" for f in c.inputs), ""]
     return "\n".join(lines)
 
