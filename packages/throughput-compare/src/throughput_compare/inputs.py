@@ -1,0 +1,166 @@
+"""Reading a campaign for comparison through the schema's campaign reader, hashing the
+exact bytes decoded, and refusing a campaign the audit has not passed.
+
+Per point the last successful attempt counts; for an optimizer-timing campaign the
+rate is its uninstrumented baseline's, as in the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import msgspec
+
+from throughput_schema import outcome_kind
+from throughput_schema.layout import AUDIT, BASELINE, MANIFEST, RESULT, FileRead, attempt_folders, read_attempt, read_file
+from throughput_schema.records import Manifest, WorkerResult
+
+from throughput_compare import spread
+
+
+class Refused(Exception):
+    """The comparison cannot be made; the message is one line naming what and how to fix it."""
+
+
+class _AuditSummary(msgspec.Struct, frozen=True):
+    failed: int
+
+
+class _AuditRecord(msgspec.Struct, frozen=True):
+    """What the comparison needs of the audit's audit.json; other fields are ignored."""
+
+    kind: str
+    summary: _AuditSummary
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One point as it counts: the last attempt whose measurement succeeded."""
+
+    curve: str
+    batch: int
+    attempt: int
+    result: WorkerResult  # the record the rate comes from (the baseline in optimizer campaigns)
+    rate: float
+    window_rates: tuple[float, ...]
+    unstable: bool
+    # tokens/s of every successful attempt at this point, oldest first
+    repeats: tuple[float, ...]
+
+    @property
+    def window_spread(self) -> float:
+        return spread.relative_spread(self.window_rates)
+
+    @property
+    def reserved_bytes(self) -> int | None:
+        memory = self.result.memory
+        return None if memory is None or memory.measurement is None else memory.measurement.reserved_bytes
+
+
+@dataclass
+class Campaign:
+    path: Path
+    manifest: Manifest
+    points: dict[tuple[str, int], Measured] = field(default_factory=dict)
+    # curve -> batch -> the kind of the last attempt's outcome that has a result
+    outcomes: dict[str, dict[int, str]] = field(default_factory=dict)
+    hashes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def optimizer(self) -> bool:
+        return self.manifest.kind == "optimizer-timing"
+
+    def curves(self) -> list[str]:
+        return [f"{m}-c{c}" for m in self.manifest.models for c in self.manifest.contexts]
+
+    def first_oom(self, curve: str) -> int | None:
+        return min((b for b, kind in self.outcomes.get(curve, {}).items() if kind == "cuda_oom"), default=None)
+
+    def window_spread(self) -> float:
+        return spread.noise_threshold([p.window_spread for p in self.points.values() if not p.unstable])
+
+    def run_to_run(self) -> float | None:
+        found = [spread.run_to_run_spread(p.repeats) for p in self.points.values()]
+        measured = [d for d in found if d is not None]
+        return max(measured) if measured else None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def load(path: Path, label: str) -> Campaign:
+    """Decode a campaign's manifest, audit and attempts; every refusal is one line."""
+    try:
+        return _load(Path(path), label)
+    except OSError as exc:
+        # A folder the reader cannot list (permissions, a vanished mount) is bad input too.
+        raise Refused(f"{label} {path}: cannot read {exc.filename or path} ({exc.strerror or exc}); check the folder's permissions") from None
+
+
+def _load(path: Path, label: str) -> Campaign:
+    if not (path / MANIFEST).is_file():
+        raise Refused(f"{label} {path}: not a campaign folder (no {MANIFEST}); give the folder `throughput-sweep run --output` made")
+    hashes: list[tuple[str, str]] = []
+
+    def take(file: FileRead):
+        if file.error:
+            raise Refused(f"{label}: {file.error}; restore the file or re-run the point")
+        hashes.append((str(file.path), _sha256(file.data)))
+        return file.record
+
+    manifest: Manifest = take(read_file(path / MANIFEST))
+    _check_audit(path, label, manifest, hashes)
+    campaign = Campaign(path=path, manifest=manifest, hashes=hashes)
+    rates: dict[tuple[str, int], list[float]] = {}
+    for folder in attempt_folders(path):
+        files = read_attempt(folder, (RESULT, BASELINE))
+        records = {name: take(file) for name, file in files.files.items()}
+        result: WorkerResult | None = records.get(RESULT)
+        if result is None:
+            continue
+        curve, batch = f"{files.model}-c{files.context_length}", files.batch_size
+        campaign.outcomes.setdefault(curve, {})[batch] = outcome_kind(result.outcome)
+        source = records.get(BASELINE) if campaign.optimizer else result
+        if source is None or outcome_kind(result.outcome) != "ok" or outcome_kind(source.outcome) != "ok":
+            continue
+        if source.throughput is None:
+            continue
+        rates.setdefault((curve, batch), []).append(source.throughput.tokens_per_second)
+        campaign.points[(curve, batch)] = Measured(
+            curve=curve,
+            batch=batch,
+            attempt=files.attempt,
+            result=source,
+            rate=source.throughput.tokens_per_second,
+            window_rates=tuple(source.throughput.window_tokens_per_second),
+            unstable=source.throughput.unstable,
+            repeats=(),
+        )
+    for key, point in campaign.points.items():
+        campaign.points[key] = replace(point, repeats=tuple(rates[key]))
+    return campaign
+
+
+def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[str, str]]) -> None:
+    file = read_file(path / AUDIT)
+    fix = f"run `throughput-audit --output {path}` first"
+    if file.data is None:
+        raise Refused(f"{label} {path}: not audited (no {AUDIT}); {fix}")
+    try:
+        audit = msgspec.json.decode(file.data, type=_AuditRecord)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise Refused(f"{label} {path / AUDIT}: not an audit record ({exc}); {fix}") from None
+    if audit.kind != manifest.kind:
+        raise Refused(f"{label} {path / AUDIT}: audits a {audit.kind} campaign, the manifest says {manifest.kind}; {fix}")
+    if audit.summary.failed:
+        raise Refused(
+            f"{label} {path}: its audit records {audit.summary.failed} failed checks; "
+            f"fix what {AUDIT} names and re-run `throughput-audit --output {path}`"
+        )
+    hashes.append((str(file.path), _sha256(file.data)))
+
+
+__all__ = ["Campaign", "Measured", "Refused", "load"]
