@@ -19,7 +19,7 @@ from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, o
 from throughput_sweep.freezing import create
 from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
-from throughput_sweep.profiles import choose_profile, profile_problem
+from throughput_sweep.profiles import choose_profile, missing_python, profile_problem
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
 PROG = "throughput-sweep"
@@ -288,6 +288,8 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
         f"{p.gpus_per_job} GPU, {p.cpus_per_task} CPUs, mem {p.mem or '-'}, time {p.time_limit_minutes} min, "
         f"watchdog {p.watchdog_minutes:g} min, at most {p.max_concurrent_jobs} jobs at once; python {p.python}"
     )
+    if missing_python(p):
+        out.append(f"note: the compute Python {p.python} does not exist yet; the run refuses until it does")
     pr = m.protocol
     out.append(f"protocol: warmup {pr.warmup}, {pr.windows} windows of {pr.window_seconds:g} s, seed {pr.seed}, lr {pr.lr:g}, "
                f"betas ({pr.beta1:g}, {pr.beta2:g}), eps {pr.eps:g}, weight decay {pr.weight_decay:g}, clip {pr.grad_clip:g}")
@@ -300,6 +302,14 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
         out.append(campaign_script(campaign, attempt_request(campaign, first[0])).rstrip("\n"))
+        if p.scheduler == "slurm":
+            from throughput_schema.layout import JOB_SCRIPT, attempt_dir
+            from throughput_sweep.schedulers.slurm import sbatch_argv
+
+            n = first[0]
+            folder = attempt_dir(campaign.root, n.model, n.context_length, n.batch_size, n.attempt)
+            out.append("its sbatch command line (the token is drawn at submission):")
+            out.append(shlex.join(sbatch_argv(p, folder / JOB_SCRIPT, token="TOKEN", workdir=folder)))
     print("\n".join(out))
     return 0
 
