@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from throughput_schema import Protocol, SchemaError
+from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import RecipeError
 
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
@@ -132,7 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallel_optimizer_points and not args.optimizer_timing_from:
         raise CampaignError("--parallel-optimizer-points needs --optimizer-timing-from DIR")
     output: Path = args.output
-    exists = (output / "manifest.json").exists()
+    exists = (output / MANIFEST).exists()
     if exists and not args.resume and not args.dry_run:
         raise CampaignError(f"{output}: a campaign already exists here; add --resume to continue it")
     if args.resume and not exists:
@@ -273,7 +274,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
 
     m = campaign.manifest
     p = m.profile
-    infos = campaign.infos() if (campaign.root / "manifest.json").exists() else []
+    infos = campaign.infos() if (campaign.root / MANIFEST).exists() else []
     retry = retry_set(campaign) if args.retry_failed and infos else frozenset()
     curves = derive(m, infos, retry, campaign.closures() if infos else {})
     out = []

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from throughput_schema import FrozenFile, write_atomic
-from throughput_schema.layout import FROZEN, MANIFEST, RECIPES
+from throughput_schema.layout import CURVES, FROZEN, MANIFEST, RECIPES
 from throughput_schema.recipe import load_recipe
 
 from throughput_sweep.campaign import EXTRA, Campaign, CampaignError, sha256_file
@@ -74,7 +74,7 @@ def create(plan: Plan) -> Campaign:
                 os.chmod(path, 0o755)
         manifest = plan.manifest(frozen_files=files)
         write_atomic(tmp / MANIFEST, manifest)
-        (tmp / "curves").mkdir(mode=0o755)
+        (tmp / CURVES).mkdir(mode=0o755)
         if output.exists():
             output.rmdir()
         os.rename(tmp, output)

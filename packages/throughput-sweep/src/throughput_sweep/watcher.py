@@ -21,6 +21,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from throughput_schema.layout import job_log
+
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
@@ -263,7 +265,7 @@ class Watcher:
                 if status.accounting and status.accounting.elapsed:
                     self.st.durations.append(_seconds(status.accounting.elapsed))
             if info.attempt.result is None:
-                log = info.attempt.path / f"slurm-{receipt.job_id}.out"
+                log = info.attempt.path / job_log(receipt.job_id)
                 launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
                 write_missing_result(self.campaign, info, status.state, status.accounting, launch_failure=launch)
                 changed = True
@@ -306,7 +308,9 @@ class Watcher:
         if not self.options.progress:
             return
         done = sum(1 for i in infos if i.status in ("ok", "oom", "failed"))
-        running = jobs_out(infos, self.st.finished)
+        # Points without a result yet: a job whose result is in but whose accounting is
+        # still awaited is not work ahead of the user.
+        running = sum(len(c.running) for c in curves)
         blocked = sum(1 for c in curves if c.state == "blocked")
         ended = sum(1 for c in curves if c.done)
         ahead = sum(len(c.next) for c in curves if c.state == "pending") + running

@@ -39,6 +39,7 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
+from throughput_schema.layout import job_log
 from throughput_sweep.node import local_job
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
 from throughput_sweep.node.local_registry import (
@@ -206,7 +207,7 @@ class LocalScheduler:
                 token=token,
                 script=str(Path(script).absolute()),
                 workdir=str(Path(workdir).absolute()),
-                output=str(Path(workdir).absolute() / f"slurm-{job_id}.out"),
+                output=str(Path(workdir).absolute() / job_log(job_id)),
                 slot=slot,
                 gpus=self.slot_gpus[slot],
                 submitted_at=_stamp(),

@@ -39,6 +39,7 @@ from typing import Sequence
 import anyio
 
 from throughput_schema import ClusterProfile
+from throughput_schema.layout import job_log
 from throughput_sweep.schedulers.base import TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
 from throughput_sweep.schedulers.slurm_text import (
     _TRANSIENT,
@@ -73,7 +74,7 @@ def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: P
         f"--cpus-per-task={profile.cpus_per_task}",
         *([f"--mem={profile.mem}"] if profile.mem else []),
         f"--time={profile.time_limit_minutes}",
-        f"--output={workdir / 'slurm-%j.out'}",
+        f"--output={workdir / job_log('%j')}",
         f"--chdir={workdir}",
         *profile.extra_sbatch_args,
         str(script),
