@@ -138,7 +138,14 @@ def test_e2e_script_restores_after_a_lost_machine(tmp_path):
     """The state that comes back after a call is enough to go on after the machine is lost:
     jobs running at the loss end as NODE_FAIL, --retry-failed gives them fresh attempts, and
     the run completes with both audits passing (the path the next GPU session depends on)."""
-    (tmp_path / "plan.json").write_text(json.dumps({"default": "ok", "ok_seconds": 20}))
+    # The first throughput point of each curve takes a minute (30 s asleep, then 30 s as its
+    # ok time), the rest 2 s. On the CPU's one slot the watcher's 30-60 s (the budget less the
+    # reserve and the preflight) then always ends inside the first job: with 20 s for every
+    # point it once ended between two jobs, leaving nothing running to lose.
+    slow = {"outcome": "sleep", "seconds": 30, "then": "ok"}
+    points = {"tiny-c128-b1@1": slow, "tiny-c256-b1@1": slow, "tiny-c128-b1:optimizer": "ok",
+              "tiny-c256-b1:optimizer": "ok"}
+    (tmp_path / "plan.json").write_text(json.dumps({"default": "ok", "ok_seconds": 2, "points": points}))
     first = _run(tmp_path, "--budget", "95")
     assert first.returncode == 75, first.stdout[-3000:] + first.stderr[-2000:]
     runs = tmp_path / "runs"
