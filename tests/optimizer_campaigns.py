@@ -91,12 +91,12 @@ def collect(out: Path) -> None:
 DATABASE_DOWN = "Problem talking to the database"
 
 
-def audit(out: Path, *, attempts: int = 6, wait_seconds: float = 10.0) -> subprocess.CompletedProcess:
-    """`throughput-audit --output OUT`; rerun while the only trouble is an unreachable slurmdbd."""
+def audit(out: Path | str, *, cwd: Path = ROOT, attempts: int = 6, wait_seconds: float = 10.0) -> subprocess.CompletedProcess:
+    """`throughput-audit --output OUT` run in `cwd`; rerun while the only trouble is an unreachable slurmdbd."""
     for _ in range(attempts):
         proc = subprocess.run(
             [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out)],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            cwd=cwd, capture_output=True, text=True, timeout=300,
         )
         failures = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
         if not failures or not all(DATABASE_DOWN in line for line in failures):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from campaign_helpers import ROOT
-from optimizer_campaigns import DATABASE_DOWN
+from optimizer_campaigns import audit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -35,15 +35,6 @@ def guide(cwd: Path, driver: str, *args: str, timeout: float = 1200) -> subproce
 
 def ok(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
     assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
-
-
-def audit(cwd: Path, output: str) -> subprocess.CompletedProcess:
-    for _ in range(6):  # an unreachable slurmdbd (the fault tests restart it) is asked again
-        proc = guide(cwd, "throughput_audit.py", "--output", output, timeout=300)
-        if not any(DATABASE_DOWN in line for line in proc.stdout.splitlines() if line.startswith("FAIL ")):
-            return proc
-        subprocess.run(["sleep", "10"])
     return proc
 
 
@@ -75,7 +66,7 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, tmp
     for name in ("runs/tp", "runs/opt"):
         ok(guide(tmp_path, "throughput_sweep.py", "status", "--output", name), f"status {name}")
         ok(guide(tmp_path, "throughput_sweep.py", "collect", "--output", name), f"collect {name}")
-        proc = audit(tmp_path, name)
+        proc = audit(name, cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
         assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
     ok(guide(tmp_path, "throughput_report.py", "--throughput", "runs/tp", "--optimizer", "runs/opt",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from campaign_helpers import BLOCKED, ROOT, SWEEP, sweep_env, write_plan
-from optimizer_campaigns import DATABASE_DOWN, local_profile
+from optimizer_campaigns import audit, local_profile
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -32,15 +32,6 @@ def in_folder(cwd: Path, program: list[str], *args, plan: Path | None = None) ->
 def sweep(cwd: Path, *args, plan: Path | None = None, rc: int = 0) -> subprocess.CompletedProcess:
     proc = in_folder(cwd, SWEEP, *args, plan=plan)
     assert proc.returncode == rc, f"{args}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def audit(cwd: Path, output: str) -> subprocess.CompletedProcess:
-    for _ in range(6):  # an unreachable slurmdbd (other tests restart it) is asked again
-        proc = in_folder(cwd, [sys.executable, str(ROOT / "scripts/throughput_audit.py")], "--output", output)
-        if not any(DATABASE_DOWN in line for line in proc.stdout.splitlines() if line.startswith("FAIL ")):
-            return proc
-        subprocess.run(["sleep", "10"])
     return proc
 
 
@@ -79,7 +70,7 @@ def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_
 
     for name in ("runs/rel", "runs/rel-opt"):
         sweep(work, "collect", "--output", name)
-        proc = audit(work, name)
+        proc = audit(name, cwd=work)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
     report = in_folder(work, [sys.executable, str(ROOT / "scripts/throughput_report.py")],
