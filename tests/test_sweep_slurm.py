@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from datetime import datetime, timedelta
 
 import pytest
@@ -13,9 +14,13 @@ from campaign_helpers import (
     BLOCKED,
     check_campaign,
     intents,
+    job_state,
     profile,
+    receipts,
     sacct_jobs,
+    start_sweep,
     sweep,
+    wait_for,
     write_plan,
 )
 
@@ -67,8 +72,10 @@ def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
 
 
 def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
+    # Twenty points are ready at once and the node admits sixteen such jobs, so only the
+    # watcher's limit keeps the campaign at twelve; jobs long enough that all twelve overlap.
     since = datetime.now() - timedelta(seconds=2)
-    plan = write_plan(tmp_path, {}, ok_seconds=4)
+    plan = write_plan(tmp_path, {}, ok_seconds=15)
     out = tmp_path / "twenty"
     r = sweep("run", "--output", out, "--models", "20m", "50m", "90m", "250m", "500m",
               "--contexts", "512", "1024", "2048", "4096", "--profile", profile(tmp_path), "--worker", "scripted_worker",
@@ -79,7 +86,35 @@ def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
     assert len(rows) == 20
     spans = [(datetime.fromisoformat(row["start"]), datetime.fromisoformat(row["end"])) for row in rows]
     peak = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
-    assert 2 <= peak <= 12, peak
+    assert peak == 12, peak
+
+
+def test_ctrl_c_leaves_the_jobs_running_and_resume_finishes_every_point_once(local_slurm, tmp_path):
+    since = datetime.now() - timedelta(seconds=2)
+    plan = write_plan(tmp_path, {"20m-c512-b2": "cuda_oom"}, ok_seconds=20)
+    out = tmp_path / "camp"
+    log = tmp_path / "run.log"
+    watcher = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--profile",
+                          profile(tmp_path), "--worker", "scripted_worker", "--max-batch", "4", "--window-seconds", "1",
+                          "--poll-max-seconds", "2", "--no-progress", plan=plan, log=log)
+    try:
+        jobs = wait_for(lambda: [r["job_id"] for r in receipts(out)] if len(receipts(out)) == 2 else None,
+                        timeout=120, what="both curves' first jobs")
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=60) == 130, log.read_text()
+    finally:
+        watcher.kill()
+    text = log.read_text()
+    assert "Interrupted. 2 submitted job(s) keep running. Resume with:" in text, text
+    assert text.rstrip().endswith(f"run --output {out} --resume"), text
+    assert "Traceback" not in text, text
+    assert {job_state(j) for j in jobs} <= {"RUNNING", "PENDING"}, [job_state(j) for j in jobs]
+    assert [r["job_id"] for r in receipts(out)] == jobs  # nothing more was submitted after Ctrl-C
+
+    r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+    assert r.returncode == 0, r.stderr
+    assert check_campaign(out, since) == {"20m-c512": "bounded", "20m-c1024": "capped"}
+    assert all(len(tokens) == 1 for tokens in intents(out).values()), intents(out)
 
 
 @pytest.mark.parametrize("step", ["before-intent@2", "after-request@2", "after-intent", "after-submit@2", "after-receipt@3"])

@@ -23,9 +23,10 @@
 # shell. A real /etc/slurm/slurm.conf file is never touched.
 #
 # The node is declared far bigger than the machine (SlurmdParameters=config_overrides):
-# 96 CPUs, 768 GiB, 16 fake GPUs, so exactly 12 jobs of --gpus=1 --cpus-per-task=8
-# --mem=64G run at once (the campaign controller's max_concurrent_jobs) and a 13th waits.
-# The limits are nominal; the jobs themselves are small.
+# 128 CPUs, 1 TiB, 16 fake GPUs, so exactly 16 jobs of --gpus=1 --cpus-per-task=8
+# --mem=64G run at once and a 17th waits: more than the campaign controller's
+# max_concurrent_jobs (12), so that only the watcher keeps a campaign at 12 and a test of
+# that limit can fail. The limits are nominal; the jobs themselves are small.
 #
 # Real GPUs (LOCAL_SLURM_GPUS=auto|real|fake, default auto: real when `nvidia-smi -L` lists
 # GPUs): the node declares the GPUs nvidia-smi lists, each with its own /dev/nvidiaN in
@@ -375,9 +376,9 @@ write_configs() {
 ProctrackType=proctrack/cgroup
 TaskPlugin=task/cgroup
 JobAcctGatherType=jobacct_gather/cgroup"
-    node_conf="# Declared far beyond the hardware: 12 concurrent --gpus=1 --cpus-per-task=8 --mem=64G jobs.
+    node_conf="# Declared far beyond the hardware: 16 concurrent --gpus=1 --cpus-per-task=8 --mem=64G jobs.
 SlurmdParameters=config_overrides
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=96 RealMemory=786432 Gres=gpu:16 State=UNKNOWN"
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=128 RealMemory=1048576 Gres=gpu:16 State=UNKNOWN"
     gres_conf="NodeName=$NODE Name=gpu File=$STATE_DIR/dev/nvidia[0-15]"
     cgroup_conf="CgroupPlugin=cgroup/v1
 ConstrainCores=no
