@@ -6,22 +6,39 @@ Profiles the compiled update without the CUDA graph (the profiler attributes ker
 reliably outside graphs; the kernels are the same ones the graph replays) and sums
 GPU kernel time per family: matrix products, attention, the optimizer, inductor's
 fused kernels (norms, RoPE, SwiGLU, cross-entropy), and the rest.
+
+For inductor's kernels it also reports the bytes each one moves (inductor's own estimate,
+`kernel_num_gb`, written into each kernel's source when asked to; the sources go to a fresh
+cache folder so that only this run's kernels are read) against
+the copy ceiling measured in the same run, largest gap first: the time a kernel spends
+beyond moving its bytes at copy speed is what fusing or rewriting it could win.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import torch
+import torch._inductor.config as inductor_config
 from torch.profiler import ProfilerActivity, profile
+
+KERNEL_CACHE = Path(tempfile.mkdtemp(prefix="profile-update-inductor-"))
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(KERNEL_CACHE)
+META = re.compile(r"'kernel_name': '(triton_\w+)'.*?'kernel_num_gb': ([0-9.eE+-]+)")
 
 from throughput_schema.recipe import load_recipe
 from tiny_llm.update import build
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import copy_bandwidth  # noqa: E402
 FAMILIES = [
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_")),
@@ -52,6 +69,8 @@ def main() -> None:
         ROOT / "configs" / f"{model}.yaml",
         [f"model.context_length={context}", f"training.micro_batch_size={batch}", f"training.batch_tokens={batch * context}"],
     )
+    # Before compiling: inductor then records each kernel's estimated bytes on its launch.
+    inductor_config.benchmark_kernel = True
     built = build(recipe, torch.device("cuda"), use_graph=False)
     for _ in range(3):
         built.update()
@@ -69,6 +88,7 @@ def main() -> None:
         per_family[family(evt.key)] += us / 1e3 / args.updates
         top[evt.key] += us / 1e3 / args.updates
     total = sum(per_family.values())
+    copy_bw = copy_bandwidth()
     report = {
         "point": args.point,
         "gpu": torch.cuda.get_device_name(),
@@ -76,11 +96,48 @@ def main() -> None:
         "kernel_ms_per_update": total,
         "families_ms": dict(sorted(per_family.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(top.items(), key=lambda kv: -kv[1])[:25]),
+        "copy_bytes_per_second": copy_bw,
+        "inductor_kernels": inductor_bytes(prof, args.updates, copy_bw),
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"{args.point}: {total:.2f} ms of GPU kernels per update (compiled, no graph)")
     for fam, ms in report["families_ms"].items():
         print(f"  {fam:18s} {ms:8.2f} ms  {100 * ms / total:5.1f}%")
+    kernels = report["inductor_kernels"]
+    print(f"inductor kernels: {sum(k['ms'] for k in kernels):.2f} ms, of which "
+          f"{sum(k['gap_ms'] for k in kernels if k['gap_ms'] is not None):.2f} ms beyond copy speed "
+          f"({copy_bw / 1e12:.2f} TB/s); largest gaps:")
+    for k in kernels[:12]:
+        frac = "?" if k["copy_fraction"] is None else f"{100 * k['copy_fraction']:.0f}%"
+        print(f"  {k['ms']:7.3f} ms  {k['gb'] or 0:7.3f} GB  at {frac:>4s} of copy speed  {k['name'][:70]}")
+
+
+def inductor_bytes(prof, updates: int, copy_bw: float) -> list[dict]:
+    """Per inductor kernel: GPU time and estimated GB per update, and its gap to copy speed."""
+    gb: dict[str, float] = {}
+    for source in KERNEL_CACHE.rglob("*.py"):
+        for name, num_gb in META.findall(source.read_text(errors="replace")):
+            gb[name] = float(num_gb)
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.loads(Path(f.name).read_text())["traceEvents"]
+    us: dict[str, float] = defaultdict(float)
+    for e in events:
+        if e.get("cat") == "kernel" and e.get("name", "").startswith("triton_"):
+            us[e["name"]] += float(e.get("dur", 0))
+    rows = []
+    for name, total_us in us.items():
+        ms = total_us / 1e3 / updates
+        # A kernel may launch more than once per update; its estimate is per launch.
+        launches = sum(1 for e in events if e.get("cat") == "kernel" and e.get("name") == name) / updates
+        moved = gb[name] * launches if name in gb else None
+        floor_ms = None if moved is None else moved * 1e9 / copy_bw * 1e3
+        rows.append({
+            "name": name, "ms": ms, "launches": launches, "gb": moved,
+            "copy_fraction": None if floor_ms is None or ms <= 0 else floor_ms / ms,
+            "gap_ms": None if floor_ms is None else ms - floor_ms,
+        })
+    return sorted(rows, key=lambda r: -(r["gap_ms"] if r["gap_ms"] is not None else r["ms"]))
 
 
 if __name__ == "__main__":
