@@ -65,7 +65,7 @@ if triton is not None:
 
     @triton.jit
     def _finish_norm(partials_ptr, n_partials, norm_ptr, finite_ptr, nonfinite_ptr, updates_ptr, step_ptr,
-                     coef_ptr, max_norm, lr, log2_beta1, log2_beta2, CLIP: tl.constexpr, FINAL_BLOCK: tl.constexpr):
+                     coef_ptr, max_norm, lr, log2_beta1, log2_beta2, FINAL_BLOCK: tl.constexpr):
         acc = tl.zeros([FINAL_BLOCK], dtype=tl.float32)
         for start in range(0, n_partials, FINAL_BLOCK):
             offs = start + tl.arange(0, FINAL_BLOCK)
@@ -78,38 +78,40 @@ if triton is not None:
         tl.store(nonfinite_ptr, tl.load(nonfinite_ptr) + 1 - finite.to(tl.int64))
         tl.store(updates_ptr, tl.load(updates_ptr) + 1)
         tl.store(step_ptr, step)
-        if CLIP:  # grad / scale == grad · min(1, max_norm / (norm + 1e-6)), clip_grad_norm_'s coefficient
-            scale = tl.maximum((norm + 1e-6) / max_norm, 1.0)
-        else:
-            scale = tl.full((), 1.0, tl.float32)
-        tl.store(coef_ptr, scale)
+        # grad / scale == grad · min(1, max_norm / (norm + 1e-6)), clip_grad_norm_'s coefficient;
+        # no clipping is max_norm = inf, where scale is exactly 1.
+        tl.store(coef_ptr, tl.maximum(tl.div_rn(norm + 1e-6, max_norm), 1.0))
         tl.store(coef_ptr + 1, finite.to(tl.float32))
-        tl.store(coef_ptr + 2, lr / (1.0 - tl.exp2(step * log2_beta1)))  # lr / bias correction 1
+        tl.store(coef_ptr + 2, tl.div_rn(lr, 1.0 - tl.exp2(step * log2_beta1)))  # lr / bias correction 1
         tl.store(coef_ptr + 3, tl.sqrt_rn(1.0 - tl.exp2(step * log2_beta2)))  # sqrt(bias correction 2)
 
     @triton.jit
     def _adamw(p_ptr, g_ptr, m_ptr, v_ptr, coef_ptr, n, decay_end, lr, beta1, beta2, eps, weight_decay,
                BLOCK: tl.constexpr):
-        if tl.load(coef_ptr + 1) != 0.0:  # finite; otherwise nothing changes, as fused's found_inf
-            scale = tl.load(coef_ptr)
-            step_size = tl.load(coef_ptr + 2)
-            bc2_sqrt = tl.load(coef_ptr + 3)
-            offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-            mask = offs < n
-            p = tl.load(p_ptr + offs, mask=mask)
-            g = tl.div_rn(tl.load(g_ptr + offs, mask=mask), scale)
-            m = tl.load(m_ptr + offs, mask=mask)
-            v = tl.load(v_ptr + offs, mask=mask)
-            # Decayed parameters come first in the arena: one launch covers both groups.
-            wd = tl.where(offs < decay_end, weight_decay, 0.0)
-            p = p - lr * wd * p
-            m = beta1 * m + (1.0 - beta1) * g
-            v = beta2 * v + (1.0 - beta2) * g * g
-            denom = tl.div_rn(tl.sqrt_rn(v), bc2_sqrt) + eps
-            p = p - tl.div_rn(step_size * m, denom)
-            tl.store(p_ptr + offs, p, mask=mask)
-            tl.store(m_ptr + offs, m, mask=mask)
-            tl.store(v_ptr + offs, v, mask=mask)
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        # The arenas' loads do not wait for the coefficients, so they are in flight at once.
+        p = tl.load(p_ptr + offs, mask=mask)
+        g = tl.load(g_ptr + offs, mask=mask)
+        m = tl.load(m_ptr + offs, mask=mask)
+        v = tl.load(v_ptr + offs, mask=mask)
+        scale = tl.load(coef_ptr)
+        # Not finite: no element is written (n_kept = 0), as fused's found_inf.
+        n_kept = tl.where(tl.load(coef_ptr + 1) != 0.0, n, 0)
+        step_size = tl.load(coef_ptr + 2)
+        bc2_sqrt = tl.load(coef_ptr + 3)
+        g = tl.div_rn(g, scale)
+        # Decayed parameters come first in the arena: one launch covers both groups.
+        wd = tl.where(offs < decay_end, weight_decay, 0.0)
+        p = p - lr * wd * p
+        m = beta1 * m + (1.0 - beta1) * g
+        v = beta2 * v + (1.0 - beta2) * g * g
+        denom = tl.div_rn(tl.sqrt_rn(v), bc2_sqrt) + eps
+        p = p - tl.div_rn(step_size * m, denom)
+        keep = offs < n_kept
+        tl.store(p_ptr + offs, p, mask=keep)
+        tl.store(m_ptr + offs, m, mask=keep)
+        tl.store(v_ptr + offs, v, mask=keep)
 
 
 def _log2(beta: float) -> float:
@@ -144,8 +146,8 @@ class TritonStep:
         _partial_sumsq[(self.n_partials,)](o.grads, self.partials, o.numel, NORM_BLOCK=self.norm_block,
                                            NORM_TILES=self.norm_tiles, num_warps=_warps(self.norm_block))
         _finish_norm[(1,)](self.partials, self.n_partials, o.grad_norm, self.finite_u8, o.nonfinite, o.updates,
-                           o.step_t, self.coef, o.max_norm or 1.0, o.lr, _log2(o.beta1), _log2(o.beta2),
-                           CLIP=o.max_norm is not None, FINAL_BLOCK=FINAL_BLOCK, num_warps=4)
+                           o.step_t, self.coef, math.inf if o.max_norm is None else o.max_norm, o.lr, _log2(o.beta1), _log2(o.beta2),
+                           FINAL_BLOCK=FINAL_BLOCK, num_warps=4)
         _adamw[(triton.cdiv(o.numel, self.block),)](o.params, o.grads, o.exp_avg, o.exp_avg_sq, self.coef, o.numel,
                                                    o.decay_end, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
                                                    BLOCK=self.block, num_warps=_warps(self.block))
