@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # On the lent H200 (no network, torch and triton from the image, .whl carried): issue 20
-# part 1, ArenaAdamW's "triton" kernel against "fused", in one call.
+# part 1, ArenaAdamW's "triton" kernel against "fused", and part 2's profile, in one call.
 #   1. the CUDA tests of the triton kernel (against fused and tensor, bitwise determinism,
 #      graph capture, the kernel inside the complete-update graph) and fused's own test;
 #   2. benchmarks/peers.py --optimizer-only: ArenaAdamW.step alone per kernel, interleaved
 #      in one process, against its floor (32 B/parameter at the copy bandwidth measured
 #      first) at 20m, 90m, 250m, 500m; also the triton kernel at other update block sizes;
-#   3. with the time left: benchmarks/variants.py at 250m@2048x16 (baseline, repeat,
-#      opt-triton): the whole update with the triton kernel, equality and tokens/s (a case
-#      starts only with 90 s left, about one 250m compile and measurement).
+#   3. issue 20 part 2's evidence: benchmarks/profile_update.py --bytes at 250m@2048x16, each
+#      inductor kernel's bytes per update against the copy ceiling;
+#   4. with the time left: benchmarks/variants.py at 20m@512x8, where the optimizer's share
+#      of the update is largest (baseline, repeat, opt-triton): the whole update with the
+#      triton kernel, equality and tokens/s (a case starts only with 60 s left).
 # Usage: tools/h200-optimizer-kernels.sh [OUTDIR]   (default $OUT; stops itself after ~480 s)
 set -uo pipefail
 out=${1:-${OUT:?output folder}}
@@ -33,7 +35,10 @@ run pytest-cuda python3 -m pytest "$t/test_triton_adamw.py" "$t/test_variants.py
 run peers-optimizer-kernels python3 packages/tiny-llm/benchmarks/peers.py --optimizer-only \
   --optimizer-kernels fused triton --triton-blocks 512 2048 4096 \
   --points 20m@512x8 90m@1024x32 250m@2048x16 500m@2048x16 --output "$out/peers-optimizer-kernels.json"
-run variants-250m python3 packages/tiny-llm/benchmarks/variants.py --quick --points 250m@2048x16 \
-  --cases baseline repeat opt-triton --budget-seconds "$(( $(left) > 90 ? $(left) - 90 : 1 ))" \
-  --output "$out/variants-250m-opt-triton.json"
-tail -n 4 "$out"/pytest-cuda.txt; grep -h "ArenaAdamW.step\|copy" "$out"/peers-optimizer-kernels.txt; tail -n 8 "$out"/variants-250m.txt
+run profile-250m python3 packages/tiny-llm/benchmarks/profile_update.py --point 250m@2048x16 --bytes \
+  --output "$out/profile-250m-c2048-b16-bytes.json"
+run variants-20m python3 packages/tiny-llm/benchmarks/variants.py --quick --points 20m@512x8 \
+  --cases baseline repeat opt-triton --budget-seconds "$(( $(left) > 60 ? $(left) - 60 : 1 ))" \
+  --output "$out/variants-20m-opt-triton.json"
+tail -n 4 "$out"/pytest-cuda.txt; grep -h "ArenaAdamW.step\|copy" "$out"/peers-optimizer-kernels.txt
+tail -n 20 "$out"/profile-250m.txt; tail -n 8 "$out"/variants-20m.txt

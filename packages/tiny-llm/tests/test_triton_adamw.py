@@ -109,13 +109,16 @@ def _model():
 
 
 def _feed(opts, steps, seed=0):
-    """The same gradients into every optimizer (padding included), alternately clipped and not."""
+    """The same gradients into every optimizer (padding included), of two norms (both clipped
+    at max_norm 1: the arena holds millions of elements). Returns the last gradients."""
     gen = torch.Generator(device=CUDA).manual_seed(seed)
+    g = None
     for i in range(steps):
         g = torch.randn(opts[0].numel, device=CUDA, generator=gen) * (0.02 if i % 2 else 1.0)
         for opt in opts:
             opt.grads.copy_(g)
             opt.step()
+    return g
 
 
 @needs_triton
@@ -128,7 +131,9 @@ def test_cuda_triton_matches(reference):
     b = copy.deepcopy(a)
     ref, tri = ArenaAdamW(a, kernel=reference), ArenaAdamW(b, kernel="triton")
     assert tri._triton.n_partials > 1
-    _feed([ref, tri], 10)
+    g = _feed([ref, tri], 10)
+    assert torch.equal(tri.grads, g)  # left as backward wrote it
+    assert not torch.equal(ref.grads, g)  # tensor, as clip_grad_norm_, and fused store the clipped one
     torch.testing.assert_close(tri.params, ref.params, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(tri.exp_avg, ref.exp_avg, rtol=1e-5, atol=1e-8)
     torch.testing.assert_close(tri.exp_avg_sq, ref.exp_avg_sq, rtol=1e-5, atol=1e-9)

@@ -27,7 +27,7 @@ CUDA graph):
    attempted updates (`updates`, for the protocol's exact count check) and the
    AdamW step (`step`, advanced only by applied updates).
 
-Three kernels do steps 1-5 (`kernel=`), with the same arithmetic:
+Four kernels do steps 1-5 (`kernel=`), with the same arithmetic:
 - "tensor": plain tensor operations over each group's slice, `torch.where` selecting the
   old values when the update is skipped. The default off CUDA (CPU, FP64 arenas in tests).
 - "fused" (the default on CUDA with FP32 arenas): `torch._fused_adamw_` over each group's
