@@ -66,17 +66,23 @@ if triton is not None:
     @triton.jit
     def _finish_norm(partials_ptr, n_partials, norm_ptr, finite_ptr, nonfinite_ptr, updates_ptr, step_ptr,
                      coef_ptr, max_norm, lr, log2_beta1, log2_beta2, FINAL_BLOCK: tl.constexpr):
+        # Every thread reads the counters before any thread writes them (the barrier): a
+        # thread reading a counter another had already advanced would advance it twice.
+        step = tl.load(step_ptr)
+        nonfinite = tl.load(nonfinite_ptr)
+        updates = tl.load(updates_ptr)
         acc = tl.zeros([FINAL_BLOCK], dtype=tl.float32)
         for start in range(0, n_partials, FINAL_BLOCK):
             offs = start + tl.arange(0, FINAL_BLOCK)
             acc += tl.load(partials_ptr + offs, mask=offs < n_partials, other=0.0)
         norm = tl.sqrt_rn(tl.sum(acc, axis=0))
         finite = norm < float("inf")  # False for NaN too: any NaN or Inf gradient skips the update
-        step = tl.load(step_ptr) + finite.to(tl.float32)
+        step += finite.to(tl.float32)
+        tl.debug_barrier()
         tl.store(norm_ptr, norm)
         tl.store(finite_ptr, finite.to(tl.uint8))
-        tl.store(nonfinite_ptr, tl.load(nonfinite_ptr) + 1 - finite.to(tl.int64))
-        tl.store(updates_ptr, tl.load(updates_ptr) + 1)
+        tl.store(nonfinite_ptr, nonfinite + 1 - finite.to(tl.int64))
+        tl.store(updates_ptr, updates + 1)
         tl.store(step_ptr, step)
         # grad / scale == grad · min(1, max_norm / (norm + 1e-6)), clip_grad_norm_'s coefficient;
         # no clipping is max_norm = inf, where scale is exactly 1.
