@@ -89,7 +89,7 @@ def test_kernels_compile_for_hopper_with_vector_accesses():
     ptx(t._finish_norm, {"partials_ptr": "*fp32", "n_partials": "i32", "norm_ptr": "*fp32", "finite_ptr": "*u8",
                          "nonfinite_ptr": "*i64", "updates_ptr": "*i64", "step_ptr": "*fp32", "coef_ptr": "*fp32",
                          **dict.fromkeys(("max_norm", "lr", "log2_beta1", "log2_beta2"), "fp32")},
-        {"FINAL_BLOCK": t.FINAL_BLOCK}, (), 4)
+        {"FINAL_BLOCK": t.FINAL_BLOCK}, (), t._warps(t.FINAL_BLOCK))
     vectors = t.BLOCK // (4 * 32 * warps)  # per thread and arena: 4 floats each, 32 threads a warp
     assert len(re.findall(r"ld\.global\S*v4\.b32", update)) == 4 * vectors  # p, g, m, v
     assert len(re.findall(r"st\.global\S*v4\.b32", update)) == 3 * vectors  # p, m, v

@@ -24,6 +24,9 @@ class Small(nn.Module):
         self.norm = nn.Parameter(torch.ones(29))
 
 
+SMALL = dict(block=256, norm_block=64, norm_tiles=2, final_block=8)
+
+
 def twins(max_norm=1.0, **blocks):
     torch.manual_seed(0)
     a = Small()
@@ -57,15 +60,15 @@ def check_equal(ref, tri):
 
 def main():
     assert interpreted()
-    for max_norm, blocks in ((1.0, {}), (None, {}), (1.0, dict(block=256, norm_block=64, norm_tiles=2))):
+    for max_norm, blocks in ((1.0, {}), (None, {}), (1.0, SMALL)):
         ref, tri = twins(max_norm, **blocks)
         run(ref, tri, 8, seed=1)
         check_equal(ref, tri)
-    assert tri._triton.n_partials > 1
+    assert tri._triton.n_partials > 8  # several partials, summed over several iterations
 
     # Deterministic: two instances fed the same gradients end bitwise equal.
-    _, one = twins(1.0, block=256, norm_block=64, norm_tiles=2)
-    _, two = twins(1.0, block=256, norm_block=64, norm_tiles=2)
+    _, one = twins(1.0, **SMALL)
+    _, two = twins(1.0, **SMALL)
     gen = torch.Generator().manual_seed(2)
     for _ in range(4):
         g = torch.randn(one.numel, generator=gen)

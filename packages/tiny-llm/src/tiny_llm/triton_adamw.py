@@ -35,12 +35,14 @@ except ImportError:  # CPU-only installs; torch's CUDA wheels for Linux bring tr
 
 # Update pass: elements per program; 8 per thread (two 16-byte loads of each arena).
 BLOCK = 1024
-# Norm pass: each program sums NORM_TILES tiles of NORM_BLOCK elements into one partial,
-# so 500m has ~30k partials (one final program adds them in a few microseconds) and 20m
-# still has enough programs to fill the GPU.
+# Norm pass: each program sums NORM_TILES tiles of NORM_BLOCK elements into one partial:
+# 16384 elements, so 20m still has ~1200 programs to spread over the GPU while 500m leaves
+# ~32k partials, a 128 KB read, to the one final program, which reads FINAL_BLOCK at a time
+# (one program cannot hide its load latency the way thousands do, so few, wide iterations).
+# Untuned: peers.py --triton-blocks compares update block sizes.
 NORM_BLOCK = 4096
 NORM_TILES = 4
-FINAL_BLOCK = 1024  # partials per iteration of the final sum
+FINAL_BLOCK = 4096
 
 
 def available() -> bool:
@@ -136,10 +138,12 @@ class TritonStep:
     chunking, so one instance always uses the same.
     """
 
-    def __init__(self, opt, *, block: int = BLOCK, norm_block: int = NORM_BLOCK, norm_tiles: int = NORM_TILES) -> None:
+    def __init__(self, opt, *, block: int = BLOCK, norm_block: int = NORM_BLOCK, norm_tiles: int = NORM_TILES,
+                 final_block: int = FINAL_BLOCK) -> None:
         if triton is None:
             raise RuntimeError("the triton kernel needs the triton package")
-        self.opt, self.block, self.norm_block, self.norm_tiles = opt, block, norm_block, norm_tiles
+        self.opt, self.block, self.norm_block, self.norm_tiles, self.final_block = (
+            opt, block, norm_block, norm_tiles, final_block)
         device = opt.params.device
         self.n_partials = triton.cdiv(opt.numel, norm_block * norm_tiles)
         self.partials = torch.empty(self.n_partials, device=device, dtype=torch.float32)
@@ -151,9 +155,10 @@ class TritonStep:
         o = self.opt
         _partial_sumsq[(self.n_partials,)](o.grads, self.partials, o.numel, NORM_BLOCK=self.norm_block,
                                            NORM_TILES=self.norm_tiles, num_warps=_warps(self.norm_block))
+        max_norm = math.inf if o.max_norm is None else o.max_norm
         _finish_norm[(1,)](self.partials, self.n_partials, o.grad_norm, self.finite_u8, o.nonfinite, o.updates,
-                           o.step_t, self.coef, math.inf if o.max_norm is None else o.max_norm, o.lr, _log2(o.beta1), _log2(o.beta2),
-                           FINAL_BLOCK=FINAL_BLOCK, num_warps=4)
+                           o.step_t, self.coef, max_norm, o.lr, _log2(o.beta1), _log2(o.beta2),
+                           FINAL_BLOCK=self.final_block, num_warps=_warps(self.final_block))
         _adamw[(triton.cdiv(o.numel, self.block),)](o.params, o.grads, o.exp_avg, o.exp_avg_sq, self.coef, o.numel,
                                                    o.decay_end, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
                                                    BLOCK=self.block, num_warps=_warps(self.block))
