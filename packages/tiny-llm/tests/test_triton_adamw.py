@@ -1,6 +1,6 @@
 """ArenaAdamW's "triton" kernel: in Triton's interpreter on CPU, and on CUDA against "fused".
 
-CUDA tests are marked `cuda` and skip without a GPU; everything skips without triton.
+CUDA tests are marked `cuda` and skip without a GPU; all but the import test skip without triton.
 """
 
 import copy
@@ -27,8 +27,9 @@ def _python(code_or_file: list[str], **env) -> subprocess.CompletedProcess:
 
 
 @needs_triton
+@pytest.mark.slow
 def test_interpreted_kernel_matches_tensor_kernel():
-    """Clipped, unclipped and unclipping (max_norm None) steps, several norm partials,
+    """Clipped and unclipped steps, max_norm None, several norm partials,
     bitwise determinism, the NaN skip and the untouched gradient arena: see the script."""
     proc = _python([str(HERE / "triton_interpreted.py")], TRITON_INTERPRET="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -62,6 +63,7 @@ def test_kernel_choice_is_checked():
 
 
 @needs_triton
+@pytest.mark.slow
 def test_kernels_compile_for_hopper_with_vector_accesses():
     """Triton compiles the kernels for sm_90 without a GPU (ptxas ships in its wheel), which
     the interpreter never does. Given what the launch specialises on (16-byte aligned
