@@ -102,8 +102,9 @@ def case_ours(recipe, seconds, windows) -> dict:
 
 def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_ms: float) -> dict:
     """ArenaAdamW.step alone per kernel, each its own graph over its own copy of the point's
-    parameters and the same gradients (clipped: their norm is far above max_norm). The
-    timing rounds alternate between kernels, so drift in clocks or heat falls on all alike.
+    parameters, starting from the same random gradients (fused stores its clipped gradient
+    back, so it clips only at first; no kernel's work depends on the values). The timing
+    rounds alternate between kernels, so drift in clocks or heat falls on all alike.
     "triton-bN" is the triton kernel with update blocks of N elements."""
     o = recipe.optimizer
     names = [*kernels, *(f"triton-b{block}" for block in triton_blocks)]
