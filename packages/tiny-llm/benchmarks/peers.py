@@ -9,11 +9,13 @@ Cases, on identical shapes, seed, inputs and optimizer settings, in one process:
 Also: the matmul ceiling (8192^3 BF16), the copy ceiling (2 GiB device-to-device),
 ArenaAdamW.step alone as its own graph vs its floor (32 bytes/parameter at the measured
 copy bandwidth), and peer A's clip + fused AdamW alone.
+With `--optimizer-kernels fused triton`, ArenaAdamW.step alone with each kernel side by
+side (`optimizer_kernels` in each point; `--optimizer-only` skips the update cases).
 
 Each case runs in try/except and a failure is recorded, not fatal. Usage:
 
     python packages/tiny-llm/benchmarks/peers.py --output runs/peers-h200.json [--quick] \
-        [--points 250m@2048x16 500m@2048x16]
+        [--points 250m@2048x16 500m@2048x16] [--optimizer-kernels fused triton [--optimizer-only]]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "package
 
 from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
+from tiny_llm.arena_adamw import KERNELS, ArenaAdamW  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.update import build, make_inputs  # noqa: E402
@@ -95,6 +98,46 @@ def case_ours(recipe, seconds, windows) -> dict:
     out["loss"] = built.update.loss.item()
     del built, g
     return out
+
+
+def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_ms: float) -> dict:
+    """ArenaAdamW.step alone per kernel, each its own graph over its own copy of the point's
+    parameters, starting from the same random gradients (fused stores its clipped gradient
+    back, so it clips only at first; no kernel's work depends on the values). The timing
+    rounds alternate between kernels, so drift in clocks or heat falls on all alike.
+    "triton-bN" is the triton kernel with update blocks of N elements."""
+    o = recipe.optimizer
+    names = [*kernels, *(f"triton-b{block}" for block in triton_blocks)]
+    out, graphs = {}, {}
+    for name in names:
+        kernel, _, block = name.partition("-b")
+        try:
+            opt = ArenaAdamW(build_model(recipe.model, CUDA, seed=recipe.training.seed), lr=o.lr,
+                             betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay,
+                             max_norm=recipe.training.grad_clip, kernel=kernel)
+            if block:
+                from tiny_llm.triton_adamw import TritonStep
+
+                opt._triton = TritonStep(opt, block=int(block))
+            opt.grads.normal_(generator=torch.Generator(device=CUDA).manual_seed(recipe.training.seed))
+            graphs[name] = (opt, capture(opt.step))
+            graphs[name][1].replay()  # the first replay pays for cold caches and clocks; not timed
+        except Exception as exc:  # noqa: BLE001 - one kernel failing leaves the others to compare
+            traceback.print_exc()
+            out[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
+    samples = {name: [] for name in graphs}
+    for _ in range(7):
+        for name, (_, graph) in graphs.items():
+            samples[name] += time_replays(graph.replay, 20, 1)
+    for name, ms in samples.items():
+        out[name] = {"ok": True, "ms": statistics.median(ms), "rounds_ms": ms,
+                     "vs_floor": statistics.median(ms) / floor_ms, "finite": graphs[name][0].metrics()["finite"]}
+    if out.get("fused", {}).get("ok"):
+        for c in out.values():
+            if c["ok"]:
+                c["vs_fused"] = c["ms"] / out["fused"]["ms"]
+    del graphs
+    return {name: out[name] for name in names}
 
 
 def case_peer_a(recipe, seconds, windows) -> dict:
@@ -213,6 +256,11 @@ def main(argv=None) -> int:
     ap.add_argument("--points", nargs="*", default=DEFAULT_POINTS, help="MODEL@CONTEXTxBATCH, e.g. 250m@2048x16")
     ap.add_argument("--quick", action="store_true", help="shorter windows (about 1 s x 3)")
     ap.add_argument("--no-peer-b", action="store_true")
+    ap.add_argument("--optimizer-kernels", nargs="*", default=[], choices=KERNELS, metavar="KERNEL",
+                    help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side")
+    ap.add_argument("--triton-blocks", nargs="*", type=int, default=[], metavar="N",
+                    help="with --optimizer-kernels: also the triton kernel with update blocks of N elements")
+    ap.add_argument("--optimizer-only", action="store_true", help="only the ceilings and --optimizer-kernels")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("peers.py: needs a CUDA GPU", file=sys.stderr)
@@ -221,8 +269,8 @@ def main(argv=None) -> int:
     hw = hardware.collect(CUDA)
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes)
     report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
-                           "driver": hw.driver}, "peak_bf16_flops": peak, "ceilings": ceilings(args.quick),
-              "points": []}
+                           "driver": hw.driver, "triton": triton_version()}, "peak_bf16_flops": peak,
+              "ceilings": ceilings(args.quick), "command": sys.argv, "points": []}
     copy_bw = report["ceilings"]["copy_bytes_per_second"]
     print(f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
           f"copy {copy_bw / 1e12:.2f} TB/s, peak {peak}")
@@ -238,10 +286,16 @@ def main(argv=None) -> int:
         P, fpt = parameter_count(recipe.model), flops_per_token(recipe.model)
         point = {"point": text, "parameters": P, "flops_per_token": fpt,
                  "optimizer_floor_ms": 32 * P / copy_bw * 1e3}
-        point["ours"] = run_case("ours", case_ours, recipe, seconds, windows)
-        point["peer_a"] = run_case("peer_a", case_peer_a, recipe, seconds, windows)
-        if have_hf:
-            point["peer_b"] = run_case("peer_b", case_peer_b, recipe, seconds, windows)
+        if args.optimizer_kernels or args.triton_blocks:
+            free()
+            point["optimizer_kernels"] = case_optimizers(recipe, args.optimizer_kernels, args.triton_blocks,
+                                                         point["optimizer_floor_ms"])
+            free()
+        if not args.optimizer_only:
+            point["ours"] = run_case("ours", case_ours, recipe, seconds, windows)
+            point["peer_a"] = run_case("peer_a", case_peer_a, recipe, seconds, windows)
+            if have_hf:
+                point["peer_b"] = run_case("peer_b", case_peer_b, recipe, seconds, windows)
         for key in ("ours", "peer_a", "peer_b"):
             c = point.get(key)
             if c and c.get("ok") and peak:
@@ -254,6 +308,14 @@ def main(argv=None) -> int:
     return 0
 
 
+def triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
+
+
 def print_point(p: dict) -> None:
     def fmt(c):
         if not c:
@@ -263,6 +325,15 @@ def print_point(p: dict) -> None:
         mfu = f" {c['mfu']:.1%}" if "mfu" in c else ""
         return f"{c['tokens_per_second']:,.0f} tok/s{mfu}"
 
+    for name, c in p.get("optimizer_kernels", {}).items():
+        if c["ok"]:
+            vs = f", {c['vs_fused']:.3f}x fused" if "vs_fused" in c else ""
+            print(f"{p['point']:>14}: ArenaAdamW.step {name:>13} {c['ms']:.3f} ms = {c['vs_floor']:.2f}x its floor "
+                  f"of {p['optimizer_floor_ms']:.3f} ms{vs}", flush=True)
+        else:
+            print(f"{p['point']:>14}: ArenaAdamW.step {name:>13} FAILED ({c['error'][:120]})", flush=True)
+    if "ours" not in p:
+        return
     ours, a, b = p.get("ours"), p.get("peer_a"), p.get("peer_b")
     line = f"{p['point']:>14}: ours {fmt(ours)} | peer A {fmt(a)} | peer B {fmt(b)}"
     if ours and ours.get("ok") and a and a.get("ok"):

@@ -15,9 +15,10 @@ causes, against which the variants' differences read; at 250m four updates on a 
 batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
 kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
 coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
-max-autotune (compile mode max-autotune-no-cudagraphs; its compile takes minutes at
-250m, so not in the default set), and best: the faster-than-baseline choices of this
-point combined (built only when two or more won). Each case also times ArenaAdamW.step
+opt-triton (its two Triton passes, tiny_llm.triton_adamw; not in the default set
+until measured), max-autotune (compile mode max-autotune-no-cudagraphs; its compile
+takes minutes at 250m, so not in the default set), and best: the faster-than-baseline
+choices of this point combined (built only when two or more won). Each case also times ArenaAdamW.step
 alone against its floor (32 bytes per parameter at the copy bandwidth measured first).
 Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
 rewritten after every case, so a run cut short keeps what it measured.
@@ -77,6 +78,7 @@ CASES = {
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),
+    "opt-triton": Kernels(optimizer="triton"),
 }
 DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd", "opt-compiled", "best"]
 LOSS_TOL = 2e-2

@@ -229,6 +229,7 @@ GPU_VARIANTS = {
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
+    "optimizer=triton": Kernels(optimizer="triton"),  # its kernels inside the complete-update graph
 }
 
 

@@ -27,7 +27,7 @@ CUDA graph):
    attempted updates (`updates`, for the protocol's exact count check) and the
    AdamW step (`step`, advanced only by applied updates).
 
-Three kernels do steps 1-5 (`kernel=`), with the same arithmetic:
+Four kernels do steps 1-5 (`kernel=`), with the same arithmetic:
 - "tensor": plain tensor operations over each group's slice, `torch.where` selecting the
   old values when the update is skipped. The default off CUDA (CPU, FP64 arenas in tests).
 - "fused" (the default on CUDA with FP32 arenas): `torch._fused_adamw_` over each group's
@@ -39,8 +39,14 @@ Three kernels do steps 1-5 (`kernel=`), with the same arithmetic:
   p, m, v, the 32 bytes per parameter the step cannot avoid. Opt-in: on the H200 at 250m
   it took 3.04 ms against the fused kernel's 2.68 ms (floor 1.90 ms), see
   benchmarks/results/h200-20261129-worker-figures/.
-Neither "fused" nor "compiled" writes the clipped gradient back into the gradient arena
-(the next update zeroes it); "tensor" does, as `clip_grad_norm_` would.
+- "triton": `tiny_llm.triton_adamw`, two Triton passes (a deterministic multi-block norm
+  whose last program also does the finite check, clip divisor and counters; then one
+  update reading p, g, m, v and writing p, m, v). FP32 arenas on CUDA, or CPU tensors
+  under `TRITON_INTERPRET=1` (tests). Opt-in until measured against "fused".
+"tensor" writes the clipped gradient back into the gradient arena, as `clip_grad_norm_`
+would; "fused" does too (`torch._fused_adamw_` stores `grad / grad_scale` whenever it is
+given a `grad_scale`: 4 bytes per parameter beyond the floor); "compiled" and "triton"
+leave the arena as backward wrote it (the next update zeroes it).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ import torch
 import torch.nn as nn
 
 ALIGN = 64  # elements; 256 bytes in FP32
-KERNELS = ("tensor", "fused", "compiled")
+KERNELS = ("tensor", "fused", "compiled", "triton")
 
 
 def decays(name: str, p: torch.Tensor) -> bool:
@@ -122,11 +128,12 @@ class ArenaAdamW:
             kernel = "fused" if device.type == "cuda" and dtype == torch.float32 else "tensor"
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-        if kernel == "fused" and dtype != torch.float32:
-            raise ValueError("the fused kernel needs FP32 arenas")
+        if kernel in ("fused", "triton") and dtype != torch.float32:
+            raise ValueError(f"the {kernel} kernel needs FP32 arenas")
         self.kernel = kernel
         groups = [(0, decay_end, weight_decay), (decay_end, offset, 0.0)]
         self.groups = tuple((lo, hi, wd) for lo, hi, wd in groups if hi > lo)  # hashable: a compile-time constant
+        self._triton = _triton_step(self, device) if kernel == "triton" else None
 
     # ------------------------------------------------------------------ API
 
@@ -139,6 +146,8 @@ class ArenaAdamW:
     def step(self) -> None:
         if self.kernel == "fused":
             self._step_fused()
+        elif self.kernel == "triton":
+            self._triton()
         else:
             step_fn = _compiled_tensor_step() if self.kernel == "compiled" else tensor_step
             step_fn(self._state(), self.groups, self.lr, self.beta1, self.beta2, self.eps, self.max_norm,
@@ -197,6 +206,16 @@ class ArenaAdamW:
                 grad_scale=self._grad_scale,
                 found_inf=self._found_inf,
             )
+
+
+def _triton_step(opt: ArenaAdamW, device: torch.device):
+    from tiny_llm import triton_adamw
+
+    if not triton_adamw.available():
+        raise ValueError("the triton kernel needs the triton package")
+    if device.type != "cuda" and not triton_adamw.interpreted():
+        raise ValueError("the triton kernel needs CUDA (or TRITON_INTERPRET=1 for CPU tensors)")
+    return triton_adamw.TritonStep(opt)
 
 
 # Module-level functions over the arenas' tensors (not methods), so that the compiled

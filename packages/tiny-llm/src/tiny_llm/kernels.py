@@ -20,7 +20,8 @@ result (`WorkerResult.kernels`), so every figure says how it was produced.
   tuning of its generated kernels (RMSNorm, RoPE, SwiGLU, casts: 23% of the update).
 - `optimizer`: ArenaAdamW's kernel ("auto": "fused" on CUDA, "tensor" on CPU; see
   `tiny_llm.arena_adamw`), e.g. "compiled": its step through inductor (measured 13%
-  slower than "fused" on the H200, so not the default).
+  slower than "fused" on the H200, so not the default), or "triton": two Triton passes
+  (`tiny_llm.triton_adamw`), opt-in until measured against "fused".
 
 Torch-free at import (the CLI's parser reads the choices without importing torch).
 """
@@ -33,7 +34,7 @@ ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
-OPTIMIZER = ("auto", "tensor", "fused", "compiled")  # "auto" and tiny_llm.arena_adamw.KERNELS
+OPTIMIZER = ("auto", "tensor", "fused", "compiled", "triton")  # "auto" and tiny_llm.arena_adamw.KERNELS
 # Tokens per chunk: 8192 x 32000 vocab is 0.5 GB of BF16 logits per chunk (1 GB as FP32),
 # against 2 GB BF16 + 4 GB FP32 for the whole of 250m@2048x16 (32768 tokens).
 CE_CHUNK_TOKENS = 8192

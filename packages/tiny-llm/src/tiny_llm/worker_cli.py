@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
                    help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
     p.add_argument("--optimizer-kernel", choices=OPTIMIZER, default="auto",
-                   help="ArenaAdamW's kernel (auto: fused on CUDA, tensor on CPU; compiled: its step through inductor)")
+                   help="ArenaAdamW's kernel (auto: fused on CUDA, tensor on CPU; compiled: its step through inductor; "
+                        "triton: two Triton passes, CUDA only)")
     p.set_defaults(func=main)
 
 
