@@ -15,6 +15,8 @@ causes, against which the variants' differences read; at 250m four updates on a 
 batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
 kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
 coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
+swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu; not in the
+default set until measured),
 max-autotune (compile mode max-autotune-no-cudagraphs; its compile takes minutes at
 250m, so not in the default set), and best: the faster-than-baseline choices of this
 point combined (built only when two or more won). Each case also times ArenaAdamW.step
@@ -43,7 +45,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
@@ -77,6 +79,7 @@ CASES = {
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),
+    "swiglu-triton": Kernels(swiglu="triton"),
 }
 DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd", "opt-compiled", "best"]
 LOSS_TOL = 2e-2
@@ -169,8 +172,8 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     k = Kernels()
     for name in chosen:
         c = CASES[name]
-        k = replace(k, **{f: getattr(c, f) for f in ("attention", "cross_entropy", "compile_mode", "inductor_tuning", "optimizer")
-                          if getattr(c, f) != getattr(Kernels(), f)})
+        k = replace(k, **{f.name: getattr(c, f.name) for f in fields(Kernels)
+                          if getattr(c, f.name) != getattr(Kernels(), f.name)})
     return k, chosen
 
 

@@ -209,6 +209,7 @@ def test_cli_defaults_recorded(tmp_path):
     (["--cross-entropy", "fused"], "--cross-entropy"),
     (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
     (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
+    (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
 ])
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
     out = tmp_path / "r.json"
@@ -229,6 +230,7 @@ GPU_VARIANTS = {
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
+    "swiglu=triton": Kernels(swiglu="triton"),
 }
 
 

@@ -13,6 +13,7 @@ of weights).
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -76,13 +77,29 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
+def load_swiglu(device: torch.device):
+    """`tiny_llm.triton_swiglu.swiglu` for `Kernels(swiglu="triton")`, or a one-line error where it cannot run."""
+    # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("Kernels(swiglu='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
+    try:
+        from tiny_llm.triton_swiglu import swiglu
+    except ImportError as exc:
+        raise RuntimeError(f"Kernels(swiglu='triton') needs triton, which does not import here: {exc}") from None
+    return swiglu
+
+
 class SwiGLU(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=False)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
+        # None: silu(gate) * up below, fused by inductor when compiled.
+        self.fused = load_swiglu(self.gate_up.weight.device) if kernels.swiglu == "triton" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused is not None:
+            return self.down(self.fused(self.gate_up(x)))
         gate, up = self.gate_up(x).chunk(2, dim=-1)
         return self.down(F.silu(gate) * up)
 
@@ -93,7 +110,7 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg, kernels)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg)
+        self.mlp = SwiGLU(cfg, kernels)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), cos, sin)
