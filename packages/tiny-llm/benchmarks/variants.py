@@ -15,8 +15,8 @@ causes, against which the variants' differences read; at 250m four updates on a 
 batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
 kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
 coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
-swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu; not in the
-default set until measured),
+swiglu-triton and rope-triton (SwiGLU, and RoPE with the QKV split, forward and backward in
+Triton: tiny_llm.triton_swiglu, tiny_llm.triton_rope; not in the default set until measured),
 max-autotune (compile mode max-autotune-no-cudagraphs; its compile takes minutes at
 250m, so not in the default set), and best: the faster-than-baseline choices of this
 point combined (built only when two or more won). Each case also times ArenaAdamW.step
@@ -80,6 +80,7 @@ CASES = {
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),
     "swiglu-triton": Kernels(swiglu="triton"),
+    "rope-triton": Kernels(rope="triton"),
 }
 DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd", "opt-compiled", "best"]
 LOSS_TOL = 2e-2

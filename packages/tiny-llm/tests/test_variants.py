@@ -210,6 +210,7 @@ def test_cli_defaults_recorded(tmp_path):
     (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
     (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
     (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
+    (["--rope-kernel", "cuda"], "--rope-kernel"),
 ])
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
     out = tmp_path / "r.json"
@@ -231,6 +232,7 @@ GPU_VARIANTS = {
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
     "swiglu=triton": Kernels(swiglu="triton"),
+    "rope=triton": Kernels(rope="triton"),
 }
 
 

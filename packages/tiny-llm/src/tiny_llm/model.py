@@ -61,12 +61,17 @@ class Attention(nn.Module):
         inner = cfg.n_heads * cfg.head_dim
         self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
         self.proj = nn.Linear(inner, cfg.d_model, bias=False)
+        # None: unbind and apply_rope below, fused by inductor when compiled.
+        self.rope = load_triton("rope", self.qkv.weight.device) if kernels.rope == "triton" else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.rope is not None:
+            q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
+        else:
+            q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -77,16 +82,20 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
-def load_swiglu(device: torch.device):
-    """`tiny_llm.triton_swiglu.swiglu` for `Kernels(swiglu="triton")`, or a one-line error where it cannot run."""
+def load_triton(field: str, device: torch.device):
+    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu` or
+    `tiny_llm.triton_rope.rope_qkv`), or a one-line error where it cannot run."""
     # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
     if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise RuntimeError("Kernels(swiglu='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
+        raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
     try:
-        from tiny_llm.triton_swiglu import swiglu
+        if field == "swiglu":
+            from tiny_llm.triton_swiglu import swiglu
+            return swiglu
+        from tiny_llm.triton_rope import rope_qkv
+        return rope_qkv
     except ImportError as exc:
-        raise RuntimeError(f"Kernels(swiglu='triton') needs triton, which does not import here: {exc}") from None
-    return swiglu
+        raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
 
 
 class SwiGLU(nn.Module):
@@ -95,7 +104,7 @@ class SwiGLU(nn.Module):
         self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=False)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
         # None: silu(gate) * up below, fused by inductor when compiled.
-        self.fused = load_swiglu(self.gate_up.weight.device) if kernels.swiglu == "triton" else None
+        self.fused = load_triton("swiglu", self.gate_up.weight.device) if kernels.swiglu == "triton" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused is not None:
