@@ -9,10 +9,14 @@ writes d(qkv) in one pass, whatever strides attention's backward gave dq, dk and
 
 A program handles BLOCK_T tokens of one head: the cos/sin rows are loaded once for q and
 k, and each token's head is a contiguous run of D elements in every tensor read or written.
+The tables come from `tiny_llm.model.rope_tables`, whose rows repeat their first half (the
+"rotate half" layout pairs element i with i + D/2 at one angle), so only that half is read:
+each program reads its rows again (from L2), and full FP32 rows would be twice the bytes of
+its q and k.
 
-The arithmetic is `tiny_llm.model.apply_rope`'s (FP32, the "rotate half" layout, full-width
-cos/sin tables), rounded once to the input's dtype. Plain Triton calls inside a
-`torch.autograd.Function`, as in `tiny_llm.triton_swiglu` (compiled and captured alike).
+The arithmetic is `tiny_llm.model.apply_rope`'s (FP32), rounded once to the input's dtype.
+Plain Triton calls inside a `torch.autograd.Function`, as in `tiny_llm.triton_swiglu`
+(compiled and captured alike).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-# 64 tokens x 64 dims x (q, k): 8192 elements in and out per program at 4 warps.
+# At head_dim 64: 64 tokens x 64 dims x (q, k), 8192 elements in and out per program at 4 warps.
 BLOCK_T = 64
 NUM_WARPS = 4
 
@@ -34,9 +38,7 @@ def _rows(T, BLOCK_T: tl.constexpr, HALF: tl.constexpr):
 
 @triton.jit
 def _tables(cos, sin, t, j, mask, HALF: tl.constexpr):
-    at = t * (2 * HALF) + j
-    return (tl.load(cos + at, mask=mask), tl.load(cos + at + HALF, mask=mask),
-            tl.load(sin + at, mask=mask), tl.load(sin + at + HALF, mask=mask))
+    return tl.load(cos + t * (2 * HALF) + j, mask=mask), tl.load(sin + t * (2 * HALF) + j, mask=mask)
 
 
 @triton.jit
@@ -44,28 +46,28 @@ def _rope_forward(qkv, cos, sin, out, T, H, BLOCK_T: tl.constexpr, HALF: tl.cons
     t, j, mask = _rows(T, BLOCK_T, HALF)
     # int64 (b): offsets into B·T·3·H·D elements pass 2**31 at large batches.
     b, h = (tl.program_id(1) // H).to(tl.int64), tl.program_id(1) % H
-    c1, c2, s1, s2 = _tables(cos, sin, t, j, mask, HALF)
+    c, s = _tables(cos, sin, t, j, mask, HALF)
     token = b * T + t
     for slot in tl.static_range(2):  # q, then k
         src = qkv + (token * 3 + slot) * H * (2 * HALF) + h * (2 * HALF) + j
         x1 = tl.load(src, mask=mask).to(tl.float32)
         x2 = tl.load(src + HALF, mask=mask).to(tl.float32)
         # x·cos + rotate_half(x)·sin, with rotate_half(x) = (-x2, x1)
-        y1 = x1 * c1 - x2 * s1
-        y2 = x2 * c2 + x1 * s2
+        y1 = x1 * c - x2 * s
+        y2 = x2 * c + x1 * s
         dst = out + (token * 2 + slot) * H * (2 * HALF) + h * (2 * HALF) + j
         tl.store(dst, y1.to(out.dtype.element_ty), mask=mask)
         tl.store(dst + HALF, y2.to(out.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _unrotate(grad, sb, sh, st, b, h, t, j, mask, c1, c2, s1, s2, dst, HALF: tl.constexpr):
+def _unrotate(grad, sb, sh, st, b, h, t, j, mask, c, s, dst, HALF: tl.constexpr):
     src = grad + b * sb + h * sh + t * st + j
     g1 = tl.load(src, mask=mask).to(tl.float32)
     g2 = tl.load(src + HALF, mask=mask).to(tl.float32)
-    # The transpose of the forward rotation: y1 = x1·c1 - x2·s1, y2 = x2·c2 + x1·s2.
-    tl.store(dst, (g1 * c1 + g2 * s2).to(dst.dtype.element_ty), mask=mask)
-    tl.store(dst + HALF, (g2 * c2 - g1 * s1).to(dst.dtype.element_ty), mask=mask)
+    # The transpose of the forward rotation y1 = x1·c - x2·s, y2 = x2·c + x1·s.
+    tl.store(dst, (g1 * c + g2 * s).to(dst.dtype.element_ty), mask=mask)
+    tl.store(dst + HALF, (g2 * c - g1 * s).to(dst.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -73,10 +75,10 @@ def _rope_backward(dq, q_sb, q_sh, q_st, dk, k_sb, k_sh, k_st, dv, v_sb, v_sh, v
                    BLOCK_T: tl.constexpr, HALF: tl.constexpr):
     t, j, mask = _rows(T, BLOCK_T, HALF)
     b, h = (tl.program_id(1) // H).to(tl.int64), tl.program_id(1) % H
-    c1, c2, s1, s2 = _tables(cos, sin, t, j, mask, HALF)
+    c, s = _tables(cos, sin, t, j, mask, HALF)
     dst = d_qkv + (b * T + t) * 3 * H * (2 * HALF) + h * (2 * HALF) + j
-    _unrotate(dq, q_sb, q_sh, q_st, b, h, t, j, mask, c1, c2, s1, s2, dst, HALF)
-    _unrotate(dk, k_sb, k_sh, k_st, b, h, t, j, mask, c1, c2, s1, s2, dst + H * (2 * HALF), HALF)
+    _unrotate(dq, q_sb, q_sh, q_st, b, h, t, j, mask, c, s, dst, HALF)
+    _unrotate(dk, k_sb, k_sh, k_st, b, h, t, j, mask, c, s, dst + H * (2 * HALF), HALF)
     # v was not rotated: dv goes to its slot as it is.
     src = dv + b * v_sb + h * v_sh + t * v_st + j
     dst += 2 * H * (2 * HALF)
@@ -120,7 +122,7 @@ def rope_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: i
     """q and k rotated, and v, as (B, H, T, D), from the QKV projection's output (B, T, 3·H·D).
 
     Equal to `qkv.view(B, T, 3, H, D).unbind(2)`, transposed, then `apply_rope` on q and k,
-    for FP32 cos/sin tables of shape (T, D).
+    for FP32 cos/sin tables of shape (T, D) from `rope_tables` (rows that repeat their first half).
     """
     half = qkv.shape[-1] // (3 * n_heads) // 2
     if half < 1 or half & (half - 1) or qkv.shape[-1] != 6 * n_heads * half:
