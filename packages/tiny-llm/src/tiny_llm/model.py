@@ -40,6 +40,7 @@ def rope_tables(head_dim: int, context: int, theta: float, device=None) -> tuple
     """cos and sin of shape (context, head_dim), in the "rotate half" layout Llama uses."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
     angles = torch.outer(torch.arange(context, device=device, dtype=torch.float32), inv_freq)
+    # Both halves of a row are equal (tiny_llm.triton_rope reads only the first).
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
 
@@ -51,6 +52,22 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     x1, x2 = x[..., :half], x[..., half:]
     rotated = torch.cat((-x2, x1), dim=-1)
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
+
+
+def load_triton(field: str, device: torch.device):
+    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu` or
+    `tiny_llm.triton_rope.rope_qkv`), or a one-line error where it cannot run."""
+    # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
+    try:
+        if field == "swiglu":
+            from tiny_llm.triton_swiglu import swiglu
+            return swiglu
+        from tiny_llm.triton_rope import rope_qkv
+        return rope_qkv
+    except ImportError as exc:
+        raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
 
 
 class Attention(nn.Module):
@@ -80,22 +97,6 @@ class Attention(nn.Module):
             with sdpa_kernel(self.sdpa_backends):
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
-
-
-def load_triton(field: str, device: torch.device):
-    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu` or
-    `tiny_llm.triton_rope.rope_qkv`), or a one-line error where it cannot run."""
-    # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
-    try:
-        if field == "swiglu":
-            from tiny_llm.triton_swiglu import swiglu
-            return swiglu
-        from tiny_llm.triton_rope import rope_qkv
-        return rope_qkv
-    except ImportError as exc:
-        raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
 
 
 class SwiGLU(nn.Module):
