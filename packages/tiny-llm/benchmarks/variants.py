@@ -15,14 +15,15 @@ causes, against which the variants' differences read; at 250m four updates on a 
 batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
 kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
 coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
-swiglu-triton and rope-triton (SwiGLU, and RoPE with the QKV split, forward and backward in
-Triton: tiny_llm.triton_swiglu, tiny_llm.triton_rope; not in the default set until measured),
 max-autotune (compile mode max-autotune-no-cudagraphs; its compile takes minutes at
 250m, so not in the default set), and best: the faster-than-baseline choices of this
 point combined (built only when two or more won). Each case also times ArenaAdamW.step
 alone against its floor (32 bytes per parameter at the copy bandwidth measured first).
 Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
 rewritten after every case, so a run cut short keeps what it measured.
+Also: swiglu-triton and rope-triton (SwiGLU, and RoPE with the QKV split, forward and
+backward in Triton: tiny_llm.triton_swiglu, tiny_llm.triton_rope), not in the default set
+until measured.
 
 Run on the H200 (torch from the image; msgspec carried in .whl):
 
@@ -76,11 +77,11 @@ CASES = {
     "attn-efficient": Kernels(attention="efficient"),
     "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
     "ce-chunked": Kernels(cross_entropy="chunked"),
+    "swiglu-triton": Kernels(swiglu="triton"),
+    "rope-triton": Kernels(rope="triton"),
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),
-    "swiglu-triton": Kernels(swiglu="triton"),
-    "rope-triton": Kernels(rope="triton"),
 }
 DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd", "opt-compiled", "best"]
 LOSS_TOL = 2e-2

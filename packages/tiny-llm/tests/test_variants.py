@@ -229,10 +229,10 @@ GPU_VARIANTS = {
     "attention=cudnn": Kernels(attention="cudnn"),
     "attention=efficient": Kernels(attention="efficient"),
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
-    "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
-    "optimizer=compiled": Kernels(optimizer="compiled"),
     "swiglu=triton": Kernels(swiglu="triton"),
     "rope=triton": Kernels(rope="triton"),
+    "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
+    "optimizer=compiled": Kernels(optimizer="compiled"),
 }
 
 
