@@ -40,6 +40,6 @@ variants() {
 if [ "$ngpu" -ge 2 ]; then
   (export CUDA_VISIBLE_DEVICES=0; tests; profile) & (export CUDA_VISIBLE_DEVICES=1; variants 420) & wait
 else
-  tests; variants 270; profile
+  tests; variants 240; profile
 fi
 tail -n 12 "$out"/*.txt
