@@ -1,6 +1,7 @@
 """Where the time of one complete update goes, by kernel family (GPU only).
 
     python packages/tiny-llm/benchmarks/profile_update.py --point 250m@2048x16 --output profile.json
+    ... --kernel swiglu=triton --kernel rope=triton    # opt-in kernel choices (tiny_llm.kernels)
 
 Profiles the compiled update without the CUDA graph (the profiler attributes kernels
 reliably outside graphs; the kernels are the same ones the graph replays) and sums
@@ -11,7 +12,8 @@ For inductor's kernels it also reports the bytes each one moves (inductor's own 
 `kernel_num_gb`, written into each kernel's source when asked to; the sources go to a fresh
 cache folder so that only this run's kernels are read) against
 the copy ceiling measured in the same run, largest gap first: the time a kernel spends
-beyond moving its bytes at copy speed is what fusing or rewriting it could win.
+beyond moving its bytes at copy speed is what fusing or rewriting it could win. Our own
+Triton kernels (`own_kernel_gb`) are reported the same way, from the bytes they must move.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(KERNEL_CACHE)
 META = re.compile(r"'kernel_name': '(triton_\w+)'.*?'kernel_num_gb': ([0-9.eE+-]+)")
 
 from throughput_schema.recipe import load_recipe
+from tiny_llm.kernels import Kernels
 from tiny_llm.update import build
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import copy_bandwidth  # noqa: E402
 FAMILIES = [
+    ("tiny_llm triton", ("_swiglu_", "_rope_")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_")),
     ("optimizer", ("fused_adamw", "multi_tensor", "adam")),
@@ -57,12 +61,34 @@ def family(name: str) -> str:
     return "other"
 
 
+def own_kernel_gb(recipe) -> dict[str, float]:
+    """GB per launch of tiny_llm's Triton kernels (inductor estimates only its own), by name prefix."""
+    m = recipe.model
+    tokens = recipe.training.micro_batch_size * m.context_length
+    ffn = tokens * m.ffn_dim * 2 / 1e9  # one BF16 (N, F) tensor
+    heads = tokens * m.n_heads * m.head_dim * 2 / 1e9  # one BF16 (N, H·D) tensor: q, k or v
+    return {
+        "_swiglu_forward": 3 * ffn,  # reads gate and up, writes h
+        "_swiglu_backward": 5 * ffn,  # reads dh, gate and up, writes d(gate) and d(up)
+        "_rope_forward": 4 * heads,  # reads q and k, writes them rotated (the cos/sin rows are small)
+        "_rope_backward": 6 * heads,  # reads dq, dk and dv, writes d(qkv)
+    }
+
+
+def parse_kernels(choices: list[str]) -> Kernels:
+    pairs = dict(c.split("=", 1) for c in choices)
+    return Kernels(**{k: int(v) if v.isdigit() else v for k, v in pairs.items()})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--point", default="250m@2048x16", help="MODEL@CONTEXTxBATCH")
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--output", type=Path, required=True)
+    ap.add_argument("--kernel", action="append", default=[], metavar="FIELD=VALUE",
+                    help="an opt-in kernel choice, repeatable, e.g. swiglu=triton (default: Kernels())")
     args = ap.parse_args()
+    kernels = parse_kernels(args.kernel)
     model, rest = args.point.split("@")
     context, batch = (int(x) for x in rest.split("x"))
     recipe = load_recipe(
@@ -71,7 +97,7 @@ def main() -> None:
     )
     # Before compiling: inductor then records each kernel's estimated bytes on its launch.
     inductor_config.benchmark_kernel = True
-    built = build(recipe, torch.device("cuda"), use_graph=False)
+    built = build(recipe, torch.device("cuda"), use_graph=False, kernels=kernels)
     for _ in range(3):
         built.update()
     torch.cuda.synchronize()
@@ -93,11 +119,14 @@ def main() -> None:
         "point": args.point,
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
+        "kernels": kernels.record(),
+        "command": " ".join(sys.argv),
         "kernel_ms_per_update": total,
         "families_ms": dict(sorted(per_family.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(top.items(), key=lambda kv: -kv[1])[:25]),
         "copy_bytes_per_second": copy_bw,
         "inductor_kernels": inductor_bytes(prof, args.updates, copy_bw),
+        "own_kernels": inductor_bytes(prof, args.updates, copy_bw, own_kernel_gb(recipe)),
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"{args.point}: {total:.2f} ms of GPU kernels per update (compiled, no graph)")
@@ -107,29 +136,36 @@ def main() -> None:
     print(f"inductor kernels: {sum(k['ms'] for k in kernels):.2f} ms, of which "
           f"{sum(k['gap_ms'] for k in kernels if k['gap_ms'] is not None):.2f} ms beyond copy speed "
           f"({copy_bw / 1e12:.2f} TB/s); largest gaps:")
-    for k in kernels[:12]:
+    for k in kernels[:12] + report["own_kernels"]:
         frac = "?" if k["copy_fraction"] is None else f"{100 * k['copy_fraction']:.0f}%"
         print(f"  {k['ms']:7.3f} ms  {k['gb'] or 0:7.3f} GB  at {frac:>4s} of copy speed  {k['name'][:70]}")
 
 
-def inductor_bytes(prof, updates: int, copy_bw: float) -> list[dict]:
-    """Per inductor kernel: GPU time and estimated GB per update, and its gap to copy speed."""
-    gb: dict[str, float] = {}
-    for source in KERNEL_CACHE.rglob("*.py"):
-        for name, num_gb in META.findall(source.read_text(errors="replace")):
-            gb[name] = float(num_gb)
+def inductor_bytes(prof, updates: int, copy_bw: float, own: dict[str, float] | None = None) -> list[dict]:
+    """Per inductor kernel (or, given `own`, per kernel whose name starts with one of its keys):
+    GPU time and estimated GB per update, and its gap to copy speed."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
         events = json.loads(Path(f.name).read_text())["traceEvents"]
     us: dict[str, float] = defaultdict(float)
+    launched: dict[str, int] = defaultdict(int)
     for e in events:
-        if e.get("cat") == "kernel" and e.get("name", "").startswith("triton_"):
-            us[e["name"]] += float(e.get("dur", 0))
+        name = e.get("name", "")
+        if e.get("cat") == "kernel" and (name.startswith("triton_") if own is None else name.startswith(tuple(own))):
+            us[name] += float(e.get("dur", 0))
+            launched[name] += 1
+    if own is None:
+        gb: dict[str, float] = {}
+        for source in KERNEL_CACHE.rglob("*.py"):
+            for name, num_gb in META.findall(source.read_text(errors="replace")):
+                gb[name] = float(num_gb)
+    else:
+        gb = {name: next(v for prefix, v in own.items() if name.startswith(prefix)) for name in us}
     rows = []
     for name, total_us in us.items():
         ms = total_us / 1e3 / updates
         # A kernel may launch more than once per update; its estimate is per launch.
-        launches = sum(1 for e in events if e.get("cat") == "kernel" and e.get("name") == name) / updates
+        launches = launched[name] / updates
         moved = gb[name] * launches if name in gb else None
         floor_ms = None if moved is None else moved * 1e9 / copy_bw * 1e3
         rows.append({
@@ -138,7 +174,6 @@ def inductor_bytes(prof, updates: int, copy_bw: float) -> list[dict]:
             "gap_ms": None if floor_ms is None else ms - floor_ms,
         })
     return sorted(rows, key=lambda r: -(r["gap_ms"] if r["gap_ms"] is not None else r["ms"]))
-
 
 if __name__ == "__main__":
     main()

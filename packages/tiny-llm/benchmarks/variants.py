@@ -22,6 +22,9 @@ choices of this point combined (built only when two or more won). Each case also
 alone against its floor (32 bytes per parameter at the copy bandwidth measured first).
 Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
 rewritten after every case, so a run cut short keeps what it measured.
+Also: swiglu-triton and rope-triton (SwiGLU, and RoPE with the QKV split, forward and
+backward in Triton: tiny_llm.triton_swiglu, tiny_llm.triton_rope), not in the default set
+until measured.
 
 Run on the H200 (torch from the image; msgspec carried in .whl):
 
@@ -44,7 +47,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
@@ -75,6 +78,8 @@ CASES = {
     "attn-efficient": Kernels(attention="efficient"),
     "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
     "ce-chunked": Kernels(cross_entropy="chunked"),
+    "swiglu-triton": Kernels(swiglu="triton"),
+    "rope-triton": Kernels(rope="triton"),
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),
@@ -171,8 +176,8 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     k = Kernels()
     for name in chosen:
         c = CASES[name]
-        k = replace(k, **{f: getattr(c, f) for f in ("attention", "cross_entropy", "compile_mode", "inductor_tuning", "optimizer")
-                          if getattr(c, f) != getattr(Kernels(), f)})
+        k = replace(k, **{f.name: getattr(c, f.name) for f in fields(Kernels)
+                          if getattr(c, f.name) != getattr(Kernels(), f.name)})
     return k, chosen
 
 

@@ -209,6 +209,8 @@ def test_cli_defaults_recorded(tmp_path):
     (["--cross-entropy", "fused"], "--cross-entropy"),
     (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
     (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
+    (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
+    (["--rope-kernel", "cuda"], "--rope-kernel"),
 ])
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
     out = tmp_path / "r.json"
@@ -227,6 +229,8 @@ GPU_VARIANTS = {
     "attention=cudnn": Kernels(attention="cudnn"),
     "attention=efficient": Kernels(attention="efficient"),
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
+    "swiglu=triton": Kernels(swiglu="triton"),
+    "rope=triton": Kernels(rope="triton"),
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
     "optimizer=triton": Kernels(optimizer="triton"),  # its kernels inside the complete-update graph

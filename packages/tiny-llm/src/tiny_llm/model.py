@@ -13,6 +13,7 @@ of weights).
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -39,6 +40,7 @@ def rope_tables(head_dim: int, context: int, theta: float, device=None) -> tuple
     """cos and sin of shape (context, head_dim), in the "rotate half" layout Llama uses."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
     angles = torch.outer(torch.arange(context, device=device, dtype=torch.float32), inv_freq)
+    # Both halves of a row are equal (tiny_llm.triton_rope reads only the first).
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
 
@@ -52,6 +54,22 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
+def load_triton(field: str, device: torch.device):
+    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu` or
+    `tiny_llm.triton_rope.rope_qkv`), or a one-line error where it cannot run."""
+    # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
+    try:
+        if field == "swiglu":
+            from tiny_llm.triton_swiglu import swiglu
+            return swiglu
+        from tiny_llm.triton_rope import rope_qkv
+        return rope_qkv
+    except ImportError as exc:
+        raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
@@ -60,12 +78,17 @@ class Attention(nn.Module):
         inner = cfg.n_heads * cfg.head_dim
         self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
         self.proj = nn.Linear(inner, cfg.d_model, bias=False)
+        # None: unbind and apply_rope below, fused by inductor when compiled.
+        self.rope = load_triton("rope", self.qkv.weight.device) if kernels.rope == "triton" else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.rope is not None:
+            q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
+        else:
+            q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -77,12 +100,16 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=False)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
+        # None: silu(gate) * up below, fused by inductor when compiled.
+        self.fused = load_triton("swiglu", self.gate_up.weight.device) if kernels.swiglu == "triton" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused is not None:
+            return self.down(self.fused(self.gate_up(x)))
         gate, up = self.gate_up(x).chunk(2, dim=-1)
         return self.down(F.silu(gate) * up)
 
@@ -93,7 +120,7 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg, kernels)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg)
+        self.mlp = SwiGLU(cfg, kernels)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), cos, sin)

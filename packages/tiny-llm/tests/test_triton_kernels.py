@@ -1,0 +1,189 @@
+"""tiny_llm's Triton kernels against the eager code they replace, through autograd.
+
+- swiglu (`tiny_llm.triton_swiglu`): silu(gate) * up over the gate_up projection's output;
+- rope (`tiny_llm.triton_rope`): q, k, v from the QKV projection's output, q and k rotated.
+
+CPU: the kernels under the Triton interpreter, in a subprocess (TRITON_INTERPRET must be
+set before the kernels are defined, and must not leak into the other tests); skipped
+where triton or its interpreter is missing. GPU (marked cuda): the kernels at BF16 and
+FP32, and compiled with fullgraph launching them. The whole update with each choice,
+compiled and captured, is in test_variants.py (GPU_VARIANTS).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from throughput_schema.recipe import load_recipe
+from tiny_llm.kernels import Kernels
+from tiny_llm.model import apply_rope, build_model, rope_tables
+
+ROOT = Path(__file__).resolve().parents[3]
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+SKIP = 77  # the subprocess's "interpreter cannot run here"
+KERNELS = ("swiglu", "rope")
+
+
+def swiglu_eager(gate_up):
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def rope_eager(qkv, cos, sin, n_heads):
+    """The model's default path: unbind, transpose, apply_rope on q and k."""
+    B, T, _ = qkv.shape
+    q, k, v = qkv.view(B, T, 3, n_heads, -1).unbind(dim=2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+
+def case(kernel: str, size: str, dtype, device="cpu", seed=0):
+    """(fused function, eager function, input, output gradients) for one kernel.
+
+    Sizes: "odd" leaves the last tile partly masked; "model" is a 250m layer's width.
+    """
+    gen = torch.Generator(device=device).manual_seed(seed)
+    randn = lambda *shape: torch.randn(shape, generator=gen, device=device)  # noqa: E731
+    if kernel == "swiglu":
+        from tiny_llm.triton_swiglu import swiglu
+
+        shape = {"odd": (3, 37, 2 * 160), "small": (70, 2 * 8), "model": (4, 512, 2 * 2560)}[size]
+        gate_up = randn(*shape).mul(3).to(dtype)
+        return swiglu, swiglu_eager, gate_up, (randn(*shape[:-1], shape[-1] // 2).to(dtype),)
+    from tiny_llm.triton_rope import rope_qkv
+
+    B, T, H, D = {"odd": (2, 70, 3, 16), "small": (1, 8, 1, 2), "model": (4, 512, 15, 64)}[size]
+    cos, sin = (t.to(device) for t in rope_tables(D, 2 * T, 10000.0))
+    cos, sin = cos[:T], sin[:T]  # as the model slices its tables
+    # dq in the (B, T, H, D) memory layout attention's backward may give, dk and dv contiguous.
+    grads = (randn(B, T, H, D).to(dtype).transpose(1, 2), randn(B, H, T, D).to(dtype), randn(B, H, T, D).to(dtype))
+    return (lambda x: rope_qkv(x, cos, sin, H)), (lambda x: rope_eager(x, cos, sin, H)), \
+        randn(B, T, 3 * H * D).to(dtype), grads
+
+
+def through_autograd(fn, x, grads):
+    """fn's outputs and the gradient of its input, as a list."""
+    x = x.detach().clone().requires_grad_()
+    outs = fn(x)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    torch.autograd.backward(outs, grads)
+    return [*(o.detach() for o in outs), x.grad]
+
+
+def check(fused, eager, x, grads) -> None:
+    """Equal to eager at the input's precision, and for BF16 within one rounding of exact values."""
+    got = through_autograd(fused, x, grads)
+    want = through_autograd(eager, x, grads)
+    # Values are O(1): eager BF16 rounds its intermediate gradients (RoPE's backward sums two
+    # rounded products), so compare at a BF16 step of that scale.
+    tol = {"rtol": 1.6e-2, "atol": 1.6e-2} if x.dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, **tol)
+    if x.dtype == torch.bfloat16:
+        # The kernels compute in FP32 and round each result once.
+        exact = through_autograd(eager, x.double(), tuple(g.double() for g in grads))
+        for a, b in zip(got, exact, strict=True):
+            torch.testing.assert_close(a.double(), b, rtol=torch.finfo(torch.bfloat16).eps, atol=1e-5)
+
+
+def tiny_model_loss_and_grads(kernels: Kernels):
+    recipe = load_recipe(ROOT / "configs" / "tiny.yaml", ["model.vocab_size=256", "model.context_length=128"])
+    model = build_model(recipe.model, "cpu", seed=3, kernels=kernels)
+    tokens = torch.randint(0, 256, (2, 129), generator=torch.Generator().manual_seed(0))
+    loss = model(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())
+    loss.backward()
+    return loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
+def interpreted(kernel: str) -> None:
+    """The subprocess's body (TRITON_INTERPRET=1): one kernel, alone and in the model, on the CPU."""
+    import triton
+    import triton.language as tl
+
+    try:
+        @triton.jit
+        def _probe(x):
+            tl.store(x, 1.0)
+
+        probe = torch.zeros(1)
+        _probe[(1,)](probe)
+        assert probe.item() == 1.0
+    except Exception as exc:  # noqa: BLE001 - no interpreter here is a skip, not a failure
+        print(f"the Triton interpreter cannot run: {exc}")
+        sys.exit(SKIP)
+    for size in ("odd", "small"):
+        for dtype in (torch.float32, torch.bfloat16):
+            check(*case(kernel, size, dtype))
+    l0, g0 = tiny_model_loss_and_grads(Kernels())
+    l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}))
+    torch.testing.assert_close(l1, l0)
+    for n in g0:
+        torch.testing.assert_close(g1[n], g0[n], rtol=1e-4, atol=1e-6, msg=f"gradient of {n}")
+    print(f"interpreted {kernel} ok")
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_interpreted_kernel_matches_eager(kernel):
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import test_triton_kernels as t; t.interpreted(sys.argv[2])"
+    proc = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), kernel], env=env,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode == SKIP:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0 and f"interpreted {kernel} ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_triton_choice_on_cpu_is_one_clear_line(kernel, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    recipe = load_recipe(ROOT / "configs" / "tiny.yaml", [])
+    with pytest.raises(RuntimeError, match=f"{kernel}='triton'") as err:
+        build_model(recipe.model, "cpu", kernels=Kernels(**{kernel: "triton"}))
+    assert len(str(err.value).splitlines()) == 1
+    assert Kernels(**{kernel: "triton"}).record()[kernel] == "triton" and kernel not in Kernels().record()
+    with pytest.raises(ValueError, match=kernel):
+        Kernels(**{kernel: "cuda"})
+
+
+# ------------------------------------------------------------------------------ GPU
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("size", ["odd", "model"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_kernel_matches_eager(kernel, size, dtype):
+    check(*case(kernel, size, dtype, device="cuda"))
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_compiled_fullgraph_launches_the_kernels(kernel):
+    """torch.compile traces the Function without a graph break, and the compiled forward
+    and backward launch these kernels (not inductor's own fusion of the eager code)."""
+    from torch._inductor.utils import run_and_get_code
+
+    fused, eager, x, grads = case(kernel, "odd", torch.bfloat16, device="cuda")
+    torch._dynamo.reset()
+    try:
+        got, codes = run_and_get_code(through_autograd, torch.compile(fused, fullgraph=True), x, grads)
+    finally:
+        torch._dynamo.reset()
+    code = "\n".join(codes)
+    assert f"_{kernel}_forward" in code and f"_{kernel}_backward" in code
+    for a, b in zip(got, through_autograd(eager, x, grads), strict=True):
+        torch.testing.assert_close(a, b, rtol=1.6e-2, atol=1.6e-2)
