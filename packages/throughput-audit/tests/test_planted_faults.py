@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from throughput_audit.audit import run_audit
-from throughput_schema import WorkerResult
+from throughput_schema import Hardware, WorkerResult
 from throughput_schema.layout import MANIFEST, RESULTS_JSON
 
 from campaign_builder.complete import BuiltCampaign, FakeSacct, build_optimizer, build_throughput
@@ -60,9 +60,11 @@ class Planted:
         """A forger's edit: change the record, then make every derived figure agree with it."""
         path = self.folder(curve, batch) / name
         res = change(msgspec.json.decode(path.read_bytes(), type=WorkerResult))
-        m = res.recipe.model
-        tp = throughput_of(res.windows, res.recipe.training.micro_batch_size, m.context_length, res.protocol)
-        path.write_bytes(msgspec.json.encode(msgspec.structs.replace(res, throughput=tp)))
+        if res.throughput is not None:
+            m = res.recipe.model
+            tp = throughput_of(res.windows, res.recipe.training.micro_batch_size, m.context_length, res.protocol)
+            res = msgspec.structs.replace(res, throughput=tp)
+        path.write_bytes(msgspec.json.encode(res))
 
     def job(self, curve: str, batch: int) -> str:
         return json.loads((self.folder(curve, batch) / "receipt.json").read_text())["job_id"]
@@ -248,6 +250,39 @@ def summary_fastest_edited(p: Planted) -> None:
     p.edit(RESULTS_JSON, lambda d: d["curves"][0].update(fastest_stable_batch=1))
 
 
+H200 = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=150_754_820_096, gpu_count=1, gpu_uuid="GPU-0")
+
+
+def faster_than_the_gpu(p: Planted) -> None:
+    # Every point ran on an H200; one claims 2000x its rate, all its figures consistent:
+    # 8.4M tok/s x 151M FLOP/token is about 1,270 TFLOP/s, above the 989 of the datasheet.
+    for curve, points in p.built.points.items():
+        for batch in points:
+            p.rewrite_result(curve, batch, _replace(hardware=H200))
+    p.rewrite_result(
+        "20m-c1024", 1,
+        lambda r: msgspec.structs.replace(r, windows=[msgspec.structs.replace(w, seconds=w.seconds / 2000) for w in r.windows]),
+    )
+    p.edit(RESULTS_JSON, lambda d: d["curves"][1].update(fastest_stable_batch=1))
+
+
+def _on_gpus(p: Planted, other: dict[tuple[str, int], str]) -> None:
+    """Every worker of the optimizer campaign on GPU-0, but the baselines named in `other`."""
+    for curve, points in p.built.points.items():
+        for batch in points:
+            p.rewrite_result(curve, batch, _replace(hardware=H200))
+            gpu = msgspec.structs.replace(H200, gpu_uuid=other.get((curve, batch), H200.gpu_uuid))
+            p.rewrite_result(curve, batch, _replace(hardware=gpu), name="baseline.json")
+
+
+def baseline_on_another_gpu(p: Planted) -> None:
+    _on_gpus(p, {("20m-c1024", 2): "GPU-1"})
+
+
+def baseline_of_another_recipe(p: Planted) -> None:
+    p.edit_point("20m-c512", 1, "baseline.json", lambda d: d["recipe"]["model"].update(rope_theta=500000.0))
+
+
 def optimizer_burst_edited(p: Planted) -> None:
     path = p.folder("20m-c512", 2) / "bursts.jsonl"
     lines = path.read_text().splitlines()
@@ -284,6 +319,7 @@ FAULTS: list[Fault] = [
     Fault("a CV edited", cv_edited, "throughput.cv"),
     Fault("sequences/s edited", sequences_per_second_edited, "throughput.sequences_per_second"),
     Fault("update ms edited", update_ms_edited, "throughput.update_ms"),
+    Fault("a rate beyond the GPU's datasheet peak (figures consistent)", faster_than_the_gpu, "throughput.roofline"),
     Fault("a result's mode edited", mode_edited, "result.mode"),
     Fault("a result's protocol edited", result_protocol_edited, "result.protocol"),
     Fault("a middle point turned into a CUDA OOM", middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
@@ -303,6 +339,8 @@ FAULTS: list[Fault] = [
     Fault("a curve's summary edited", summary_state_edited, "summary.curve"),
     Fault("the summary's unstable batches edited", summary_unstable_edited, "summary.unstable"),
     Fault("the summary's fastest batch edited", summary_fastest_edited, "summary.fastest"),
+    Fault("a baseline measured on another GPU than its instrumented pair", baseline_on_another_gpu, "optimizer.same_gpu", campaign="optimizer"),
+    Fault("a baseline of another recipe", baseline_of_another_recipe, "optimizer.baseline", campaign="optimizer"),
     Fault("an optimizer burst edited", optimizer_burst_edited, "optimizer.bursts", frozenset({"optimizer.window_ms", "optimizer.median_ms", "optimizer.cv", "optimizer.share_of_graph", "optimizer.share_of_wall"}), campaign="optimizer"),
     Fault("the optimizer median edited", optimizer_ms_edited, "optimizer.median_ms", campaign="optimizer"),
     Fault("an inherited optimizer point deleted", optimizer_point_missing, "optimizer.grid", campaign="optimizer"),
@@ -358,6 +396,18 @@ def test_planted_fault_is_caught_by_its_check(tmp_path, fault):
     ok, failed = caught(fault, tmp_path)
     assert fault.check in failed, f"{fault.name}: not caught by {fault.check}; failed {sorted(failed)}"
     assert ok, f"{fault.name}: {fault.check} failed, and also {sorted(failed - {fault.check} - fault.also)}"
+
+
+def test_roofline_is_not_applicable_for_an_unknown_gpu_and_passes_a_real_rate(tmp_path):
+    p = _build(tmp_path, "throughput")
+    unknown = msgspec.structs.replace(H200, gpu_name="NVIDIA RTX 9090")
+    p.rewrite_result("20m-c512", 1, _replace(hardware=unknown))
+    p.rewrite_result("20m-c512", 2, _replace(hardware=H200))
+    checks = {c.file: c for c in run_audit(p.built.root, runner=p.sacct, settle_seconds=0).report.checks if c.name == "throughput.roofline"}
+    na = checks["curves/20m-c512/b1/attempt-1/result.json"]
+    assert na.status == "not_applicable" and "'NVIDIA RTX 9090' with 140.4 GiB: no datasheet BF16 peak known" in na.message
+    ok = checks["curves/20m-c512/b2/attempt-1/result.json"]
+    assert ok.status == "pass" and "within the NVIDIA H200 dense BF16 peak 989 TFLOP/s" in ok.message
 
 
 def test_each_row_names_a_distinct_fault():
