@@ -85,6 +85,8 @@ class Fault:
     # Checks the same edit necessarily fails as well (the expected one must still be among them).
     also: frozenset[str] = field(default_factory=frozenset)
     campaign: str = "throughput"  # "throughput", "optimizer", "local" or "capped"
+    # Not caught yet: what will catch it. The row's test is a strict xfail until then.
+    pending: str = ""
 
 
 def _replace(**changes) -> Callable[[WorkerResult], WorkerResult]:
@@ -329,6 +331,10 @@ FAULTS: list[Fault] = [
     Fault("a point added beyond a cap", point_beyond_cap, "curve.cap", campaign="capped"),
     Fault("the manifest's protocol edited", manifest_protocol_edited, "result.protocol"),
     Fault("a receipt's job id changed", receipt_job_id_changed, "slurm.accounted"),
+    Fault(
+        "a receipt's job id changed (local scheduler)", receipt_job_id_changed, "local.accounted", campaign="local",
+        pending="issue 17 part 1: the audit of local campaigns against the local scheduler's registry",
+    ),
     Fault("sacct says the job ended otherwise", job_in_other_state, "slurm.state", frozenset({"slurm.receipt_accounting"})),
     Fault("the receipt's recorded state edited", receipt_state_edited, "receipt.state", frozenset({"slurm.receipt_accounting"})),
     Fault("the job ran with other resources", job_with_other_resources, "slurm.allocation"),
@@ -391,7 +397,12 @@ def test_unplanted_campaigns_pass(tmp_path, kind):
     assert failed_checks(_build(tmp_path, kind)) == set()
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.plant.__name__ for f in FAULTS])
+def _row(fault: Fault):
+    marks = [pytest.mark.xfail(reason=f"not caught yet: {fault.pending}", strict=True)] if fault.pending else []
+    return pytest.param(fault, id=f"{fault.plant.__name__}-{fault.campaign}", marks=marks)
+
+
+@pytest.mark.parametrize("fault", [_row(f) for f in FAULTS])
 def test_planted_fault_is_caught_by_its_check(tmp_path, fault):
     ok, failed = caught(fault, tmp_path)
     assert fault.check in failed, f"{fault.name}: not caught by {fault.check}; failed {sorted(failed)}"
@@ -413,7 +424,7 @@ def test_roofline_is_not_applicable_for_an_unknown_gpu_and_passes_a_real_rate(tm
 def test_each_row_names_a_distinct_fault():
     names = [f.name for f in FAULTS]
     assert len(set(names)) == len(names)
-    assert len({f.plant for f in FAULTS}) == len(FAULTS)
+    assert len({(f.plant, f.campaign) for f in FAULTS}) == len(FAULTS)
 
 
 def share(base: Path) -> tuple[int, int]:
@@ -430,5 +441,8 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         hit, total = share(Path(tmp))
-    print(f"{hit} of {total} planted faults caught ({len({f.check for f in FAULTS})} checks)")
-    sys.exit(0 if hit == total else 1)
+    print(f"{hit} of {total} planted faults caught ({hit / total:.0%}), by {len({f.check for f in FAULTS if not f.pending})} checks")
+    for f in FAULTS:
+        if f.pending:
+            print(f"not caught yet: {f.name} ({f.pending})")
+    sys.exit(0 if hit == total - sum(1 for f in FAULTS if f.pending) else 1)

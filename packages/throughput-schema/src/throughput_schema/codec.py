@@ -44,6 +44,9 @@ def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
             raise SchemaError(_newer(source, version)) from None
         raise SchemaError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:
+        why = not_text(data)
+        if why:
+            raise SchemaError(f"{source}: {why}") from None
         raise SchemaError(f"{source}: not valid JSON ({exc}); the file may be truncated or corrupted") from None
     version = getattr(record, "schema_version", SCHEMA_VERSION)
     if version > SCHEMA_VERSION:
@@ -73,6 +76,47 @@ def read(path: str | os.PathLike[str], type_: type[T]) -> T:
     except OSError as exc:
         raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
     return decode(data, type_, source=str(path))
+
+
+def not_text(data: bytes | str) -> str | None:
+    """Why `data` is not UTF-8 text (a binary or otherwise encoded file), or None if it is."""
+    if isinstance(data, str):
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return (
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "a binary or otherwise encoded file"
+        )
+    return None
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """The one reader of the YAML files a person writes (recipes, cluster profiles).
+
+    A missing file raises FileNotFoundError, which each caller words for its own option;
+    an unreadable, binary, non-UTF-8 or malformed file is a one-line SchemaError.
+    """
+    import yaml  # only the YAML readers need it: importing the records stays cheap
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
+    why = not_text(data)
+    if why:
+        raise SchemaError(f"{path}: {why}")
+    try:
+        return yaml.safe_load(data.decode("utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise SchemaError(f"{path}: malformed YAML{where}: {problem}") from None
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: int = 0o644) -> Path:
