@@ -341,6 +341,10 @@ def summary_not_json(p: Planted) -> None:
     (p.built.root / RESULTS_JSON).write_text("{")
 
 
+def summary_binary(p: Planted) -> None:
+    (p.built.root / RESULTS_JSON).write_bytes(bytes(range(256)))
+
+
 def boundary_deleted(p: Planted) -> None:
     shutil.rmtree(p.folder("20m-c1024", 8).parent)
 

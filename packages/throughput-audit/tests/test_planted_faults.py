@@ -68,6 +68,7 @@ FAULTS: list[Fault] = [
     Fault("a baseline of another recipe", edits.baseline_of_another_recipe, "optimizer.baseline", campaign="optimizer"),
     Fault("an ok result without windows", edits.windows_removed, "windows.present"),
     Fault("results.json not JSON", edits.summary_not_json, "summary"),
+    Fault("results.json replaced by binary bytes", edits.summary_binary, "summary"),
     Fault("the OOM that ended a curve deleted", edits.boundary_deleted, "curve.finished", frozenset({"summary.curve"})),
     Fault("the manifest's list of frozen files emptied", edits.frozen_list_emptied, "frozen.listed", frozenset({"frozen.unlisted"})),
     Fault("a fitting point retried", edits.fitting_point_retried, "curve.attempts"),
