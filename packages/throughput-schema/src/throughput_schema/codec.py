@@ -33,6 +33,10 @@ def dumps(record: Any) -> bytes:
 
 def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
     """Decode `data` as `type_`, naming `source` and the offending field on failure."""
+    # Checked first: msgspec skips the fields a record does not know without reading them.
+    why = not_text(data)
+    if why:
+        raise SchemaError(f"{source}: {why}")
     decoder = _decoders.get(type_)
     if decoder is None:
         decoder = _decoders[type_] = msgspec.json.Decoder(type_)
@@ -44,9 +48,6 @@ def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
             raise SchemaError(_newer(source, version)) from None
         raise SchemaError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:
-        why = not_text(data)
-        if why:
-            raise SchemaError(f"{source}: {why}") from None
         raise SchemaError(f"{source}: not valid JSON ({exc}); the file may be truncated or corrupted") from None
     version = getattr(record, "schema_version", SCHEMA_VERSION)
     if version > SCHEMA_VERSION:
@@ -85,6 +86,8 @@ def not_text(data: bytes | str) -> str | None:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":
+            return None  # a multi-byte character cut off: a truncated text file, said as such
         return (
             f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
             "a binary or otherwise encoded file"
@@ -107,11 +110,12 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
         raise
     except OSError as exc:
         raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
-    why = not_text(data)
-    if why:
-        raise SchemaError(f"{path}: {why}")
     try:
-        return yaml.safe_load(data.decode("utf-8"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError(f"{path}: {not_text(data) or 'not UTF-8 text: it ends inside a character (truncated?)'}") from None
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
