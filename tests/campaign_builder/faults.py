@@ -360,3 +360,16 @@ def fitting_point_retried(p: Planted) -> None:
     shutil.copytree(src, dst)
     path = dst / "intent.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "point": {**json.loads(path.read_text())["point"], "attempt": 2}}))
+
+
+def receipt_from_another_scheduler(p: Planted) -> None:
+    p.edit_point("20m-c512", 1, "receipt.json", lambda d: d.update(scheduler="local"))
+
+
+def curves_folder_deleted(p: Planted) -> None:
+    shutil.rmtree(p.built.root / "curves")
+
+
+def optimizer_contexts_edited(p: Planted) -> None:
+    # The follow-up claims a context its parent never measured.
+    p.edit(MANIFEST, lambda d: d.update(contexts=[*d["contexts"], 2048]))
