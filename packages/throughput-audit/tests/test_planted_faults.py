@@ -89,6 +89,7 @@ FAULTS: list[Fault] = [
     ),
     Fault("FLOP/token edited", edits.flops_per_token_edited, "throughput.flops_per_token", frozenset({"throughput.mfu"})),
     Fault("MFU edited", edits.mfu_edited, "throughput.mfu"),
+    Fault("MFU computed from another peak", edits.mfu_peak_edited, "throughput.peak_flops"),
     Fault("an ok result without throughput figures", edits.throughput_removed, "throughput.present"),
     Fault("an ok optimizer result without its timing", edits.optimizer_timing_removed, "optimizer.timing", campaign="optimizer"),
     Fault("a window's optimizer ms edited", edits.optimizer_window_ms_edited, "optimizer.window_ms", campaign="optimizer"),

@@ -3,7 +3,8 @@
 Every other check compares a figure with the raw numbers it came from; a campaign whose
 windows were all written consistently, but faster than the hardware, passes them all.
 This one compares the fastest window with the datasheet's dense BF16 peak of the GPU the
-result names (`throughput_schema.gpus`, the table behind the worker's MFU). A GPU the
+result names (`throughput_schema.gpus`, the table behind the worker's MFU), and the peak
+the result's MFU was computed with against the same table. A GPU the
 table does not know is not applicable, never a failure: a guessed peak would fail real
 figures or pass impossible ones.
 """
@@ -25,6 +26,18 @@ def check_roofline(checks: Checks, file: str, result: WorkerResult, fastest_rate
             "throughput.roofline", f"{file}: {gpu}: no datasheet BF16 peak known, roofline not checked", file
         )
         return
+    recorded = result.throughput.peak_flops if result.throughput else None
+    if recorded:
+        # The MFU a result reports divides by this peak: a larger one would shrink it unseen.
+        checks.expect(
+            "throughput.peak_flops",
+            recorded == peak,
+            file,
+            f"{file}: MFU peak {recorded / 1e12:,.1f} TFLOP/s recorded, the {hw.gpu_name} datasheet says "
+            f"{peak / 1e12:,.1f}",
+            recorded=recorded,
+            datasheet=peak,
+        )
     implied = flops_per_token * fastest_rate
     checks.expect(
         "throughput.roofline",
