@@ -10,10 +10,11 @@ from collections.abc import Callable
 
 import msgspec
 
-from throughput_schema import WorkerResult
-from throughput_schema.layout import MANIFEST, RESULTS_JSON
+from throughput_schema import CurveClosure, WorkerResult, write_atomic
+from throughput_schema.layout import MANIFEST, RESULTS_JSON, closure_path
 from throughput_schema.recipe import flops_per_token
 
+from campaign_builder.complete import FakeSacct
 from campaign_builder.planting import H200, Plant, Planted, replace_fields
 
 # 20m at contexts 512 and 1024; batches 1, 2, 4 fit and 8 is a CUDA OOM; 20m-c512 b2 is
@@ -378,3 +379,23 @@ def curves_folder_deleted(p: Planted) -> None:
 def optimizer_contexts_edited(p: Planted) -> None:
     # The follow-up claims a context its parent never measured.
     p.edit(MANIFEST, lambda d: d.update(contexts=[*d["contexts"], 2048]))
+
+
+def bounded_curve_closed_by_hand(p: Planted) -> None:
+    # A closure makes a curve "closed" in the report; this curve ended at a CUDA OOM.
+    write_atomic(closure_path(p.built.root, "20m-c512"), CurveClosure(
+        curve="20m-c512", batch_size=8, attempt=1, outcome="host_oom", reason="planted",
+        closed_at="2026-10-08T13:00:00+00:00", user="someone", host="login1",
+    ))
+
+
+class _UnreachableSacct(FakeSacct):
+    def __call__(self, argv):
+        from subprocess import CompletedProcess
+
+        return CompletedProcess(list(argv), 1, "", "sacct: error: slurmdbd: Connection refused\n")
+
+
+def accounting_unreachable(p: Planted) -> None:
+    # Not a file edit: the audit must fail, not pass, when it cannot ask Slurm.
+    p.sacct = _UnreachableSacct(p.sacct.rows)

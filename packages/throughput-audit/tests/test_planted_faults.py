@@ -61,6 +61,8 @@ FAULTS: list[Fault] = [
     Fault("a frozen file edited", edits.frozen_file_edited, "frozen.sha256"),
     Fault("a file added to frozen/", edits.frozen_file_added, "frozen.unlisted"),
     Fault("a job script edited", edits.job_script_edited, "attempt.job_script"),
+    Fault("a bounded curve closed by hand", edits.bounded_curve_closed_by_hand, "curve.closure"),
+    Fault("Slurm accounting unreachable", edits.accounting_unreachable, "slurm.sacct"),
     Fault("a curve's summary edited", edits.summary_state_edited, "summary.curve"),
     Fault("the summary's unstable batches edited", edits.summary_unstable_edited, "summary.unstable"),
     Fault("the summary's fastest batch edited", edits.summary_fastest_edited, "summary.fastest"),
