@@ -1,6 +1,6 @@
 """Planting faults in finished campaigns: what a fault may edit (`Planted`), a row of the
 audit's planted-fault table (`Fault`), the campaigns they are planted in, and whether the
-audit caught one. The faults are in `faults`; the table is
+audit caught one. The faults are in `faults` and `campaign_faults`; the table is
 packages/throughput-audit/tests/test_planted_faults.py.
 """
 

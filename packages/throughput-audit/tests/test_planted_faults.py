@@ -9,7 +9,8 @@ something the rest would not. A fault not caught yet names what will catch it
 figure, stated with the table in docs/reliability.md ("What the audit catches"), which a
 test keeps equal to this file: `PYTHONPATH=tests python THIS_FILE` re-plants every fault
 and prints the share, `--table` the table. To add a fault: a function in
-tests/campaign_builder/faults.py and one row here.
+tests/campaign_builder/faults.py (a point's own files) or campaign_faults.py (the rest),
+and one row here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from throughput_audit.audit import run_audit
 
+from campaign_builder import campaign_faults as campaign
 from campaign_builder import faults as edits
 from campaign_builder.planting import H200, Fault, build, caught, failed_checks, replace_fields
 
@@ -43,50 +45,50 @@ FAULTS: list[Fault] = [
     Fault("a rate beyond the GPU's datasheet peak (figures consistent)", edits.faster_than_the_gpu, "throughput.roofline"),
     Fault("a result's mode edited", edits.mode_edited, "result.mode"),
     Fault("a result's protocol edited", edits.result_protocol_edited, "result.protocol"),
-    Fault("a middle point turned into a CUDA OOM", edits.middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
-    Fault("a duplicated attempt", edits.attempt_duplicated, "slurm.duplicate_job", frozenset({"attempt.intent", "curve.attempts"})),
-    Fault("a point deleted from a curve", edits.point_deleted, "curve.contiguous", frozenset({"curve.after_end", "curve.finished", "summary.curve", "summary.fastest", "summary.unstable"})),
-    Fault("a point added beyond the OOM boundary", edits.point_beyond_oom, "curve.after_end"),
-    Fault("a point added beyond a cap", edits.point_beyond_cap, "curve.cap", campaign="capped"),
-    Fault("the manifest's protocol edited", edits.manifest_protocol_edited, "result.protocol"),
-    Fault("a receipt's job id changed", edits.receipt_job_id_changed, "slurm.accounted"),
+    Fault("a middle point turned into a CUDA OOM", campaign.middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
+    Fault("a duplicated attempt", campaign.attempt_duplicated, "slurm.duplicate_job", frozenset({"attempt.intent", "curve.attempts"})),
+    Fault("a point deleted from a curve", campaign.point_deleted, "curve.contiguous", frozenset({"curve.after_end", "curve.finished", "summary.curve", "summary.fastest", "summary.unstable"})),
+    Fault("a point added beyond the OOM boundary", campaign.point_beyond_oom, "curve.after_end"),
+    Fault("a point added beyond a cap", campaign.point_beyond_cap, "curve.cap", campaign="capped"),
+    Fault("the manifest's protocol edited", campaign.manifest_protocol_edited, "result.protocol"),
+    Fault("a receipt's job id changed", campaign.receipt_job_id_changed, "slurm.accounted"),
     Fault(
-        "a receipt's job id changed (local scheduler)", edits.receipt_job_id_changed, "local.accounted", campaign="local",
+        "a receipt's job id changed (local scheduler)", campaign.receipt_job_id_changed, "local.accounted", campaign="local",
         pending="issue 17 part 1: the audit of local campaigns against the local scheduler's registry",
     ),
-    Fault("sacct says the job ended otherwise", edits.job_in_other_state, "slurm.state", frozenset({"slurm.receipt_accounting"})),
-    Fault("the receipt's recorded state edited", edits.receipt_state_edited, "receipt.state", frozenset({"slurm.receipt_accounting"})),
-    Fault("the job ran with other resources", edits.job_with_other_resources, "slurm.allocation"),
-    Fault("the job id names another job", edits.job_with_other_name, "slurm.identity"),
-    Fault("a frozen file edited", edits.frozen_file_edited, "frozen.sha256"),
-    Fault("a file added to frozen/", edits.frozen_file_added, "frozen.unlisted"),
-    Fault("a job script edited", edits.job_script_edited, "attempt.job_script"),
-    Fault("a bounded curve closed by hand", edits.bounded_curve_closed_by_hand, "curve.closure"),
-    Fault("Slurm accounting unreachable", edits.accounting_unreachable, "slurm.sacct"),
-    Fault("a curve's summary edited", edits.summary_state_edited, "summary.curve"),
-    Fault("the summary's unstable batches edited", edits.summary_unstable_edited, "summary.unstable"),
-    Fault("the summary's fastest batch edited", edits.summary_fastest_edited, "summary.fastest"),
+    Fault("sacct says the job ended otherwise", campaign.job_in_other_state, "slurm.state", frozenset({"slurm.receipt_accounting"})),
+    Fault("the receipt's recorded state edited", campaign.receipt_state_edited, "receipt.state", frozenset({"slurm.receipt_accounting"})),
+    Fault("the job ran with other resources", campaign.job_with_other_resources, "slurm.allocation"),
+    Fault("the job id names another job", campaign.job_with_other_name, "slurm.identity"),
+    Fault("a frozen file edited", campaign.frozen_file_edited, "frozen.sha256"),
+    Fault("a file added to frozen/", campaign.frozen_file_added, "frozen.unlisted"),
+    Fault("a job script edited", campaign.job_script_edited, "attempt.job_script"),
+    Fault("a bounded curve closed by hand", campaign.bounded_curve_closed_by_hand, "curve.closure"),
+    Fault("Slurm accounting unreachable", campaign.accounting_unreachable, "slurm.sacct"),
+    Fault("a curve's summary edited", campaign.summary_state_edited, "summary.curve"),
+    Fault("the summary's unstable batches edited", campaign.summary_unstable_edited, "summary.unstable"),
+    Fault("the summary's fastest batch edited", campaign.summary_fastest_edited, "summary.fastest"),
     Fault("a baseline measured on another GPU than its instrumented pair", edits.baseline_on_another_gpu, "optimizer.same_gpu", campaign="optimizer"),
     Fault("a baseline of another recipe", edits.baseline_of_another_recipe, "optimizer.baseline", campaign="optimizer"),
     Fault("an ok result without windows", edits.windows_removed, "windows.present"),
-    Fault("results.json not JSON", edits.summary_not_json, "summary"),
-    Fault("a receipt from another scheduler", edits.receipt_from_another_scheduler, "slurm.receipt", frozenset({"attempt.receipt"})),
-    Fault("the curves folder deleted", edits.curves_folder_deleted, "files.curves",
+    Fault("results.json not JSON", campaign.summary_not_json, "summary"),
+    Fault("a receipt from another scheduler", campaign.receipt_from_another_scheduler, "slurm.receipt", frozenset({"attempt.receipt"})),
+    Fault("the curves folder deleted", campaign.curves_folder_deleted, "files.curves",
           frozenset({"curve.finished", "summary.curve", "summary.fastest", "summary.unstable"})),
-    Fault("the follow-up's contexts edited", edits.optimizer_contexts_edited, "optimizer.parent_grid", campaign="optimizer"),
-    Fault("results.json replaced by binary bytes", edits.summary_binary, "summary"),
-    Fault("the OOM that ended a curve deleted", edits.boundary_deleted, "curve.finished", frozenset({"summary.curve"})),
-    Fault("the manifest's list of frozen files emptied", edits.frozen_list_emptied, "frozen.listed", frozenset({"frozen.unlisted"})),
-    Fault("a fitting point retried", edits.fitting_point_retried, "curve.attempts"),
+    Fault("the follow-up's contexts edited", campaign.optimizer_contexts_edited, "optimizer.parent_grid", campaign="optimizer"),
+    Fault("results.json replaced by binary bytes", campaign.summary_binary, "summary"),
+    Fault("the OOM that ended a curve deleted", campaign.boundary_deleted, "curve.finished", frozenset({"summary.curve"})),
+    Fault("the manifest's list of frozen files emptied", campaign.frozen_list_emptied, "frozen.listed", frozenset({"frozen.unlisted"})),
+    Fault("a fitting point retried", campaign.fitting_point_retried, "curve.attempts"),
     Fault("a result file truncated", edits.result_truncated, "files.decode", frozenset({"curve.after_end", "curve.contiguous", "curve.finished", "summary.curve", "summary.fastest"})),
-    Fault("the boundary's result deleted", edits.result_deleted, "attempt.result", frozenset({"curve.finished", "summary.curve"})),
-    Fault("an intent's point edited", edits.intent_point_edited, "attempt.intent"),
-    Fault("a receipt's token edited", edits.receipt_token_edited, "attempt.receipt"),
-    Fault("a curve outside the manifest", edits.curve_outside_the_manifest, "curve.unexpected"),
-    Fault("the concurrency limit lowered (Slurm)", edits.concurrency_limit_lowered, "slurm.peak_concurrency"),
-    Fault("the concurrency limit lowered (local)", edits.concurrency_limit_lowered, "local.peak_concurrency", campaign="local"),
+    Fault("the boundary's result deleted", campaign.result_deleted, "attempt.result", frozenset({"curve.finished", "summary.curve"})),
+    Fault("an intent's point edited", campaign.intent_point_edited, "attempt.intent"),
+    Fault("a receipt's token edited", campaign.receipt_token_edited, "attempt.receipt"),
+    Fault("a curve outside the manifest", campaign.curve_outside_the_manifest, "curve.unexpected"),
+    Fault("the concurrency limit lowered (Slurm)", campaign.concurrency_limit_lowered, "slurm.peak_concurrency"),
+    Fault("the concurrency limit lowered (local)", campaign.concurrency_limit_lowered, "local.peak_concurrency", campaign="local"),
     Fault(
-        "a receipt's recorded elapsed time edited", edits.receipt_elapsed_edited, "slurm.receipt_accounting",
+        "a receipt's recorded elapsed time edited", campaign.receipt_elapsed_edited, "slurm.receipt_accounting",
         pending="issue 17 part 7: every published accounting figure against sacct",
     ),
     Fault("FLOP/token edited", edits.flops_per_token_edited, "throughput.flops_per_token", frozenset({"throughput.mfu"})),
@@ -100,15 +102,15 @@ FAULTS: list[Fault] = [
     Fault("the optimizer unstable flag flipped", edits.optimizer_unstable_flipped, "optimizer.unstable", campaign="optimizer"),
     Fault("the optimizer share of wall time edited", edits.optimizer_share_of_wall_edited, "optimizer.share_of_wall", campaign="optimizer"),
     Fault("the optimizer share of graph time edited", edits.optimizer_share_of_graph_edited, "optimizer.share_of_graph", campaign="optimizer"),
-    Fault("the parent's manifest hash edited", edits.optimizer_parent_hash_edited, "optimizer.parent", campaign="optimizer"),
+    Fault("the parent's manifest hash edited", campaign.optimizer_parent_hash_edited, "optimizer.parent", campaign="optimizer"),
     Fault(
         "a burst's update count edited", edits.optimizer_burst_updates_edited, "optimizer.burst_updates",
         frozenset({"optimizer.cv", "optimizer.window_graph_ms", "optimizer.window_ms"}), campaign="optimizer",
     ),
     Fault("an optimizer burst edited", edits.optimizer_burst_edited, "optimizer.bursts", frozenset({"optimizer.window_ms", "optimizer.median_ms", "optimizer.cv", "optimizer.share_of_graph", "optimizer.share_of_wall"}), campaign="optimizer"),
     Fault("the optimizer median edited", edits.optimizer_ms_edited, "optimizer.median_ms", campaign="optimizer"),
-    Fault("an inherited optimizer point deleted", edits.optimizer_point_missing, "optimizer.grid", campaign="optimizer"),
-    Fault("the inherited grid edited", edits.optimizer_inherited_edited, "optimizer.inherited", frozenset({"optimizer.grid"}), campaign="optimizer"),
+    Fault("an inherited optimizer point deleted", campaign.optimizer_point_missing, "optimizer.grid", campaign="optimizer"),
+    Fault("the inherited grid edited", campaign.optimizer_inherited_edited, "optimizer.inherited", frozenset({"optimizer.grid"}), campaign="optimizer"),
 ]
 
 
