@@ -107,6 +107,7 @@ FAULTS: list[Fault] = [
         "a burst's update count edited", edits.optimizer_burst_updates_edited, "optimizer.burst_updates",
         frozenset({"optimizer.cv", "optimizer.window_graph_ms", "optimizer.window_ms"}), campaign="optimizer",
     ),
+    Fault("an optimizer slower than the whole update (figures consistent)", edits.optimizer_slower_than_the_update, "optimizer.primary_percent", campaign="optimizer"),
     Fault("an optimizer burst edited", edits.optimizer_burst_edited, "optimizer.bursts", frozenset({"optimizer.window_ms", "optimizer.median_ms", "optimizer.cv", "optimizer.share_of_graph", "optimizer.share_of_wall"}), campaign="optimizer"),
     Fault("the optimizer median edited", edits.optimizer_ms_edited, "optimizer.median_ms", campaign="optimizer"),
     Fault("an inherited optimizer point deleted", campaign.optimizer_point_missing, "optimizer.grid", campaign="optimizer"),
