@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from throughput_schema import CurveClosure, write_atomic
+from throughput_schema import CurveClosure, Settlement, write_atomic
 from throughput_schema.layout import MANIFEST, RESULTS_JSON, closure_path
 
 from campaign_builder.complete import FakeSacct
@@ -193,3 +193,17 @@ class _UnreachableSacct(FakeSacct):
 def accounting_unreachable(p: Planted) -> None:
     # Not a file edit: the audit must fail, not pass, when it cannot ask Slurm.
     p.sacct = _UnreachableSacct(p.sacct.rows)
+
+
+def never_submitted_attempt_with_a_result(p: Planted) -> None:
+    # Attempt 1 is said never to have reached the scheduler, yet holds a receipt and a
+    # result; the point's counted attempt is a genuine attempt 2.
+    first = p.folder("20m-c512", 4)
+    second = first.parent / "attempt-2"
+    shutil.copytree(p.donor(contexts=(512,)).points["20m-c512"][4], second)
+    intent = json.loads((second / "intent.json").read_text())
+    intent["point"]["attempt"] = 2
+    (second / "intent.json").write_text(json.dumps(intent))
+    write_atomic(first / "settlement.json", Settlement(
+        token=json.loads((first / "intent.json").read_text())["token"], state="never-submitted", reason="planted", decided_at="2026-10-08T12:10:00+00:00",
+    ))

@@ -63,6 +63,7 @@ FAULTS: list[Fault] = [
     Fault("a frozen file edited", campaign.frozen_file_edited, "frozen.sha256"),
     Fault("a file added to frozen/", campaign.frozen_file_added, "frozen.unlisted"),
     Fault("a job script edited", campaign.job_script_edited, "attempt.job_script"),
+    Fault("a never-submitted attempt holding a result", campaign.never_submitted_attempt_with_a_result, "attempt.void"),
     Fault("a bounded curve closed by hand", campaign.bounded_curve_closed_by_hand, "curve.closure"),
     Fault("Slurm accounting unreachable", campaign.accounting_unreachable, "slurm.sacct"),
     Fault("a curve's summary edited", campaign.summary_state_edited, "summary.curve"),
