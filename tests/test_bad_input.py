@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,19 @@ def _newer(rel: str):
     return change
 
 
+# 300 random bytes: not UTF-8 text (the same bytes on every run).
+BINARY = random.Random(17).randbytes(300)
+
+
+def _write_bytes(rel: str, data: bytes):
+    """Replace (or create) the file at `rel` (a glob) with `data`."""
+    def change(w: Path) -> None:
+        found = sorted(w.glob(rel))
+        path = found[0] if found else w / rel
+        path.write_bytes(data)
+    return change
+
+
 def _write(name: str, text: str):
     def change(w: Path) -> None:
         (w / name).write_text(text)
@@ -110,6 +124,7 @@ RESUME = ["run", "--output", "{w}/done", "--resume"]
 CASES = [
     # --- throughput-sweep run: creating
     ("malformed-yaml-profile", SWEEP, [*NEW, "--profile", "{w}/p.yaml"], "malformed YAML", _write("p.yaml", "name: [x,\n")),
+    ("binary-profile", SWEEP, [*NEW, "--profile", "{w}/p.yaml"], "not UTF-8", _write_bytes("p.yaml", BINARY)),
     ("profile-not-a-mapping", SWEEP, [*NEW, "--profile", "{w}/p.yaml"], "expected a mapping", _write("p.yaml", "- a\n- b\n")),
     ("profile-wrong-type", SWEEP, [*NEW, "--profile", "{w}/p.yaml"], "cpus_per_task", _profile(cpus_per_task="eight")),
     ("profile-unknown-field", SWEEP, [*NEW, "--profile", "{w}/p.yaml"], "acount", _profile(acount="typo")),
@@ -147,6 +162,9 @@ CASES = [
     ("status-garbage-result", SWEEP, ["status", "--output", "{w}/done"], "result.json", _corrupt("done/curves/20m-c512/b2/attempt-1/result.json", "\x00\x01garbage")),
     ("collect-empty-receipt", SWEEP, ["collect", "--output", "{w}/done"], "receipt.json", _corrupt("done/curves/20m-c1024/b1/attempt-1/receipt.json", "")),
     ("collect-newer-schema-result", SWEEP, ["collect", "--output", "{w}/done"], "newer", _newer("done/curves/20m-c512/b1/attempt-1/result.json")),
+    ("status-binary-result", SWEEP, ["status", "--output", "{w}/done"], "not UTF-8", _write_bytes("done/curves/20m-c512/b2/attempt-1/result.json", BINARY)),
+    ("collect-binary-receipt", SWEEP, ["collect", "--output", "{w}/done"], "not UTF-8", _write_bytes("done/curves/20m-c1024/b1/attempt-1/receipt.json", BINARY)),
+    ("resume-binary-manifest", SWEEP, RESUME, "not UTF-8", _write_bytes("done/manifest.json", BINARY)),
     ("status-of-non-campaign", SWEEP, ["status", "--output", "{w}/plain"], "not a campaign", None),
     ("reconcile-unknown-token", SWEEP, ["reconcile", "--output", "{w}/done", "--token", "tsw-nope", "--none"], "no intent", None),
     ("reconcile-settled-token-bad-id", SWEEP, ["reconcile", "--output", "{w}/incomplete", "--token", "x", "--job-id", "1;rm"], "numeric job id", None),
@@ -159,13 +177,18 @@ CASES = [
     ("tiny-zero-batch", TINY, ["describe", "--config", "configs/20m.yaml", "--set", "training.micro_batch_size=0"], "micro_batch_size", None),
     ("tiny-negative-batch", TINY, ["describe", "--config", "configs/20m.yaml", "--set", "training.micro_batch_size=-4"], "micro_batch_size", None),
     ("tiny-context-not-power-of-two", TINY, ["describe", "--config", "configs/20m.yaml", "--set", "model.context_length=1000"], "power of two", None),
+    ("tiny-binary-config", TINY, ["describe", "--config", "{w}/bin.yaml"], "not UTF-8", _write_bytes("bin.yaml", BINARY)),
+    ("tiny-latin1-config", TINY, ["describe", "--config", "{w}/latin1.yaml"], "not UTF-8", _write_bytes("latin1.yaml", ((ROOT / "configs/20m.yaml").read_text() + "# café\n").encode("latin-1"))),
     ("tiny-missing-config", TINY, ["describe", "--config", "{w}/none.yaml"], "none.yaml", None),
     # --- throughput-audit
     ("audit-non-campaign", AUDIT, ["--output", "{w}/plain", "--no-slurm"], "campaign", None),
     ("audit-missing-folder", AUDIT, ["--output", "{w}/missing", "--no-slurm"], "missing", None),
     ("audit-missing-argument", AUDIT, ["--no-slurm"], "--output", None),
     ("audit-newer-schema-manifest", AUDIT, ["--output", "{w}/done", "--no-slurm"], "newer", _newer("done/manifest.json")),
+    ("audit-binary-manifest", AUDIT, ["--output", "{w}/done", "--no-slurm"], "not UTF-8", _write_bytes("done/manifest.json", BINARY)),
     # --- throughput-report
+    ("report-binary-result", REPORT, ["--throughput", "{w}/done", "--optimizer", "{w}/opt", "--output", "{w}/rep"], "not UTF-8", _write_bytes("opt/curves/20m-c512/b1/attempt-1/result.json", BINARY)),
+    ("report-binary-bursts", REPORT, ["--throughput", "{w}/done", "--optimizer", "{w}/opt", "--output", "{w}/rep"], "not UTF-8", _write_bytes("opt/curves/20m-c512/b1/attempt-1/bursts.jsonl", BINARY)),
     ("report-overlapping-inputs", REPORT, ["--throughput", "{w}/done", "{w}/done", "--optimizer", "{w}/opt", "{w}/opt", "--output", "{w}/rep"], "", None),
     ("report-optimizer-is-throughput", REPORT, ["--throughput", "{w}/done", "--optimizer", "{w}/done", "--output", "{w}/rep"], "", None),
     ("report-unpaired-counts", REPORT, ["--throughput", "{w}/done", "--optimizer", "{w}/opt", "{w}/opt", "--output", "{w}/rep"], "", None),
@@ -176,6 +199,7 @@ CASES = [
     ("report-tokens-per-update-no-point", REPORT, ["--throughput", "{w}/done", "--optimizer", "{w}/opt", "--output", "{w}/rep", "--tokens-per-update", "1000"], "no fitting point", None),
     # --- throughput-schema
     ("schema-validate-truncated", SCHEMA, ["validate", "worker-result", "{w}/trunc.json"], "trunc.json", _write("trunc.json", '{"outcome": ')),
+    ("schema-validate-binary", SCHEMA, ["validate", "worker-result", "{w}/bin.json"], "not UTF-8", _write_bytes("bin.json", BINARY)),
     ("schema-validate-newer", SCHEMA, ["validate", "manifest", "{w}/done/manifest.json"], "newer", _newer("done/manifest.json")),
     ("schema-validate-missing", SCHEMA, ["validate", "worker-result", "{w}/none.json"], "none.json", None),
     ("schema-unknown-kind", SCHEMA, ["validate", "result", "{w}/done/manifest.json"], "invalid choice", None),

@@ -247,7 +247,7 @@ def test_local_campaign_reports_slurm_not_applicable(tmp_path):
     sacct = built.sacct()
     out = audit(built, sacct)
     assert failures(out) == [] and out.report.slurm == "not_applicable" and sacct.calls == []
-    na = [c for c in out.report.checks if c.status == "not_applicable"]
+    na = [c for c in out.report.checks if c.status == "not_applicable" and c.name == "slurm"]
     assert na and "local scheduler" in na[0].message
 
 

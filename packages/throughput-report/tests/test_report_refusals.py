@@ -109,6 +109,15 @@ def test_optimizer_point_without_baseline(capsys, tmp_path, pair):
     refused(capsys, [pair[0]], [pair[1]], tmp_path / "out", "90m-c512 b4", "has no baseline.json")
 
 
+def test_optimizer_pair_from_two_gpus(capsys, tmp_path, pair):
+    folder = attempt(pair[1], "20m-c1024", 2)
+    for name, uuid in (("result.json", "GPU-aaaa"), ("baseline.json", "GPU-bbbb")):
+        result = codec.read(folder / name, WorkerResult)
+        rewrite(folder / name, WorkerResult, hardware=msgspec.structs.replace(result.hardware, gpu_uuid=uuid))
+    refused(capsys, [pair[0]], [pair[1]], tmp_path / "out", "20m-c1024 b2", "baseline on GPU-bbbb",
+            "instrumented worker on GPU-aaaa", "one GPU")
+
+
 def test_output_already_holds_a_report(capsys, tmp_path, pair):
     out = tmp_path / "out"
     assert run(capsys, [pair[0]], [pair[1]], out)[0] == 0
@@ -145,6 +154,22 @@ def test_check_parameter_count(capsys, tmp_path, pair):
     result = codec.read(path, WorkerResult)
     _rewrite_result(path, parameters=result.parameters + 1)
     failed(capsys, [pair[0]], [pair[1]], tmp_path / "out", path, "parameters", "19,912,000")
+
+
+def test_check_parameter_count_does_not_trust_the_schemas_formula(capsys, tmp_path, pair, monkeypatch):
+    """Were the schema's formula wrong (here: without the final norm), every tool that calls it
+    would agree with the wrong count the worker recorded; the report counts for itself."""
+    from throughput_report import checks
+    from throughput_schema import recipe
+
+    right = recipe.parameter_count
+    wrong = lambda m: right(m) - m.d_model  # noqa: E731
+    monkeypatch.setattr(recipe, "parameter_count", wrong)
+    monkeypatch.setattr(checks, "parameter_count", wrong, raising=False)  # where a copy was imported
+    path = attempt(pair[0], "20m-c512", 4) / "result.json"
+    result = codec.read(path, WorkerResult)
+    _rewrite_result(path, parameters=recipe.parameter_count(result.recipe.model))
+    failed(capsys, [pair[0]], [pair[1]], tmp_path / "out", path, "parameters 19,911,680", "19,912,000")
 
 
 def test_check_window_rate(capsys, tmp_path, pair):

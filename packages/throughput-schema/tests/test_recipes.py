@@ -62,6 +62,33 @@ def test_malformed_yaml_names_the_line(tmp_path):
         load_recipe(bad)
 
 
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (bytes(range(128, 256)) * 2 + b"\x00" * 44, "not UTF-8 text (byte 0x80 at offset 0)"),
+        ("model:\n  name: café\n".encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset 18)"),
+        ("name: café".encode()[:-1], "ends inside a character"),
+    ],
+    ids=["binary", "latin-1", "cut-off"],
+)
+def test_a_config_that_is_not_utf8_text_is_one_line(tmp_path, content, words):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(bad)
+    assert str(info.value).startswith(f"{bad}: ") and words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_record_that_is_not_utf8_text_is_named_so():
+    from throughput_schema import SchemaError, WorkerResult, decode
+
+    with pytest.raises(SchemaError, match=r"^r.json: not UTF-8 text \(byte 0xff at offset 8\)"):
+        decode(b'{"a": "x\xff"}', WorkerResult, source="r.json")
+    # A file cut inside a character is a truncated file, not an encoding problem.
+    with pytest.raises(SchemaError, match="truncated"):
+        decode('{"a": "é'.encode()[:-1], WorkerResult, source="r.json")
+
+
 def test_with_point_applies_the_campaign_protocol_and_round_trips_through_overrides():
     base = load_recipe(CONFIGS / "90m.yaml")
     point = with_point(base, context_length=1024, batch_size=32, protocol=Protocol(lr=0.002))

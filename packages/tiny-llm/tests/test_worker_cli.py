@@ -145,7 +145,9 @@ def test_peak_lookup_needs_name_and_memory():
     assert peak_bf16_flops("NVIDIA H200", int(80 * GIB)) is None
     assert peak_bf16_flops("NVIDIA H100 80GB HBM3", int(79.1 * GIB)) == 989e12
     assert peak_bf16_flops("NVIDIA GH200 480GB", int(95.0 * GIB)) == 989e12
-    assert peak_bf16_flops("NVIDIA H100 PCIe", int(79.1 * GIB)) is None
+    assert peak_bf16_flops("NVIDIA H100 PCIe", int(79.1 * GIB)) == 756e12
+    assert peak_bf16_flops("NVIDIA A100-SXM4-80GB", int(79.1 * GIB)) == 312e12
+    assert peak_bf16_flops("NVIDIA RTX 4090", int(24 * GIB)) is None
     assert peak_bf16_flops("", 0) is None
 
 

@@ -17,6 +17,7 @@ from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFE
 
 from throughput_audit import __version__, optimizer, slurm
 from throughput_audit.accounting import check_local_concurrency, check_slurm
+from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
@@ -167,7 +168,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     check_throughput(
         checks, file, res, batch=a.batch_size, context=a.context_length, protocol=m.protocol, extended_by_optimizer=by_opt
     )
-    optimizer.baseline_matches(record, checks)
+    baseline_matches(record, checks)
     if a.baseline is not None and kind(a.baseline) == "ok":
         bfile = record.file(BASELINE)
         check_throughput(checks, bfile, a.baseline, batch=a.batch_size, context=a.context_length, protocol=m.protocol)

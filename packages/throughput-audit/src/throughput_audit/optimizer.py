@@ -310,24 +310,3 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         return None
     base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
     return 100.0 * opt_ms / base_ms
-
-
-def baseline_matches(record: AttemptRecord, checks: Checks) -> None:
-    """The paired baseline ran the same recipe, uninstrumented, in the same allocation."""
-    a = record.attempt
-    file = record.file(BASELINE)
-    if a.baseline is None:
-        checks.fail("optimizer.baseline", file, f"{file}: missing (an ok optimizer point needs its paired baseline)")
-        return
-    same = a.baseline.recipe == a.result.recipe
-    checks.expect(
-        "optimizer.baseline",
-        same and a.baseline.mode == "throughput" and kind(a.baseline) == "ok",
-        file,
-        f"{file}: mode {a.baseline.mode}, outcome {kind(a.baseline)}, recipe "
-        + ("equal to" if same else "differs from")
-        + " result.json's",
-        mode=a.baseline.mode,
-        outcome=kind(a.baseline),
-        same_recipe=same,
-    )

@@ -12,7 +12,8 @@ from __future__ import annotations
 from throughput_schema import Protocol, Recipe, WorkerResult
 
 from throughput_audit.findings import Checks
-from throughput_audit.stats import GUIDE_PARAMETERS, close, median, parameters, sample_cv
+from throughput_audit.roofline import check_roofline
+from throughput_audit.stats import GUIDE_PARAMETERS, close, flops_per_token, median, parameters, sample_cv
 
 RATE_REL = 1e-9
 CV_REL = 1e-6
@@ -203,9 +204,9 @@ def check_throughput(
         recomputed=unstable,
         reported=tp.unstable,
     )
+    flops = point_flops_per_token(result.recipe, context)
+    check_roofline(checks, file, result, max(rates), flops)
     if tp.flops_per_token:
-        m = result.recipe.model
-        flops = 6 * _params(result.recipe) + 12 * m.n_layers * m.d_model * context
         checks.expect(
             "throughput.flops_per_token",
             close(flops, tp.flops_per_token, rel=1e-12),
@@ -225,6 +226,11 @@ def check_throughput(
                 reported=tp.mfu,
             )
     return rate
+
+
+def point_flops_per_token(recipe: Recipe, context: int) -> int:
+    m = recipe.model
+    return flops_per_token(parameters=_params(recipe), n_layers=m.n_layers, d_model=m.d_model, context=context)
 
 
 def _params(recipe: Recipe) -> int:

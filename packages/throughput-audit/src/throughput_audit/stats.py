@@ -60,5 +60,10 @@ def parameters(*, vocab_size: int, d_model: int, n_layers: int, n_heads: int, he
     return vocab_size * d_model + n_layers * (attention + mlp + norms) + d_model
 
 
+def flops_per_token(*, parameters: int, n_layers: int, d_model: int, context: int) -> int:
+    """Training FLOPs per token: 6P + 12 x layers x width x context (PaLM, appendix B)."""
+    return 6 * parameters + 12 * n_layers * d_model * context
+
+
 # Parameter counts the guide prints for its larger presets: a second, external anchor.
 GUIDE_PARAMETERS = {"250m": 251_943_360, "500m": 516_814_080}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import msgspec
 
+from throughput_schema.codec import not_text
 from throughput_schema.layout import RESULTS_JSON
 
 from throughput_audit.campaign import AttemptRecord, Loaded
@@ -19,10 +20,11 @@ def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded
     if not path.is_file():
         checks.not_applicable("summary", f"{RESULTS_JSON}: not written yet (run collect); curve summaries not compared")
         return
+    data = path.read_bytes()
     try:
-        raw = msgspec.json.decode(path.read_bytes())
+        raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        checks.fail("summary", RESULTS_JSON, f"{RESULTS_JSON}: not valid JSON ({exc})")
+        checks.fail("summary", RESULTS_JSON, f"{RESULTS_JSON}: {not_text(data) or f'not valid JSON ({exc})'}")
         return
     reported = _curve_summaries(raw)
     if reported is None:

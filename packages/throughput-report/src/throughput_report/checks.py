@@ -3,7 +3,8 @@
 Nothing here imports the controller's or the audit's arithmetic: window rates come
 from each window's update count and seconds, medians and CVs from those rates, a
 window's optimizer milliseconds from the raw burst samples weighted by each burst's
-update count, and parameter counts from the recipe. The first check that fails stops
+update count, and parameter counts from the architecture's own weight tensors
+(`architecture`), not the schema's formula. The first check that fails stops
 the report with a one-line message naming the file.
 """
 
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 from throughput_schema import outcome_kind
 from throughput_schema.layout import BASELINE, RESULT
 from throughput_schema.records import Manifest, WorkerResult
-from throughput_schema.recipe import parameter_count
 
+from throughput_report.architecture import count_parameters
 from throughput_report.inputs import ReportAttempt
 from throughput_report.pairing import Pair
 
@@ -89,7 +90,7 @@ def check_result(
     if recipe.training.batch_tokens != batch * context:
         fail(f"recipe batch_tokens {recipe.training.batch_tokens} != {batch} x {context}")
     tally.add("recipes match their points")
-    expected_params = parameter_count(recipe.model)
+    expected_params = count_parameters(recipe.model)
     if result.parameters != expected_params:
         fail(f"parameters {result.parameters:,} but the recipe has {expected_params:,}")
     tally.add("parameter counts")

@@ -3,7 +3,8 @@
 Campaigns pair by argument order: the first `--throughput` with the first
 `--optimizer`, and so on. Everything that makes a pair unusable is refused here,
 before any arithmetic: different counts, the wrong kind, an optimizer campaign
-measured from another parent, a context in two pairs, and incomplete grids.
+measured from another parent, a context in two pairs, incomplete grids, and an
+optimizer point whose baseline and instrumented worker ran on different GPUs.
 """
 
 from __future__ import annotations
@@ -149,6 +150,14 @@ def optimizer_points(
                 problem = "has no baseline.json"
             elif outcome_kind(attempt.baseline.outcome) != "ok":
                 problem = f"has a baseline that ended with {outcome_kind(attempt.baseline.outcome)}"
+            elif attempt.baseline.hardware.gpu_uuid != attempt.result.hardware.gpu_uuid:
+                # The primary percentage divides one worker's figure by the other's: two GPUs
+                # of one model differ by more than the optimizer's share at small batches.
+                raise Refused(
+                    f"optimizer campaign {campaign.name}: inherited point {name} b{batch} ran its baseline on "
+                    f"{attempt.baseline.hardware.gpu_uuid or 'an unrecorded GPU'} and its instrumented worker on "
+                    f"{attempt.result.hardware.gpu_uuid or 'an unrecorded GPU'}; the pair must come from one GPU"
+                )
             if problem:
                 raise Refused(
                     f"optimizer campaign {campaign.name}: inherited point {name} b{batch} {problem}; "

@@ -7,7 +7,7 @@ and atomic writing, `recipe` for model recipes and their exact parameter count,
 `layout` for where a campaign keeps its files and the one reader of them.
 """
 
-from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, write_atomic
+from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, read_yaml, write_atomic
 from throughput_schema.outcomes import (
     EXIT_CODES,
     Cancelled,

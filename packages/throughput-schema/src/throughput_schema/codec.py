@@ -33,6 +33,10 @@ def dumps(record: Any) -> bytes:
 
 def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
     """Decode `data` as `type_`, naming `source` and the offending field on failure."""
+    # Checked first: msgspec skips the fields a record does not know without reading them.
+    why = not_text(data)
+    if why:
+        raise SchemaError(f"{source}: {why}")
     decoder = _decoders.get(type_)
     if decoder is None:
         decoder = _decoders[type_] = msgspec.json.Decoder(type_)
@@ -73,6 +77,50 @@ def read(path: str | os.PathLike[str], type_: type[T]) -> T:
     except OSError as exc:
         raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
     return decode(data, type_, source=str(path))
+
+
+def not_text(data: bytes | str) -> str | None:
+    """Why `data` is not UTF-8 text (a binary or otherwise encoded file), or None if it is."""
+    if isinstance(data, str):
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":
+            return None  # a multi-byte character cut off: a truncated text file, said as such
+        return (
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "a binary or otherwise encoded file"
+        )
+    return None
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """The one reader of the YAML files a person writes (recipes, cluster profiles).
+
+    A missing file raises FileNotFoundError, which each caller words for its own option;
+    an unreadable, binary, non-UTF-8 or malformed file is a one-line SchemaError.
+    """
+    import yaml  # only the YAML readers need it: importing the records stays cheap
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError(f"{path}: {not_text(data) or 'not UTF-8 text: it ends inside a character (truncated?)'}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise SchemaError(f"{path}: malformed YAML{where}: {problem}") from None
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: int = 0o644) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from throughput_schema.codec import SchemaError, convert_input
+from throughput_schema.codec import SchemaError, convert_input, read_yaml
 from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
 
 SUPPORTED_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192)
@@ -111,21 +111,12 @@ def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: 
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    import yaml  # only the recipe readers need it: importing the records stays cheap
-
     try:
-        text = path.read_text()
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise RecipeError(f"{path}: config file not found") from None
-    except OSError as exc:
-        raise RecipeError(f"{path}: cannot read config ({exc.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise RecipeError(f"{path}: malformed YAML{where}: {problem}") from None
+    except SchemaError as exc:
+        raise RecipeError(str(exc)) from None
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: expected a mapping with sections {', '.join(_SECTIONS)}")
     return raw

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import ClusterProfile, SchemaError, convert_input
+from throughput_schema import ClusterProfile, SchemaError, convert_input, read_yaml
 from throughput_sweep.campaign import CampaignError
 
 __all__ = ["PROFILE_ENV", "available_profiles", "choose_profile", "embedded_local_profile", "load_profile"]
@@ -32,23 +32,17 @@ def embedded_local_profile() -> ClusterProfile:
 
 def load_profile(spec: str, root: Path, *, need_python: bool = True) -> ClusterProfile:
     """A profile by name (configs/clusters/NAME.yaml) or by path to a YAML file."""
-    import yaml
-
     path = Path(spec)
     if not (spec.endswith((".yaml", ".yml")) or "/" in spec):
         path = root / "configs" / "clusters" / f"{spec}.yaml"
         if not path.exists() and spec == "local":
             return _absolute_python(embedded_local_profile(), root)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise CampaignError(f"--profile {spec}: no such profile ({path} not found)") from None
-    except OSError as exc:
-        raise CampaignError(f"--profile {spec}: cannot read {path} ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise CampaignError(f"{path}: malformed YAML{where}") from None
+    except SchemaError as exc:
+        raise CampaignError(f"--profile {spec}: {exc}") from None
     if not isinstance(raw, dict):
         raise CampaignError(f"{path}: expected a mapping of profile fields")
     raw.setdefault("name", path.stem)

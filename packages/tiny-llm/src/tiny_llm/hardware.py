@@ -1,10 +1,5 @@
-"""Hardware and software metadata, and the dense BF16 peak used for MFU.
-
-The peak is looked up by the exact device name AND its memory size, because one
-marketing name can cover parts with different clocks and power limits; anything
-not in the table (CPUs, PCIe/NVL parts, unknown GPUs) gets no peak and no MFU
-rather than a guess.
-"""
+"""Hardware and software metadata, and the dense BF16 peak used for MFU (its table
+lives in `throughput_schema.gpus`, which the audit's roofline check reads too)."""
 
 from __future__ import annotations
 
@@ -16,29 +11,10 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from throughput_schema import Hardware
+from throughput_schema.gpus import GIB, PEAK_BF16, peak_bf16_flops  # noqa: F401  (the worker's callers and benchmarks)
 
 if TYPE_CHECKING:  # torch is imported where it is used, so the peak table stays torch-free
     import torch
-
-GIB = 1024**3
-
-# (exact torch device name, memory range in GiB as torch reports it, dense BF16 FLOP/s).
-# Datasheet figures without sparsity; H100 SXM, H200 SXM and GH200 share Hopper's 989 TFLOP/s.
-PEAK_BF16: list[tuple[str, tuple[float, float], float]] = [
-    ("NVIDIA H100 80GB HBM3", (75.0, 81.0), 989e12),  # H100 SXM5 80 GB (79.1 GiB visible)
-    ("NVIDIA H200", (135.0, 142.0), 989e12),  # H200 SXM 141 GB (140.4 GiB visible)
-    ("NVIDIA GH200 480GB", (90.0, 97.0), 989e12),  # GH200 with 96 GB HBM3
-    ("NVIDIA GH200 144G HBM3e", (135.0, 145.0), 989e12),  # GH200 with 144 GB HBM3e
-]
-
-
-def peak_bf16_flops(name: str, memory_bytes: int) -> float | None:
-    gib = memory_bytes / GIB
-    for known, (lo, hi), peak in PEAK_BF16:
-        if name == known and lo <= gib <= hi:
-            return peak
-    return None
-
 
 def _version(dist: str) -> str:
     try:

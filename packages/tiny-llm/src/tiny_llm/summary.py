@@ -1,7 +1,7 @@
 """The result's derived figures from a finished `Measurement`, torch-free.
 
 `throughput_summary`: median window rate, sample CV, stability flag, update ms, FLOPs per
-token and MFU (with the peak from `hardware.PEAK_BF16`). `optimizer_summary`: each
+token and MFU (with the peak from `throughput_schema.gpus.PEAK_BF16`). `optimizer_summary`: each
 window's optimizer and graph ms (burst samples weighted by burst update count), their
 median, CV, and the optimizer's share of instrumented wall time and of graph time.
 `write_bursts` keeps the raw burst samples beside the result (`throughput_schema.layout.bursts_path`).
