@@ -23,7 +23,7 @@ OOMS = {"20m-c512-b16": "cuda_oom", "20m-c1024-b8": "cuda_oom"}
 
 
 def write_plan(path: Path, **extra) -> Path:
-    path.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": OOMS, **extra}))
+    path.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {**OOMS, **extra.pop("points", {})}, **extra}))
     return path
 
 
@@ -156,6 +156,11 @@ def test_sources_that_cannot_be_spot_checked_are_refused(source, tmp_path):
     run("run", "--output", unaudited, "--profile", "local", "--models", "20m", "--contexts", "512",
         "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
     cases.append((unaudited, "not audited"))
+    blocked = tmp_path / "blocked"
+    run("run", "--output", blocked, "--profile", "local", "--models", "20m", "--contexts", "512",
+        "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress",
+        plan=write_plan(tmp_path / "blocked.json", points={"20m-c512-b4": "compile_error"}), check_rc=3)
+    cases.append((blocked, "the campaign is not complete (20m-c512 blocked); finish it first"))
     spot = tmp_path / "spot"
     spot_check(source, spot, "--points", "2", plan=plan)
     cases.append((spot, "a spot check; spot-check a throughput campaign"))
