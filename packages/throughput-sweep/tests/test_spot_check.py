@@ -104,6 +104,8 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
     assert {p["verdict"] for p in comparison["points"]} == {"same"} and comparison["differences"] == []
     status = run("status", "--output", b, plan=tmp_path / "plan.json").stdout
     assert f"spot check of {source}: 3 points, seed 7: PASSED" in status
+    run("collect", "--output", b, plan=tmp_path / "plan.json")
+    assert f"A spot check of `{source}`: its comparison with that campaign is in `spot-check/`." in (b / "README.md").read_text()
     report = audit(b)
     assert report.summary.failed == 0, [c.message for c in report.checks if c.status == "fail"]
     assert {c.name for c in report.checks} >= {"spot_check.grid", "spot_check.within_noise", "spot_check.recommended"}

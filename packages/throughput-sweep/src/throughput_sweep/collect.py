@@ -229,8 +229,11 @@ def readme(
             f"{c.first_oom or '-'} | {fast[0] if fast else '-'} | {f'{fast[1]:,.0f}' if fast else '-'} | "
             f"{recommended[c.name].recommended_batch or '-'} | {' '.join(map(str, c.unstable)) or '-'} |"
         )
-    out.append(f"\nRecommended batches. {THRESHOLD_SENTENCE}\n")
-    out += [f"- {c.name}: {recommendation_text(recommended[c.name])}" for c in curves if c.fitting]
+    if m.spot_check is None:  # a spot check's sample recommends nothing; its source did
+        out.append(f"\nRecommended batches. {THRESHOLD_SENTENCE}\n")
+        out += [f"- {c.name}: {recommendation_text(recommended[c.name])}" for c in curves if c.fitting]
+    else:
+        out.append(f"\nA spot check of `{m.parent.path}`: its comparison with that campaign is in `{layout.SPOT_CHECK}/`.")
     blocked = [c for c in curves if c.state == "blocked"]
     if blocked:
         out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")
