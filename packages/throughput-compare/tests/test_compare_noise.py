@@ -10,9 +10,9 @@ import pytest
 
 from throughput_schema import Hardware, MemoryPeaks, MemoryReport
 
-from throughput_compare import spread
+from throughput_schema import noise as spread
 from throughput_compare.cli import main
-from throughput_compare.recommend import recommend
+from throughput_schema.recommendation import recommend
 
 
 def comparison(lab, a, b, out):

@@ -62,6 +62,14 @@ def test_pdf_has_six_pages_with_expected_text(report, two_pairs):
     shares = [p["optimizer_share"] for p in doc["points"] if (p["model"], p["context"], p["batch"]) in primary]
     assert len(shares) == 6
     assert f"median {statistics.median(shares):.1%}" in flat[0]
+    # The recommended batch: a page-1 column, one per curve in points.json, the threshold in the methods.
+    assert "Recom-" in pages[0]
+    for c in doc["curves"]:
+        r = c["recommendation"]
+        assert r["recommended_batch"] in r["equally_fast"] and r["first_oom_batch"] == c["first_oom_batch"]
+    threshold = doc["curves"][0]["recommendation"]["threshold"]
+    assert f"Here T = {100 * threshold:.2f}%, from the baseline workers' windows." in flat[5]
+    assert "the smallest of them is recommended" in flat[5]
     # Page 6 carries the exact manifest hash of every input campaign.
     for campaign in [*two_pairs[0], *two_pairs[1]]:
         digest = hashlib.sha256((campaign / "manifest.json").read_bytes()).hexdigest()

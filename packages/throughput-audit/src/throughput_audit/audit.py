@@ -15,7 +15,7 @@ import msgspec
 from throughput_schema import SchemaError, write_atomic
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
 
-from throughput_audit import __version__, optimizer, slurm
+from throughput_audit import __version__, optimizer, slurm, spot_check
 from throughput_audit.accounting import check_local_concurrency, check_slurm
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
@@ -67,7 +67,12 @@ def run_audit(
 
     groups = group(loaded)
     curves: list[CurveFinding]
-    if is_opt:
+    if manifest.spot_check is not None:
+        curves = spot_check.check_sample(loaded, checks, root)
+        for name, records in sorted(groups.items()):
+            check_retries(name, records, checks)
+        spot_check.check_comparison(loaded, checks, root)
+    elif is_opt:
         parent = optimizer.parent_fitting(root, manifest, checks)
         curves = optimizer.check_grid(loaded, checks, parent)
         for name, records in sorted(groups.items()):

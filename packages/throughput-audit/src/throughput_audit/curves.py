@@ -215,6 +215,11 @@ def expected_curves(manifest: Manifest) -> list[str]:
     return [curve_name(m, c) for m in manifest.models for c in manifest.contexts]
 
 
+def planned_grid(manifest: Manifest) -> list[tuple[str, list[int]]]:
+    """Each curve of a campaign that walks a planned grid, with its planned batches."""
+    return [(name, list(manifest.inherited_batches.get(name, []))) for name in expected_curves(manifest)]
+
+
 def check_curve_set(loaded: Loaded, checks: Checks) -> None:
     names = set(group(loaded)) | set(loaded.stray_curves)
     extra = sorted(names - set(expected_curves(loaded.manifest)))
@@ -224,4 +229,53 @@ def check_curve_set(loaded: Loaded, checks: Checks) -> None:
         CURVES,
         f"{CURVES}/: curves {extra} are not in the manifest's models x contexts" if extra else f"{CURVES}/: only manifest curves",
         curves=extra,
+    )
+
+
+def unstable_record(r: AttemptRecord) -> bool:
+    """Its measurement or its baseline's, throughput or optimizer timing, was unstable."""
+    res, base = r.attempt.result, r.attempt.baseline
+    return any(
+        x is not None and ((x.throughput and x.throughput.unstable) or (x.optimizer_timing and x.optimizer_timing.unstable))
+        for x in (res, base)
+    )
+
+
+def walk_grid(name: str, records: list[AttemptRecord], planned: list[int], checks: Checks, *, optimizer: bool) -> CurveFinding:
+    """A curve that walks a planned grid, every batch at once: an optimizer follow-up's
+    inherited batches (check optimizer.grid) or a spot check's sample (spot_check.grid).
+    Each planned batch measured ok, and nothing else."""
+    check, label = ("optimizer.grid", "inherited") if optimizer else ("spot_check.grid", "sampled")
+    where = f"{CURVES}/{name}"
+    finals = final_attempts(records)
+    present = sorted(finals)
+    ok = [b for b in present if status(finals[b], optimizer=optimizer) == "ok"]
+    failed = {b: status(finals[b], optimizer=optimizer) for b in present if b not in ok}
+    missing = [b for b in planned if b not in ok]
+    extra = [b for b in present if b not in planned]
+    checks.expect(
+        check,
+        not missing and not extra,
+        where,
+        f"{where}: measured {ok} of {label} {planned}"
+        + (f"; missing {missing}" if missing else "")
+        + (f" ({', '.join(f'b{b} {s}' for b, s in failed.items())})" if failed else "")
+        + (f"; extra {extra} not in the {label} grid" if extra else ""),
+        **{label: planned},
+        measured=ok,
+        missing=missing,
+        extra=extra,
+    )
+    unstable = [b for b in ok if unstable_record(finals[b])]
+    blocked = [b for b in failed if failed[b] not in ("no-result",)]
+    state = "complete" if not missing and not extra else ("blocked" if blocked else "incomplete")
+    return CurveFinding(
+        curve=name,
+        state=state,
+        batches=present,
+        fitting_batches=ok,
+        largest_fitting_batch=ok[-1] if ok else None,
+        unstable_batches=unstable,
+        blocked_batch=blocked[0] if blocked else None,
+        blocked_reason="; ".join(f"batch {b}: {failed[b]}" for b in blocked),
     )

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import Manifest, SchemaError, read
-from throughput_schema.layout import BASELINE, BURSTS, CURVES, MANIFEST, RESULT
+from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind, load, sha256
-from throughput_audit.curves import final_attempts, group, status, walk_throughput
+from throughput_audit.curves import group, planned_grid, walk_grid, walk_throughput
 from throughput_audit.findings import Checks, CurveFinding
 from throughput_audit.points import CV_REL, RATE_REL
 from throughput_audit.stats import close, median, sample_cv, weighted_mean
@@ -93,65 +93,20 @@ def check_grid(loaded: Loaded, checks: Checks, parent: dict[str, list[int]] | No
     m = loaded.manifest
     groups = group(loaded)
     findings = []
-    for model in m.models:
-        for context in m.contexts:
-            name = f"{model}-c{context}"
-            where = f"{CURVES}/{name}"
-            inherited = list(m.inherited_batches.get(name, []))
-            if parent is not None:
-                want = parent.get(name, [])
-                checks.expect(
-                    "optimizer.inherited",
-                    inherited == want,
-                    MANIFEST,
-                    f"{MANIFEST}: inherited_batches[{name}] = {inherited}, the parent's fitting batches are {want}",
-                    curve=name,
-                    inherited=inherited,
-                    parent=want,
-                )
-            finals = final_attempts(groups.get(name, []))
-            present = sorted(finals)
-            ok = [b for b in present if status(finals[b], optimizer=True) == "ok"]
-            failed = {b: status(finals[b], optimizer=True) for b in present if b not in ok}
-            missing = [b for b in inherited if b not in ok]
-            extra = [b for b in present if b not in inherited]
+    for name, inherited in planned_grid(m):
+        if parent is not None:
+            want = parent.get(name, [])
             checks.expect(
-                "optimizer.grid",
-                not missing and not extra,
-                where,
-                f"{where}: measured {ok} of inherited {inherited}"
-                + (f"; missing {missing}" if missing else "")
-                + (f" ({', '.join(f'b{b} {s}' for b, s in failed.items())})" if failed else "")
-                + (f"; extra {extra} not in the inherited grid" if extra else ""),
+                "optimizer.inherited",
+                inherited == want,
+                MANIFEST,
+                f"{MANIFEST}: inherited_batches[{name}] = {inherited}, the parent's fitting batches are {want}",
+                curve=name,
                 inherited=inherited,
-                measured=ok,
-                missing=missing,
-                extra=extra,
+                parent=want,
             )
-            unstable = [b for b in ok if _unstable(finals[b])]
-            blocked = [b for b in failed if failed[b] not in ("no-result",)]
-            state = "complete" if not missing and not extra else ("blocked" if blocked else "incomplete")
-            findings.append(
-                CurveFinding(
-                    curve=name,
-                    state=state,
-                    batches=present,
-                    fitting_batches=ok,
-                    largest_fitting_batch=ok[-1] if ok else None,
-                    unstable_batches=unstable,
-                    blocked_batch=blocked[0] if blocked else None,
-                    blocked_reason="; ".join(f"batch {b}: {failed[b]}" for b in blocked),
-                )
-            )
+        findings.append(walk_grid(name, groups.get(name, []), inherited, checks, optimizer=True))
     return findings
-
-
-def _unstable(r: AttemptRecord) -> bool:
-    res, base = r.attempt.result, r.attempt.baseline
-    return any(
-        x is not None and ((x.throughput and x.throughput.unstable) or (x.optimizer_timing and x.optimizer_timing.unstable))
-        for x in (res, base)
-    )
 
 
 def optimizer_first_cv_exceeded(record: AttemptRecord, protocol) -> bool:

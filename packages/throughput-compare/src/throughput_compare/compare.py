@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 
 import msgspec
 
-from throughput_compare import spread
+from throughput_schema import noise as spread
 from throughput_compare.differences import differences
 from throughput_compare.inputs import Campaign, Measured, Refused
-from throughput_compare.recommend import recommend
-from throughput_compare.records import Comparison, CurveComparison, InputFile, Noise, PointComparison, Recommendation
+from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes
+from throughput_schema.comparison import Comparison, CurveComparison, InputFile, Noise, PointComparison, Recommendation
 
 
 def _change(a, b):
@@ -51,22 +51,20 @@ def _fastest_stable(campaign: Campaign, curve: str) -> int | None:
 
 def curve_recommendation(campaign: Campaign, curve: str, threshold: float) -> Recommendation:
     points = [p for p in campaign.points.values() if p.curve == curve]
-    memory = [p.result.hardware.gpu_memory_bytes or (p.result.memory.device_total_bytes if p.result.memory else 0) for p in points]
-    return recommend(
-        curve,
-        {p.batch: p.rate for p in points},
-        threshold,
-        unstable={p.batch for p in points if p.unstable},
-        reserved_bytes={p.batch: p.reserved_bytes for p in points},
-        gpu_memory_bytes=max(memory, default=0) or None,
-        first_oom_batch=campaign.first_oom(curve),
-    )
+    return campaign_recommendations(
+        [r for r in campaign.rates() if r.curve == curve],
+        first_oom={curve: campaign.first_oom(curve)},
+        gpu_memory_bytes=gpu_memory_bytes(p.result for p in points),
+        threshold=threshold,
+    )[curve]
 
 
 def _curve(a: Campaign, b: Campaign, curve: str, points: list[PointComparison], threshold: float) -> CurveComparison:
     mine = [p for p in points if p.curve == curve]
     oom_a, oom_b = a.first_oom(curve), b.first_oom(curve)
     fast_a, fast_b = _fastest_stable(a, curve), _fastest_stable(b, curve)
+    if b.spot_check:  # a sample: neither its boundary nor its fastest batch was measured again
+        oom_b, fast_b = oom_a, fast_a  # so neither is reported as moved; the tables say "not re-measured"
     return CurveComparison(
         curve=curve,
         points=len(mine),
@@ -91,7 +89,7 @@ def boundary_text(curve: CurveComparison) -> str:
     return f"{curve.curve}: first OOM {show(curve.first_oom_a)} → {show(curve.first_oom_b)}"
 
 
-def summary(points: list[PointComparison], curves: list[CurveComparison]) -> str:
+def summary(points: list[PointComparison], curves: list[CurveComparison], spot_check: bool = False) -> str:
     """One sentence: how B moved against A, on how many points, and which boundaries moved."""
     if not points:
         return "A and B share no measured point; nothing to compare."
@@ -105,6 +103,8 @@ def summary(points: list[PointComparison], curves: list[CurveComparison]) -> str
     if same:
         parts.append(f"the same on {same}" + ("" if parts else f" of {len(points)} points"))
     moved = [boundary_text(c) for c in curves if c.boundary_moved]
+    if spot_check:
+        return f"B is {', '.join(parts)} (a spot check: the sampled points only; boundaries not re-measured)."
     bounds = "no boundary moved" if not moved else f"{len(moved)} boundar{'y' if len(moved) == 1 else 'ies'} moved ({'; '.join(moved)})"
     return f"B is {', '.join(parts)}; {bounds}."
 
@@ -147,7 +147,7 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False) ->
         a=str(a.path),
         b=str(b.path),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        summary=summary(points, curves),
+        summary=summary(points, curves, b.spot_check),
         allow_protocol_change=allow_protocol_change,
         noise=noise,
         points=points,
@@ -156,5 +156,6 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False) ->
         only_in_a=[f"{c} b{n}" for c, n in sorted(set(a.points) - set(b.points))],
         only_in_b=[f"{c} b{n}" for c, n in sorted(set(b.points) - set(a.points))],
         inputs=[InputFile(path=p, sha256=h) for p, h in (*a.hashes, *b.hashes)],
+        spot_check=b.spot_check,
     )
 

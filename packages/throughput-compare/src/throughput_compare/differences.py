@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from throughput_compare.inputs import Campaign
-from throughput_compare.records import Difference
+from throughput_schema.comparison import Difference
 
 HARDWARE_FIELDS = ("gpu_name", "gpu_memory_bytes", "driver", "cuda", "torch", "python")
 # A recipe's fields that say which point it is, not how it is trained.

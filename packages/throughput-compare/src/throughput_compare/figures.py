@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
 from throughput_compare import tables  # noqa: E402
-from throughput_compare.records import Comparison  # noqa: E402
+from throughput_schema.comparison import Comparison  # noqa: E402
 
 FIGURE = "ratios"
 PNG_DPI = 450

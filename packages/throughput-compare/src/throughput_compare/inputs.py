@@ -16,8 +16,9 @@ import msgspec
 from throughput_schema import outcome_kind
 from throughput_schema.layout import AUDIT, BASELINE, MANIFEST, RESULT, FileRead, attempt_folders, read_attempt, read_file
 from throughput_schema.records import Manifest, WorkerResult
+from throughput_schema.recommendation import PointRate, campaign_noise
 
-from throughput_compare import spread
+from throughput_schema import noise as spread
 
 
 class Refused(Exception):
@@ -72,35 +73,46 @@ class Campaign:
     def optimizer(self) -> bool:
         return self.manifest.kind == "optimizer-timing"
 
+    @property
+    def spot_check(self) -> bool:
+        return self.manifest.spot_check is not None
+
     def curves(self) -> list[str]:
         return [f"{m}-c{c}" for m in self.manifest.models for c in self.manifest.contexts]
 
     def first_oom(self, curve: str) -> int | None:
         return min((b for b, kind in self.outcomes.get(curve, {}).items() if kind == "cuda_oom"), default=None)
 
+    def rates(self) -> list[PointRate]:
+        return [
+            PointRate(p.curve, p.batch, p.rate, p.window_rates, p.unstable, p.reserved_bytes, p.repeats)
+            for p in self.points.values()
+        ]
+
     def window_spread(self) -> float:
-        return spread.noise_threshold([p.window_spread for p in self.points.values() if not p.unstable])
+        return campaign_noise(self.rates())[0]
 
     def run_to_run(self) -> float | None:
-        found = [spread.run_to_run_spread(p.repeats) for p in self.points.values()]
-        measured = [d for d in found if d is not None]
-        return max(measured) if measured else None
+        return campaign_noise(self.rates())[1]
 
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def load(path: Path, label: str) -> Campaign:
-    """Decode a campaign's manifest, audit and attempts; every refusal is one line."""
+def load(path: Path, label: str, *, audited: bool = True) -> Campaign:
+    """Decode a campaign's manifest, audit and attempts; every refusal is one line.
+
+    `audited=False` only for a spot check comparing itself with its source when its last
+    point ends: its own audit comes after, and reads that comparison."""
     try:
-        return _load(Path(path), label)
+        return _load(Path(path), label, audited)
     except OSError as exc:
         # A folder the reader cannot list (permissions, a vanished mount) is bad input too.
         raise Refused(f"{label} {path}: cannot read {exc.filename or path} ({exc.strerror or exc}); check the folder's permissions") from None
 
 
-def _load(path: Path, label: str) -> Campaign:
+def _load(path: Path, label: str, audited: bool) -> Campaign:
     if not (path / MANIFEST).is_file():
         raise Refused(f"{label} {path}: not a campaign folder (no {MANIFEST}); give the folder `throughput-sweep run --output` made")
     hashes: list[tuple[str, str]] = []
@@ -112,7 +124,8 @@ def _load(path: Path, label: str) -> Campaign:
         return file.record
 
     manifest: Manifest = take(read_file(path / MANIFEST))
-    _check_audit(path, label, manifest, hashes)
+    if audited:
+        _check_audit(path, label, manifest, hashes)
     campaign = Campaign(path=path, manifest=manifest, hashes=hashes)
     rates: dict[tuple[str, int], list[float]] = {}
     for folder in attempt_folders(path):

@@ -7,7 +7,7 @@ import csv
 import io
 
 from throughput_compare.compare import boundary_text
-from throughput_compare.records import Comparison, CurveComparison, Recommendation
+from throughput_schema.comparison import Comparison, CurveComparison, Recommendation
 
 GIB = 2**30
 CSV_FIELDS = (
@@ -40,10 +40,11 @@ def curve_rows(c: Comparison) -> list[list[str]]:
     """Per curve: verdict counts, boundary and fastest batch in A → B, and each recommendation."""
     rows = [["curve", "points", "faster", "slower", "same", "first OOM A → B", "fastest stable A → B", "recommended A / B"]]
     for curve in c.curves:
+        oom_b, fast_b = ("not re-measured",) * 2 if c.spot_check else (_batch(curve.first_oom_b), _batch(curve.fastest_stable_b))
         rows.append([
             curve.curve, str(curve.points), str(curve.faster), str(curve.slower), str(curve.same),
-            f"{_batch(curve.first_oom_a)} → {_batch(curve.first_oom_b)}" + (" (moved)" if curve.boundary_moved else ""),
-            f"{_batch(curve.fastest_stable_a)} → {_batch(curve.fastest_stable_b)}" + (" (changed)" if curve.fastest_changed else ""),
+            f"{_batch(curve.first_oom_a)} → {oom_b}" + (" (moved)" if curve.boundary_moved else ""),
+            f"{_batch(curve.fastest_stable_a)} → {fast_b}" + (" (changed)" if curve.fastest_changed else ""),
             f"{_recommended(curve.recommendation_a)} / {_recommended(curve.recommendation_b)}",
         ])  # fmt: skip
     return rows

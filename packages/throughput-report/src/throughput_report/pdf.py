@@ -20,6 +20,7 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 from pypdf import PdfReader, PdfWriter
 
+from throughput_schema.recommendation import THRESHOLD_SENTENCE
 from throughput_schema.records import Protocol
 
 from throughput_report import figures, tables
@@ -160,7 +161,7 @@ def page_summary(proj: Projection, ctx: Context) -> Figure:
         items.append("Curves ended by a recorded decision, not by a memory boundary: " + "; ".join(closed) + ".")
     y = _paragraphs(fig, 0.04, 0.9, items, size=8.6)
     header, rows = tables.key_table(proj)
-    widths = [0.06, 0.07, 0.065, 0.06, 0.08, 0.08, 0.13, 0.08, 0.095, 0.08, 0.09, 0.08]
+    widths = [0.055, 0.065, 0.06, 0.055, 0.065, 0.075, 0.075, 0.12, 0.075, 0.085, 0.075, 0.08, 0.075]
     _table(fig, [0.03, 0.03, 0.94, y - 0.05], header, rows, size=7.4, widths=widths)
     return fig
 
@@ -239,6 +240,8 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
         "T' = T·(1 − f + f/k). " + EXCLUSIONS,
         "Independent checks re-derived by this report before drawing (counts): " + checks + ". Memory boundaries: "
         "fitting batches 1, 2, 4, … and a first CUDA OOM at twice the largest fitting batch (or the batch cap).",
+        "Recommended batch B (page 1): " + THRESHOLD_SENTENCE.replace("the campaign's", "the report's")
+        + f" Here T = {100 * _threshold(proj):.2f}%, from the baseline workers' windows.",
         f"Inputs: {ctx.input_files:,} files; inputs.sha256 beside this PDF lists the SHA-256 of every one "
         f"(SHA-256 of that list: {ctx.inputs_digest}).",
     ]
@@ -247,6 +250,10 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
     rows = [[Path(c).name, m, f"{n:,}", d] for c, m, n, d in ctx.campaign_digests]
     _table(fig, [0.03, 0.05, 0.94, y - 0.07], header, rows, size=6.6, widths=[0.18, 0.37, 0.05, 0.37])
     return fig
+
+
+def _threshold(proj: Projection) -> float:
+    return next((c.recommendation.threshold for c in proj.curves if c.recommendation), 0.0)
 
 
 def build_pdf(proj: Projection, ctx: Context, path: Path) -> None:

@@ -16,6 +16,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
+from throughput_schema.comparison import Recommendation
+from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes, point_rate
+
 from throughput_report.checks import cv, window_rates
 from throughput_report.pairing import Pair
 
@@ -121,6 +124,8 @@ class CurveRow:
     best_is_stable: bool
     original_best_batch: int | None
     closed: str = ""  # "at batch B: reason" when a person ended the curve; never a boundary
+    # The smallest batch within the noise threshold of the fastest (the schema's rule).
+    recommendation: Recommendation | None = None
 
     @property
     def curve(self) -> str:
@@ -225,8 +230,21 @@ def choose_tokens_per_update(points: list[Point], curves: list[str]) -> int:
     return max(on, key=lambda t: (len(on[t]), t))
 
 
+def recommendations(pairs: list[Pair]) -> dict[str, Recommendation]:
+    """Each curve's recommendation from the primary (baseline) rates, against the noise
+    threshold of every point the report draws."""
+    baselines = [(name, b, pair.points[name][b].attempt.baseline) for pair in pairs for name, c in pair.curves.items() for b in c.fitting]
+    rated = [point_rate(name, b, base) for name, b, base in baselines]
+    return campaign_recommendations(
+        [r for r in rated if r is not None],
+        first_oom={name: c.first_oom for pair in pairs for name, c in pair.curves.items()},
+        gpu_memory_bytes=gpu_memory_bytes(base for _, _, base in baselines),
+    )
+
+
 def project(pairs: list[Pair], tokens_per_update: int | None = None) -> Projection:
     points = join_points(pairs)
+    recommended = recommendations(pairs)
     models: list[str] = []
     contexts: list[int] = []
     curves: list[CurveRow] = []
@@ -253,6 +271,7 @@ def project(pairs: list[Pair], tokens_per_update: int | None = None) -> Projecti
                     best_is_stable=stable,
                     original_best_batch=orig.batch if orig else None,
                     closed=f"at batch {curve.closed.batch_size}: {curve.closed.reason}" if curve.closed else "",
+                    recommendation=recommended.get(name),
                 )
             )
     contexts.sort()

@@ -40,6 +40,7 @@ def key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
         "Params P",
         "Context L",
         "Batch B",
+        "Recom-\nmended B",
         "Tokens/s R",
         "T = 20·P/R",
         "Window range\nof T",
@@ -62,6 +63,7 @@ def key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
                 fmt_params(p.parameters),
                 f"{p.context:,}",
                 f"{p.batch}{star}",
+                _recommended(curve),
                 fmt_rate(p.tokens_per_second),
                 fmt_hours(p.projected_seconds),
                 f"{fmt_hours(p.projected_seconds_fastest_window, 2)} – {fmt_hours(p.projected_seconds_slowest_window, 2)}",
@@ -73,6 +75,11 @@ def key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, rows
+
+
+def _recommended(curve) -> str:
+    r = curve.recommendation
+    return "-" if r is None or r.recommended_batch is None else str(r.recommended_batch)
 
 
 def optimizer_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
@@ -164,6 +171,7 @@ def points_json(projection: Projection, inputs: dict) -> bytes:
             "primary_batch": c.best.batch if c.best else None,
             "original_fastest_batch": c.original_best_batch,
             **({"closed_by_hand": c.closed} if c.closed else {}),
+            "recommendation": msgspec.to_builtins(c.recommendation) if c.recommendation else None,
         }
         for c in projection.curves
     ]

@@ -7,6 +7,7 @@ from typing import Literal
 
 import msgspec
 
+from throughput_schema.comparison import Recommendation
 from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
 
 
@@ -71,6 +72,17 @@ class ParentCampaign(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
 
 
+class SpotCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """A spot check re-measures a seeded sample of its parent's fitting points (the
+    manifest's `parent` and `inherited_batches`), each curve's recommended batch always
+    among them, with the parent's protocol and frozen sources."""
+
+    points: PositiveInt
+    seed: int
+    recommended: dict[str, int] = {}  # curve -> the parent's recommended batch
+    threshold: float = 0.0  # the parent's own noise threshold, the recommendation's
+
+
 class Manifest(_Record):
     """Frozen at campaign creation: a resumed campaign never changes its grid."""
 
@@ -92,6 +104,8 @@ class Manifest(_Record):
     worker: str = "tiny_llm"
     # The repository the campaign was created from (frozen copies come from here).
     source_root: str = ""
+    # A spot check of `parent` (a throughput campaign whose curves walk `inherited_batches`).
+    spot_check: SpotCheck | None = None
 
 
 class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,6 +132,8 @@ class CurveSummary(_Record):
     blocked_reason: str = ""
     failed_attempts: list[FailedAttempt] = []
     closure: CurveClosure | None = None  # state "closed": the person's decision
+    # The smallest batch within the campaign's noise threshold of the fastest stable one.
+    recommendation: Recommendation | None = None
 
 
 class CurveClosure(_Record):

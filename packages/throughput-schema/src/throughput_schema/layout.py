@@ -9,6 +9,7 @@
           bursts.jsonl slurm-<id>.out
       results.json results.csv README.md *.png    collect
       audit.json accounting.txt                   the audit
+      spot-check/comparison.{json,md,csv,pdf} ...  a spot check's comparison with its source
 
 Everything a later command needs is in these files, so `status`, `--resume`, the
 audit and the report all read them here: `read_attempt` gives each file's bytes, its
@@ -64,6 +65,18 @@ OPTIMIZER_SHARE_PNG = "optimizer-share.png"
 # Written by the audit at the campaign's top.
 AUDIT = "audit.json"
 ACCOUNTING = "accounting.txt"
+# A comparison's files (`throughput-compare --output OUT` writes them into OUT).
+COMPARISON_MD = "comparison.md"
+COMPARISON_CSV = "comparison.csv"
+COMPARISON_JSON = "comparison.json"
+COMPARISON_PDF = "comparison.pdf"
+# A spot check (`run --spot-check-from A`) writes its comparison with A into this folder
+# at its campaign's top, when its last point has ended; its audit reads it there.
+SPOT_CHECK = "spot-check"
+
+
+def spot_check_comparison(campaign: Path) -> Path:
+    return Path(campaign) / SPOT_CHECK / COMPARISON_JSON
 
 _CURVE = re.compile(r"^(?P<model>[A-Za-z0-9_.]+)-c(?P<context>[1-9][0-9]*)$")
 _BATCH = re.compile(r"^b(?P<batch>[1-9][0-9]*)$")

@@ -26,6 +26,7 @@ from throughput_schema.campaigns import (
     ParentCampaign,
     Receipt,
     Settlement,
+    SpotCheck,
     SubmissionIntent,
 )
 from throughput_schema.configs import ClusterProfile, ModelConfig, OptimizerConfig, PointSpec, Protocol, Recipe, TrainingConfig
@@ -64,6 +65,7 @@ __all__ = [
     "Receipt",
     "Recipe",
     "Settlement",
+    "SpotCheck",
     "SubmissionIntent",
     "Throughput",
     "TrainingConfig",

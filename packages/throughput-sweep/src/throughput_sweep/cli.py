@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=_nonneg_int, help="warm-up updates (default 20)")
     run.add_argument("--optimizer-timing-from", type=Path, metavar="DIR", help="remeasure a completed throughput campaign's fitting points with optimizer timing")
     run.add_argument("--parallel-optimizer-points", action="store_true", help="with --optimizer-timing-from: submit every inherited point independently")
+    run.add_argument("--spot-check-from", type=Path, metavar="A", help="re-measure a seeded sample of a complete, audited throughput campaign's fitting points and compare them with it")
+    run.add_argument("--points", type=positive_int, metavar="N", help="with --spot-check-from: how many points (each curve's recommended batch always among them)")
+    run.add_argument("--seed", type=int, default=0, help="with --spot-check-from: the sample's random seed (default 0)")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
     run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr (for logs and scripts)")
@@ -132,6 +135,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CampaignError("--retry-failed works with --resume on an existing campaign")
     if args.parallel_optimizer_points and not args.optimizer_timing_from:
         raise CampaignError("--parallel-optimizer-points needs --optimizer-timing-from DIR")
+    if args.spot_check_from or args.points is not None:
+        from throughput_sweep.spot_check import check_options
+
+        check_options(args, changed_protocol=_protocol(args) is not None)
     output: Path = args.output
     exists = (output / MANIFEST).exists()
     if exists and not args.resume and not args.dry_run:
@@ -146,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             contexts=args.contexts,
             max_batch=args.max_batch,
             profile=args.profile,
-            parent=args.optimizer_timing_from,
+            parent=args.optimizer_timing_from or args.spot_check_from,
             protocol=_protocol(args, campaign.manifest.protocol),
         )
         if args.dry_run:
@@ -154,9 +161,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         root = find_repo_root()
         profile = choose_profile(
-            args.profile, root, inherited=_parent_profile(args.optimizer_timing_from), need_python=not args.dry_run
+            args.profile, root, inherited=_parent_profile(args.optimizer_timing_from or args.spot_check_from), need_python=not args.dry_run
         )
-        if args.optimizer_timing_from:
+        if args.spot_check_from:
+            from throughput_sweep.spot_check import plan_spot_check
+
+            plan = plan_spot_check(output, parent_dir=args.spot_check_from, points=args.points, seed=args.seed, profile=profile, root=root)
+        elif args.optimizer_timing_from:
             plan = plan_optimizer(
                 output,
                 parent_dir=args.optimizer_timing_from,
@@ -247,9 +258,13 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
             ) from None
     if code == 130:
         return 130
-    print(render_status(campaign), end="")
     curves = campaign.curves()
     status = exit_status(curves)
+    if campaign.manifest.spot_check is not None and status == 0:
+        from throughput_sweep.spot_check import finish
+
+        finish(campaign)  # before status, which shows its verdict
+    print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
     if status == EXIT_BLOCKED:
         print(f"[sweep] the campaign ended with blocked curves: {', '.join(c.name for c in curves if c.state == 'blocked')}; "
@@ -281,9 +296,10 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     out.append(f"Dry run: nothing is written or submitted.")
     out.append(f"campaign {campaign.root} ({m.kind}{', parallel points' if m.parallel_points else ''})")
     out.append(f"models: {' '.join(m.models)}; contexts: {' '.join(map(str, m.contexts))}; "
-               + (f"max batch {m.max_batch}" if m.max_batch else "batches double from 1 until a CUDA OOM"))
+               + (f"max batch {m.max_batch}" if m.max_batch else "the parent's batches" if m.parent else "batches double from 1 until a CUDA OOM"))
     if m.parent:
-        out.append(f"parent campaign: {m.parent.path}")
+        s = m.spot_check
+        out.append(f"parent campaign: {m.parent.path}" + (f"; spot check of {s.points} points, seed {s.seed}" if s else ""))
     out.append(
         f"profile {p.name}: scheduler {p.scheduler}, account {p.account or '-'}, partition {p.partition or '-'}, "
         f"{p.gpus_per_job} GPU, {p.cpus_per_task} CPUs, mem {p.mem or '-'}, time {p.time_limit_minutes} min, "

@@ -17,10 +17,13 @@ from pathlib import Path
 
 from throughput_schema import WorkerResult, dumps, write_atomic
 from throughput_schema import layout
+from throughput_schema.comparison import Recommendation
+from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
 from throughput_sweep.faults import crash_point
+from throughput_sweep.recommendations import recommendations
 from throughput_sweep.status import campaign_done, closed_line, is_complete
 
 WALL_CHANGE_FLAG = 0.05
@@ -143,7 +146,8 @@ def collect(campaign: Campaign) -> list[Path]:
     root = campaign.root
     written = []
     crash_point("while-collect")
-    summaries = [msgspec.to_builtins(c.summary()) for c in curves]
+    recommended = recommendations(curves)
+    summaries = [msgspec.to_builtins(msgspec.structs.replace(c.summary(), recommendation=recommended[c.name])) for c in curves]
     for s, c in zip(summaries, curves):
         if s.get("closure") is None:
             s.pop("closure", None)  # only a closed curve carries one
@@ -181,11 +185,14 @@ def collect(campaign: Campaign) -> list[Path]:
         written.append(
             _plot_optimizer(root / layout.OPTIMIZER_SHARE_PNG, opt_rows, "optimizer_percent", "optimizer % of baseline update")
         )
-    written.append(write_atomic(root / layout.README, readme(campaign, curves, infos, complete, opt_rows)))
+    written.append(write_atomic(root / layout.README, readme(campaign, curves, infos, complete, opt_rows, recommended)))
     return written
 
 
-def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], complete: bool, opt_rows: list[dict]) -> str:
+def readme(
+    campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], complete: bool, opt_rows: list[dict],
+    recommended: dict[str, Recommendation],
+) -> str:
     m = campaign.manifest
     out = []
     if not complete:
@@ -206,8 +213,8 @@ def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], co
         f"eps {p.eps:g}, weight decay {p.weight_decay:g}, clipping {p.grad_clip:g}.\n"
     )
     out.append("## Curves\n")
-    out.append("| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | unstable |")
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended | unstable |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for c in curves:
         fast = c.fastest_stable
         state = c.state
@@ -220,8 +227,13 @@ def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], co
         out.append(
             f"| {c.name} | {state} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
             f"{c.first_oom or '-'} | {fast[0] if fast else '-'} | {f'{fast[1]:,.0f}' if fast else '-'} | "
-            f"{' '.join(map(str, c.unstable)) or '-'} |"
+            f"{recommended[c.name].recommended_batch or '-'} | {' '.join(map(str, c.unstable)) or '-'} |"
         )
+    if m.spot_check is None:  # a spot check's sample recommends nothing; its source did
+        out.append(f"\nRecommended batches. {THRESHOLD_SENTENCE}\n")
+        out += [f"- {c.name}: {recommendation_text(recommended[c.name])}" for c in curves if c.fitting]
+    else:
+        out.append(f"\nA spot check of `{m.parent.path}`: its comparison with that campaign is in `{layout.SPOT_CHECK}/`.")
     blocked = [c for c in curves if c.state == "blocked"]
     if blocked:
         out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")

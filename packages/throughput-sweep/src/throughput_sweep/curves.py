@@ -3,7 +3,7 @@
 A curve is one (model, context). Throughput campaigns double the batch 1, 2, 4, ...
 one point at a time; only a confirmed `cuda_oom` sets the memory boundary, any other
 failure blocks the curve, and a `--max-batch` cap ends it as "no OOM up to the cap".
-Optimizer-timing campaigns walk the parent's fitting batches: sequentially, or every
+Optimizer-timing campaigns and spot checks walk the parent's (sampled) fitting batches: sequentially, or every
 point at once (`parallel`), where a failure pauses only its own curve. An OOM there was
 not expected (the parent fitted that batch) and blocks.
 
@@ -243,7 +243,7 @@ def derive(
             closing = closure is not None and closes(closure, curve)
             if closing:
                 retry = retry - {info.attempt.path for info in curve.failed}
-            if manifest.kind == "throughput":
+            if manifest.kind == "throughput" and manifest.spot_check is None:
                 _sequential(curve, doubling(), oom_is_boundary=True, retry=retry)
             else:
                 curve.planned = list(manifest.inherited_batches.get(name, []))

@@ -35,6 +35,28 @@ def _copy_tree(src: Path, dst: Path) -> None:
         shutil.copyfile(path, target)
 
 
+def _freeze_sources(plan: Plan, frozen: Path) -> None:
+    """Today's package sources, drivers, configs and uv.lock, and each model's resolved preset."""
+    root = plan.root
+    for src in sorted((root / "packages").glob("*/src")):
+        _copy_tree(src, frozen / "packages" / src.parent.name / "src")
+    for driver in DRIVERS:
+        if (root / "scripts" / driver).is_file():
+            (frozen / "scripts").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / "scripts" / driver, frozen / "scripts" / driver)
+    for yaml_file in sorted((root / "configs").rglob("*.yaml")):
+        target = frozen / "configs" / yaml_file.relative_to(root / "configs")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(yaml_file, target)
+    shutil.copyfile(root / "uv.lock", frozen / "uv.lock")
+    for m in plan.models:
+        recipe = load_recipe(root / "configs" / f"{m}.yaml")
+        write_atomic(frozen / RECIPES / f"{m}.json", recipe)
+    if plan.worker_file is not None:
+        (frozen / EXTRA).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(plan.worker_file, frozen / EXTRA / f"{plan.worker}.py")
+
+
 def create(plan: Plan) -> Campaign:
     """Write the campaign folder (manifest and frozen copy) atomically."""
     output = Path(plan.output)
@@ -45,24 +67,14 @@ def create(plan: Plan) -> Campaign:
     try:
         os.chmod(tmp, 0o755)
         frozen = tmp / FROZEN
-        root = plan.root
-        for src in sorted((root / "packages").glob("*/src")):
-            _copy_tree(src, frozen / "packages" / src.parent.name / "src")
-        for driver in DRIVERS:
-            if (root / "scripts" / driver).is_file():
-                (frozen / "scripts").mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(root / "scripts" / driver, frozen / "scripts" / driver)
-        for yaml_file in sorted((root / "configs").rglob("*.yaml")):
-            target = frozen / "configs" / yaml_file.relative_to(root / "configs")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(yaml_file, target)
-        shutil.copyfile(root / "uv.lock", frozen / "uv.lock")
-        for m in plan.models:
-            recipe = load_recipe(root / "configs" / f"{m}.yaml")
-            write_atomic(frozen / RECIPES / f"{m}.json", recipe)
-        if plan.worker_file is not None:
-            (frozen / EXTRA).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(plan.worker_file, frozen / EXTRA / f"{plan.worker}.py")
+        if plan.frozen_from is not None:
+            # A spot check measures with its parent's code, byte for byte, not today's:
+            # the files its manifest lists (planning checked their hashes), nothing else.
+            for f in plan.frozen_from.manifest.frozen_files:
+                (frozen / f.path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(plan.frozen_from.frozen / f.path, frozen / f.path)
+        else:
+            _freeze_sources(plan, frozen)
         files = []
         for path in sorted(frozen.rglob("*")):
             if path.is_file():

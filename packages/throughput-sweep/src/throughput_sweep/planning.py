@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampaign, Protocol
+from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampaign, Protocol, SpotCheck
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import load_recipe, with_point
 
@@ -41,6 +41,9 @@ class Plan:
     parent: ParentCampaign | None = None
     inherited: dict[str, list[int]] | None = None
     parallel: bool = False
+    # A spot check: the parent whose frozen files are copied as they are, and what was sampled.
+    frozen_from: Campaign | None = None
+    spot_check: SpotCheck | None = None
 
     def manifest(self, frozen_files: Sequence[FrozenFile] = ()) -> Manifest:
         """The campaign's manifest: written by `freezing.create`, shown by --dry-run."""
@@ -60,11 +63,14 @@ class Plan:
             parallel_points=self.parallel,
             worker=self.worker,
             source_root=str(self.root),
+            spot_check=self.spot_check,
         )
 
     def preview(self) -> Campaign:
         """The campaign as --dry-run shows it: nothing is written."""
-        return Campaign(root=self.output, manifest=self.manifest())
+        # A spot check shows the job script its parent's frozen copy will run.
+        frozen = self.frozen_from.manifest.frozen_files if self.frozen_from else ()
+        return Campaign(root=self.output, manifest=self.manifest(frozen))
 
 
 def resolve_worker(worker: str) -> tuple[str, Path | None]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from throughput_schema import CurveClosure
+from throughput_schema.recommendation import recommendation_text
 
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
+from throughput_sweep.recommendations import recommendations
 
 
 # Exit statuses of `run` and `status` (documented in the CLI's help and the README), so a
@@ -49,6 +51,7 @@ def render_status(campaign: Campaign) -> str:
         "",
         f"{'curve':<18} {'state':<9} {'fitting':<24} {'largest':>7} {'1st OOM':>7} {'fastest stable':>22}",
     ]
+    recommended = recommendations(curves)
     for c in curves:
         fastest = c.fastest_stable
         fast = f"b{fastest[0]} {fastest[1]:,.0f} tok/s" if fastest else "-"
@@ -62,6 +65,8 @@ def render_status(campaign: Campaign) -> str:
             lines.append(f"    blocked: {c.blocked_reason}")
         if c.state == "closed":
             lines.append(f"    {closed_line(c.closure)}; not a memory boundary")
+        if c.done and c.fitting and m.spot_check is None:  # a sample recommends nothing
+            lines.append(f"    recommended: {recommendation_text(recommended[c.name])}")
         if c.unstable:
             lines.append(f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}")
         for r in c.running:
@@ -78,4 +83,8 @@ def render_status(campaign: Campaign) -> str:
         jobs = [f"b{i.batch}/a{i.number}={i.job_id}" for i in c.attempts if i.job_id]
         if jobs:
             lines.append(f"    jobs: {' '.join(jobs)}")
+    if m.spot_check is not None:
+        from throughput_sweep.spot_check import verdict_lines
+
+        lines += ["", *verdict_lines(campaign)]
     return "\n".join(lines) + "\n"

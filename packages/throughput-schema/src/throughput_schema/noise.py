@@ -1,8 +1,10 @@
-"""The compare's own arithmetic: medians, relative spreads, a ratio's uncertainty and
-the noise threshold a verdict is read against.
+"""The noise arithmetic of comparisons and batch recommendations: medians, relative
+spreads, a ratio's uncertainty and the noise threshold a verdict is read against.
 
-Kept apart from the worker's and the audit's arithmetic on purpose: the comparison
-re-derives its spreads from the raw window rates rather than trusting either.
+Here, in the schema, because throughput-compare, the sweep's status and collect, the
+spot check, the audit and the report all state the same threshold. Kept apart from the
+worker's and the audit's own arithmetic on purpose: it is re-derived from the raw window
+rates rather than trusting either.
 """
 
 from __future__ import annotations

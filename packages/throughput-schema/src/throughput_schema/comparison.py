@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
+from throughput_schema.noise import SAME
+
 COMPARISON_VERSION = 1
 
 
@@ -106,3 +108,12 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     only_in_a: list[str] = []
     only_in_b: list[str] = []
     inputs: list[InputFile] = []
+    # B re-measured a sample of A's points (`run --spot-check-from A`): its boundaries and
+    # fastest batches were not measured again, so neither is compared.
+    spot_check: bool = False
+
+
+def differing(c: Comparison) -> list[PointComparison]:
+    """The points a spot check fails on: changed beyond the stated threshold and their own
+    uncertainty (the verdict rule, `noise.VERDICT_RULE`)."""
+    return [p for p in c.points if p.verdict != SAME]
