@@ -1,7 +1,7 @@
 """Where the time of one complete update goes, by kernel family (GPU only).
 
     python packages/tiny-llm/benchmarks/profile_update.py --point 250m@2048x16 --output profile.json
-    ... --kernel swiglu=triton --kernel rope=triton    # opt-in kernel choices (tiny_llm.kernels)
+    ... --kernel swiglu=triton        # with opt-in kernel choices (tiny_llm.kernels.Kernels)
 
 Profiles the compiled update without the CUDA graph (the profiler attributes kernels
 reliably outside graphs; the kernels are the same ones the graph replays) and sums
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import copy_bandwidth  # noqa: E402
 FAMILIES = [
-    ("tiny_llm triton", ("_swiglu_", "_rope_")),
+    ("tiny_llm triton", ("_swiglu_",)),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_")),
     ("optimizer", ("fused_adamw", "multi_tensor", "adam")),
@@ -63,15 +63,11 @@ def family(name: str) -> str:
 
 def own_kernel_gb(recipe) -> dict[str, float]:
     """GB per launch of tiny_llm's Triton kernels (inductor estimates only its own), by name prefix."""
-    m = recipe.model
-    tokens = recipe.training.micro_batch_size * m.context_length
-    ffn = tokens * m.ffn_dim * 2 / 1e9  # one BF16 (N, F) tensor
-    heads = tokens * m.n_heads * m.head_dim * 2 / 1e9  # one BF16 (N, H·D) tensor: q, k or v
+    tokens = recipe.training.micro_batch_size * recipe.model.context_length
+    tensor = tokens * recipe.model.ffn_dim * 2 / 1e9  # one BF16 (N, F) tensor
     return {
-        "_swiglu_forward": 3 * ffn,  # reads gate and up, writes h
-        "_swiglu_backward": 5 * ffn,  # reads dh, gate and up, writes d(gate) and d(up)
-        "_rope_forward": 4 * heads,  # reads q and k, writes them rotated (the cos/sin rows are small)
-        "_rope_backward": 6 * heads,  # reads dq, dk and dv, writes d(qkv)
+        "_swiglu_forward": 3 * tensor,  # reads gate and up, writes h
+        "_swiglu_backward": 5 * tensor,  # reads dh, gate and up, writes d(gate) and d(up)
     }
 
 

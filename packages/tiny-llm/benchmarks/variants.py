@@ -22,9 +22,8 @@ choices of this point combined (built only when two or more won). Each case also
 alone against its floor (32 bytes per parameter at the copy bandwidth measured first).
 Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
 rewritten after every case, so a run cut short keeps what it measured.
-Also: swiglu-triton and rope-triton (SwiGLU, and RoPE with the QKV split, forward and
-backward in Triton: tiny_llm.triton_swiglu, tiny_llm.triton_rope), not in the default set
-until measured.
+Also: swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu), not
+in the default set until measured.
 
 Run on the H200 (torch from the image; msgspec carried in .whl):
 
@@ -79,7 +78,6 @@ CASES = {
     "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
     "ce-chunked": Kernels(cross_entropy="chunked"),
     "swiglu-triton": Kernels(swiglu="triton"),
-    "rope-triton": Kernels(rope="triton"),
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),

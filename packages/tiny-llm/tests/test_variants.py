@@ -210,7 +210,6 @@ def test_cli_defaults_recorded(tmp_path):
     (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
     (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
     (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
-    (["--rope-kernel", "cuda"], "--rope-kernel"),
 ])
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
     out = tmp_path / "r.json"
@@ -230,7 +229,6 @@ GPU_VARIANTS = {
     "attention=efficient": Kernels(attention="efficient"),
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
     "swiglu=triton": Kernels(swiglu="triton"),
-    "rope=triton": Kernels(rope="triton"),
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
     "optimizer=triton": Kernels(optimizer="triton"),  # its kernels inside the complete-update graph

@@ -16,8 +16,6 @@ result (`WorkerResult.kernels`), so every figure says how it was produced.
   (and their gradient) never exist at once.
 - `swiglu`: "default" is `silu(gate) * up` as inductor fuses it; "triton" is
   `tiny_llm.triton_swiglu`: forward and backward each one Triton pass over gate_up.
-- `rope`: "default" is unbind + `apply_rope` on q and k as inductor fuses them; "triton"
-  is `tiny_llm.triton_rope`: q and k rotated from the QKV output, d(qkv) in one pass.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
@@ -37,7 +35,6 @@ from dataclasses import dataclass
 ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked")
 SWIGLU = ("default", "triton")
-ROPE = ("default", "triton")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
 OPTIMIZER = ("auto", "tensor", "fused", "compiled", "triton")  # "auto" and tiny_llm.arena_adamw.KERNELS
@@ -52,21 +49,20 @@ class Kernels:
     cross_entropy: str = "default"
     ce_chunk_tokens: int = CE_CHUNK_TOKENS
     swiglu: str = "default"
-    rope: str = "default"
     compile_mode: str | None = None
     inductor_tuning: str = "default"
     optimizer: str = "auto"
 
     def __post_init__(self) -> None:
         for name, allowed in (("attention", ATTENTION), ("cross_entropy", CROSS_ENTROPY), ("swiglu", SWIGLU),
-                              ("rope", ROPE), ("inductor_tuning", INDUCTOR_TUNING), ("optimizer", OPTIMIZER)):
+                              ("inductor_tuning", INDUCTOR_TUNING), ("optimizer", OPTIMIZER)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.ce_chunk_tokens < 1:
             raise ValueError(f"ce_chunk_tokens must be >= 1, got {self.ce_chunk_tokens}")
 
     def record(self) -> dict[str, str]:
-        """What the result file records: every field, as strings (`swiglu` and `rope` only when chosen)."""
+        """What the result file records: every field, as strings (`swiglu` only when chosen)."""
         out = {
             "attention": self.attention,
             "cross_entropy": self.cross_entropy,
@@ -77,9 +73,8 @@ class Kernels:
         if self.cross_entropy == "chunked":
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)
         # Only when chosen: results from before the field record the same kernels.
-        for name in ("swiglu", "rope"):
-            if getattr(self, name) != "default":
-                out[name] = getattr(self, name)
+        if self.swiglu != "default":
+            out["swiglu"] = self.swiglu
         return out
 
     def sdpa_backends(self) -> list | None:

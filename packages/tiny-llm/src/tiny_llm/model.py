@@ -40,7 +40,6 @@ def rope_tables(head_dim: int, context: int, theta: float, device=None) -> tuple
     """cos and sin of shape (context, head_dim), in the "rotate half" layout Llama uses."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
     angles = torch.outer(torch.arange(context, device=device, dtype=torch.float32), inv_freq)
-    # Both halves of a row are equal (tiny_llm.triton_rope reads only the first).
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
 
@@ -55,19 +54,16 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 def load_triton(field: str, device: torch.device):
-    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu` or
-    `tiny_llm.triton_rope.rope_qkv`), or a one-line error where it cannot run."""
+    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu`, the
+    only one), or a one-line error where it cannot run."""
     # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
     if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
     try:
-        if field == "swiglu":
-            from tiny_llm.triton_swiglu import swiglu
-            return swiglu
-        from tiny_llm.triton_rope import rope_qkv
-        return rope_qkv
+        from tiny_llm.triton_swiglu import swiglu
     except ImportError as exc:
         raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
+    return swiglu
 
 
 class Attention(nn.Module):
@@ -78,17 +74,12 @@ class Attention(nn.Module):
         inner = cfg.n_heads * cfg.head_dim
         self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
         self.proj = nn.Linear(inner, cfg.d_model, bias=False)
-        # None: unbind and apply_rope below, fused by inductor when compiled.
-        self.rope = load_triton("rope", self.qkv.weight.device) if kernels.rope == "triton" else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        if self.rope is not None:
-            q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
-        else:
-            q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
-            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:

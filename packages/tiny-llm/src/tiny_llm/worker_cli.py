@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     # Opt-in speed variants (tiny_llm.kernels); the defaults are the measured behaviour,
     # and the choice is recorded in the result's `kernels`.
-    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER, ROPE, SWIGLU
+    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER, SWIGLU
 
     p.add_argument("--attention-backend", choices=ATTENTION, default="auto",
                    help="SDPA kernel to pin (default auto: PyTorch chooses)")
@@ -64,8 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})")
     p.add_argument("--swiglu-kernel", choices=SWIGLU, default="default",
                    help="triton: SwiGLU forward and backward as one Triton pass each (tiny_llm.triton_swiglu)")
-    p.add_argument("--rope-kernel", choices=ROPE, default="default",
-                   help="triton: RoPE on q and k from the QKV output, d(qkv) in one pass (tiny_llm.triton_rope)")
     p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
                    help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
     p.add_argument("--optimizer-kernel", choices=OPTIMIZER, default="auto",
@@ -158,7 +156,6 @@ def kernels_from_args(args: argparse.Namespace):
         cross_entropy=args.cross_entropy,
         ce_chunk_tokens=args.ce_chunk_tokens,
         swiglu=args.swiglu_kernel,
-        rope=args.rope_kernel,
         compile_mode=args.compile_mode,
         inductor_tuning=args.inductor_tuning,
         optimizer=args.optimizer_kernel,
