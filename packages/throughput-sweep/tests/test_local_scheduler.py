@@ -14,7 +14,8 @@ import pytest
 from throughput_schema import ClusterProfile, read
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
-from throughput_sweep.node.local_registry import LocalJob, proc_start_time
+from throughput_schema.local_jobs import LocalJob
+from throughput_sweep.node.local_registry import proc_start_time
 
 PROFILE = ClusterProfile(name="local", scheduler="local", mem="", cpus_per_task=8)
 

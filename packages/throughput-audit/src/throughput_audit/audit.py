@@ -16,10 +16,11 @@ from throughput_schema import SchemaError, write_atomic
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
 
 from throughput_audit import __version__, optimizer, slurm
-from throughput_audit.accounting import check_local_concurrency, check_slurm
+from throughput_audit.accounting import check_slurm
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
+from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.summary import check_summary
 
@@ -91,7 +92,7 @@ def run_audit(
         )
         accounting = f"# {manifest.name}: scheduler {manifest.profile.scheduler}; Slurm accounting not applicable\n"
         if manifest.profile.scheduler == "local":
-            accounting += check_local_concurrency(loaded, checks)
+            accounting += check_local(loaded, checks)
         slurm_state = "not_applicable"
     else:
         accounting = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
@@ -105,6 +106,7 @@ def run_audit(
         audited_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         slurm=slurm_state,
+        local_registry="checked" if manifest.profile.scheduler == "local" else "not_applicable",
         summary=checks.summary(),
         curves=curves,
         checks=checks.items,
