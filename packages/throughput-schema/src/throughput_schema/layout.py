@@ -9,6 +9,7 @@
           bursts.jsonl slurm-<id>.out
       results.json results.csv README.md *.png    collect
       audit.json accounting.txt                   the audit
+      .local-jobs/                                the local scheduler's job registry (`local_jobs`)
 
 Everything a later command needs is in these files, so `status`, `--resume`, the
 audit and the report all read them here: `read_attempt` gives each file's bytes, its
