@@ -76,6 +76,11 @@ def only_failure(checks, name: str, file: str):
     return failed[0]
 
 
+def recollect(campaign: Path) -> None:
+    proc = sweep("collect", "--output", campaign)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def late_finish_is_caught(audit, campaign: Path, point: Path, scheduler: str) -> None:
     """A result's `finished_at` moved an hour past its job's end fails `<scheduler>.worker_times` alone.
     `audit(campaign)` gives the audit's checks."""
@@ -91,6 +96,7 @@ def receipt_edit_is_caught(audit, campaign: Path, point: Path, scheduler: str, f
     from campaign_builder.files import edit_receipt_accounting
 
     before = edit_receipt_accounting(campaign / point / "receipt.json", **{field: value})
+    recollect(campaign)  # so that the edited figure is the one published
     bad = only_failure(audit(campaign), f"{scheduler}.receipt_accounting", f"{point}/receipt.json")
     source = "sacct" if scheduler == "slurm" else "the local job registry"
     assert f"{field} {value!r}, {source} says {getattr(before, field)!r}" in bad.message

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign_helpers import late_finish_is_caught, only_failure, receipt_edit_is_caught, scripted_campaign, write_plan
+from campaign_helpers import (
+    late_finish_is_caught, only_failure, receipt_edit_is_caught, recollect, scripted_campaign, write_plan,
+)
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR
 
@@ -68,6 +70,7 @@ def test_receipt_naming_a_job_the_registry_never_ran_is_caught(campaign):
     receipt = campaign / POINT / "receipt.json"
     job = json.loads(receipt.read_text())["job_id"]
     edit(receipt, lambda d: (d.update(job_id="999"), d["accounting"].update(job_id="999")))
+    recollect(campaign)
     bad = [c for c in audited(campaign) if c.status == "fail"]
     assert sorted(c.name for c in bad) == ["local.accounted", "local.unreceipted"]
     accounted = next(c for c in bad if c.name == "local.accounted")
@@ -91,3 +94,25 @@ def test_registry_job_with_another_request_is_caught(campaign):
     edit(campaign / LOCAL_JOBS_DIR / f"{job}.json", lambda d: d.update(cpus=2))
     bad = only_failure(audited(campaign), "local.allocation", f"{POINT}/receipt.json")
     assert "requested cpus 2, profile requires 8" in bad.message
+
+
+def _published(d: dict, key: str) -> dict:
+    """results.json's point or receipt row of POINT."""
+    if key == "points":
+        return next(p for p in d["points"] if (p["curve"], p["batch_size"]) == ("20m-c512", 2))
+    return next(r for r in d["receipts"] if r["path"] == str(POINT))
+
+
+def test_published_accounting_differing_from_the_receipts_is_caught(campaign):
+    edit(campaign / "results.json", lambda d: _published(d, "points").update(slurm_elapsed="00:42:00"))
+    bad = only_failure(audited(campaign), "published.accounting", "results.json")
+    assert bad.message.startswith(f"results.json: {POINT} slurm_elapsed '00:42:00', receipt '00:00:")
+
+
+def test_published_receipt_differing_from_the_receipt_file_is_caught(campaign):
+    edit(campaign / "results.json", lambda d: _published(d, "receipts")["accounting"].update(req_mem="512G"))
+    bad = only_failure(audited(campaign), "published.receipt", "results.json")
+    assert bad.message == (
+        f"results.json: the receipt published for {POINT} differs from its receipt.json: "
+        "accounting.req_mem '512G', receipt.json '64G'"
+    )

@@ -205,6 +205,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     )
     row = wait_accounted([other])[other]
     point_at(folder, receipt, row)
+    assert sweep("collect", "--output", str(camp), env=env).returncode == 0  # publishing the other job
     out = run_audit(camp, settle_seconds=20)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation"]

@@ -22,6 +22,7 @@ from throughput_audit.curves import check_curve_set, check_retries, group, walk_
 from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
 from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
+from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
 
 
@@ -81,6 +82,7 @@ def run_audit(
                 check_retries(name, records, checks)
                 curves.append(walk_throughput(name, records, manifest, checks, root))
     check_summary(root, checks, curves, loaded, is_opt)
+    check_published_accounting(root, loaded, checks)
 
     if manifest.profile.scheduler == "local" or not slurm_checks:
         checks.not_applicable(
