@@ -116,3 +116,9 @@ def test_published_receipt_differing_from_the_receipt_file_is_caught(campaign):
         f"results.json: the receipt published for {POINT} differs from its receipt.json: "
         "accounting.req_mem '512G', receipt.json '64G'"
     )
+
+
+def test_unreadable_registry_is_one_finding(campaign):
+    (campaign / LOCAL_JOBS_DIR / "1.json").write_bytes(bytes(range(256)) + b"\xff\xfe" * 22)
+    bad = only_failure(audited(campaign), "local.registry", LOCAL_JOBS_DIR)
+    assert "1.json" in bad.message and "\n" not in bad.message

@@ -39,7 +39,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
     try:
         registry = read_registry(loaded.root / LOCAL_JOBS_DIR)
     except SchemaError as exc:
-        checks.fail("local.registry", LOCAL_JOBS_DIR, f"local job registry: {exc}")
+        checks.fail("local.registry", LOCAL_JOBS_DIR, f"{LOCAL_JOBS_DIR}: the local job registry is unreadable: {exc}")
         return f"# local job registry unreadable: {exc}\n"
     if receipts and not registry:
         checks.fail(
