@@ -50,12 +50,56 @@ def sweep(*args, plan: Path | None = None, crash: str | None = None, timeout: fl
     )
 
 
+def scripted_campaign(out: Path, profile: str | Path, plan: Path) -> Path:
+    """A finished and collected campaign of 20m at context 512 by the scripted worker."""
+    run = ("run", "--output", out, "--profile", profile, "--models", "20m", "--contexts", "512", "--worker",
+           "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress")
+    for args in (run, ("collect", "--output", out)):
+        proc = sweep(*args, plan=plan)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
 def start_sweep(*args, plan: Path | None = None, log: Path, crash: str | None = None) -> subprocess.Popen:
     """`throughput-sweep ARGS` in the background (stdout+stderr to `log`), for faults mid-run."""
     with open(log, "w") as out:
         return subprocess.Popen(
             [*SWEEP, *map(str, args)], cwd=ROOT, env=sweep_env(plan, crash), stdout=out, stderr=subprocess.STDOUT
         )
+
+
+def only_failure(checks, name: str, file: str):
+    """The one failed check of an audit with one planted fault: its name and file as given."""
+    failed = [c for c in checks if c.status == "fail"]
+    assert [(c.name, c.file) for c in failed] == [(name, file)], [c.message for c in failed]
+    assert failed[0].message.startswith(f"{file}: ")
+    return failed[0]
+
+
+def recollect(campaign: Path) -> None:
+    proc = sweep("collect", "--output", campaign)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def late_finish_is_caught(audit, campaign: Path, point: Path, scheduler: str) -> None:
+    """A result's `finished_at` moved an hour past its job's end fails `<scheduler>.worker_times` alone.
+    `audit(campaign)` gives the audit's checks."""
+    from campaign_builder.files import finish_late
+
+    finish_late(campaign / point / "result.json")
+    bad = only_failure(audit(campaign), f"{scheduler}.worker_times", f"{point}/result.json")
+    assert "finished_at " in bad.message and "lies outside the job's" in bad.message
+
+
+def receipt_edit_is_caught(audit, campaign: Path, point: Path, scheduler: str, field: str, value: str) -> None:
+    """A field of the receipt's accounting copy edited fails `<scheduler>.receipt_accounting` alone."""
+    from campaign_builder.files import edit_receipt_accounting
+
+    before = edit_receipt_accounting(campaign / point / "receipt.json", **{field: value})
+    recollect(campaign)  # so that the edited figure is the one published
+    bad = only_failure(audit(campaign), f"{scheduler}.receipt_accounting", f"{point}/receipt.json")
+    source = "sacct" if scheduler == "slurm" else "the local job registry"
+    assert f"{field} {value!r}, {source} says {getattr(before, field)!r}" in bad.message
 
 
 def write_plan(tmp_path: Path, points: dict, ok_seconds: float = 0.2) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from throughput_schema import ClusterProfile, Receipt, read, write_atomic
+from throughput_schema import ClusterProfile, Receipt, WorkerResult, read, write_atomic
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from campaign_builder.complete import build_throughput
@@ -74,12 +74,16 @@ def submit_campaign_jobs(built) -> dict[Path, str]:
             jobs[folder] = job
     rows = wait_accounted(list(jobs.values()))
     for folder, job in jobs.items():
-        receipt = read(folder / "receipt.json", Receipt)
-        write_atomic(
-            folder / "receipt.json",
-            msgspec.structs.replace(receipt, job_id=job, accounting=rows[job], accounting_final=True),
-        )
+        point_at(folder, read(folder / "receipt.json", Receipt), rows[job])
     return jobs
+
+
+def point_at(folder: Path, receipt: Receipt, row: "slurm.AccountingRow") -> None:
+    """The attempt's receipt names this job, with its final accounting; the result is
+    timed as the job ran, as if the job had been the worker's."""
+    write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=row.job_id, accounting=row, accounting_final=True))
+    result = read(folder / "result.json", WorkerResult)
+    write_atomic(folder / "result.json", msgspec.structs.replace(result, started_at=row.start, finished_at=row.end))
 
 
 def local_profile():
@@ -133,7 +137,7 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
         "--wrap=sleep 1",
     )
     row = wait_accounted([other])[other]
-    write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=other, accounting=row))
+    point_at(folder, receipt, row)
     out = run_audit(built.root, settle_seconds=20)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation"]
@@ -200,7 +204,8 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
         f"--output={tmp_path}/other-%j.out", "--wrap=sleep 1",
     )
     row = wait_accounted([other])[other]
-    write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=other, accounting=row))
+    point_at(folder, receipt, row)
+    assert sweep("collect", "--output", str(camp), env=env).returncode == 0  # publishing the other job
     out = run_audit(camp, settle_seconds=20)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation"]

@@ -1,8 +1,9 @@
 """Complete campaigns, with everything the audit checks, built from schema records.
 
 `build_throughput` writes a manifest, frozen files with their hashes, and per point
-an intent, job script, receipt (with final accounting) and result whose derived
-figures agree with their raw windows; `build_optimizer` adds an optimizer-timing
+an intent, job script, receipt (with final accounting; a local campaign's jobs also in
+the local scheduler's registry) and result whose derived figures agree with their raw
+windows, timed within the job; `build_optimizer` adds an optimizer-timing
 campaign inheriting a parent's fitting batches, with baselines and raw bursts.
 `FakeSacct` answers `sacct -j ...` from the accounting rows the builder laid out.
 
@@ -37,14 +38,17 @@ from throughput_schema import (
     dumps,
     write_atomic,
 )
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
 from throughput_schema.layout import (
     FROZEN,
+    JOB_SCRIPT,
     MANIFEST,
     RECIPES,
     RESULT,
     RESULTS_JSON,
     attempt_dir,
     curve_name,
+    job_log,
 )
 
 from campaign_builder.files import sha256, write_attempt_files
@@ -149,6 +153,10 @@ def _write_attempt(
     )
     job = jobs.take()
     end = start + timedelta(seconds=90)
+    # The worker ran inside its job, as a real one does.
+    ran = dict(started_at=(start + timedelta(seconds=5)).isoformat(), finished_at=(end - timedelta(seconds=5)).isoformat())
+    result = msgspec.structs.replace(result, **ran)
+    baseline = msgspec.structs.replace(baseline, **ran) if baseline is not None else None
     row = AccountingRow(
         job_id=job,
         job_name=token,
@@ -165,6 +173,8 @@ def _write_attempt(
         comment=token,
         node_list="node1",
     )
+    if m.profile.scheduler == "local":
+        row = _registered(built.root, m.profile, row, folder, start, end)
     built.rows[job] = row
     receipt = Receipt(
         token=token,
@@ -179,6 +189,24 @@ def _write_attempt(
     )
     built.points.setdefault(curve_name(model, context), {})[batch] = folder
     return folder
+
+
+def _registered(root: Path, profile: ClusterProfile, row: AccountingRow, folder: Path, start, end) -> AccountingRow:
+    """A local campaign's job in its scheduler's registry; the row the scheduler would record."""
+    jobs_dir = root / LOCAL_JOBS_DIR
+    job = LocalJob(
+        job_id=row.job_id, token=row.job_name, script=str(folder / JOB_SCRIPT), workdir=str(folder),
+        output=str(folder / job_log(row.job_id)), slot=0, gpus="0", submitted_at=start.isoformat(),
+        time_limit_seconds=profile.time_limit_minutes * 60, wrapper_pid=0, wrapper_start=0,
+        cpus=profile.cpus_per_task, mem=profile.mem, machine_cpus=2, machine_mem="24105M", host=row.node_list,
+    )
+    ended = LocalEnd(
+        job_id=row.job_id, state=row.state, exit_code=row.exit_code, start=start.isoformat(), end=end.isoformat(),
+        elapsed_seconds=(end - start).total_seconds(),
+    )
+    write_atomic(job_path(jobs_dir, row.job_id), job)
+    write_atomic(end_path(jobs_dir, row.job_id), ended)
+    return accounting_row(job, ended, account=profile.account, host=row.node_list)
 
 
 def build_throughput(

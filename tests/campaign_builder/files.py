@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import msgspec
 
-from throughput_schema import BurstSample, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
+from throughput_schema import AccountingRow, BurstSample, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
 from throughput_schema.layout import BASELINE, BURSTS, INTENT, JOB_SCRIPT, RECEIPT, RESULT, encode_bursts
 
 
@@ -43,3 +44,16 @@ def sha256(path: Path) -> str:
 def rewrite(path: Path, type_, **changes) -> None:
     """Replace fields of a record file in place (tests break files on purpose)."""
     write_atomic(path, msgspec.structs.replace(read(path, type_), **changes))
+
+
+def finish_late(result: Path, hours: float = 1) -> None:
+    """The worker's `finished_at` moved later (a planted fault: after its job ended)."""
+    finished = datetime.fromisoformat(read(result, WorkerResult).finished_at) + timedelta(hours=hours)
+    rewrite(result, WorkerResult, finished_at=finished.isoformat())
+
+
+def edit_receipt_accounting(receipt: Path, **changes) -> AccountingRow:
+    """Fields of the receipt's accounting copy (which collect publishes) changed; the row before."""
+    before = read(receipt, Receipt)
+    rewrite(receipt, Receipt, accounting=msgspec.structs.replace(before.accounting, **changes))
+    return before.accounting

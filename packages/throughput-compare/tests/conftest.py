@@ -36,7 +36,8 @@ def remeasure(built: BuiltCampaign, *, slower: float = 1.0, **changes) -> None:
     """Every fitting point measured again, its windows `slower` times as long."""
     for batch, context, folder, result in ok_results(built):
         again = throughput_result(result.recipe, result.protocol, batch, context, slower=slower)
-        write_atomic(folder / RESULT, msgspec.structs.replace(again, **changes))
+        ran = dict(started_at=result.started_at, finished_at=result.finished_at)  # in the same job
+        write_atomic(folder / RESULT, msgspec.structs.replace(again, **{**ran, **changes}))
 
 
 def change_protocol(built: BuiltCampaign, **changes) -> None:
@@ -88,7 +89,10 @@ def repeat(built: BuiltCampaign, curve: str, batch: int, *, slower: float) -> Pa
             intent, token=token, point=msgspec.structs.replace(intent.point, attempt=2), script_sha256=hashlib.sha256(script.encode()).hexdigest()
         ),
         receipt=msgspec.structs.replace(receipt, token=token, job_id=job, accounting=row),
-        result=throughput_result(result.recipe, result.protocol, batch, int(curve.rpartition("-c")[2]), slower=slower),
+        result=msgspec.structs.replace(
+            throughput_result(result.recipe, result.protocol, batch, int(curve.rpartition("-c")[2]), slower=slower),
+            started_at=result.started_at, finished_at=result.finished_at,  # its job has the first one's times
+        ),
     )
     return second
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from throughput_schema import ClusterProfile, read
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
-from throughput_sweep.node.local_registry import LocalJob, proc_start_time
+from throughput_schema.local_jobs import LocalJob
+from throughput_sweep.node.local_registry import proc_start_time
 
 PROFILE = ClusterProfile(name="local", scheduler="local", mem="", cpus_per_task=8)
 
@@ -64,6 +66,12 @@ def test_submit_poll_completed_and_survive_restart(tmp_path):
     start, end = (datetime.fromisoformat(t) for t in (row.start, row.end))
     assert start.tzinfo is not None and end.tzinfo is not None
     assert 0 <= (end - start).total_seconds() < 60 and abs(time.time() - end.timestamp()) < 60
+    # What the job really had, not the profile's 8 CPUs: nothing here limits CPUs or
+    # memory, so the row shows the machine's; the profile's request stays the ReqMem.
+    record = read(tmp_path / ".local-jobs" / f"{job_id}.json", LocalJob)
+    assert (record.cpus, record.machine_cpus) == (8, len(os.sched_getaffinity(0)))
+    assert row.alloc_tres == f"cpu={record.machine_cpus},mem={record.machine_mem}" and record.machine_mem.endswith("M")
+    assert row.req_mem == PROFILE.mem and row.node_list == record.host == socket.gethostname()
 
 
 def test_failed_exit_code_and_unknown_id(tmp_path):

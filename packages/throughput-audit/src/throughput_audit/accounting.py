@@ -1,16 +1,17 @@
-"""The jobs' Slurm accounting (or, on the local scheduler, the accounting recorded in the
-receipts) against the receipts, the results and the cluster profile; accounting.txt's text."""
+"""The jobs' Slurm accounting against the receipts, the results and the cluster profile;
+accounting.txt's text. (Local campaigns: `local_jobs`.)"""
 
 from __future__ import annotations
 
 import time
 
 from throughput_schema import AccountingRow
-from throughput_schema.layout import ACCOUNTING, RECEIPT
+from throughput_schema.layout import RECEIPT
 
 from throughput_audit import slurm
-from throughput_audit.campaign import AttemptRecord, Loaded, kind
+from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
+from throughput_audit.jobs import check_job, check_peak
 
 
 def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, settle_seconds: float) -> str:
@@ -59,17 +60,6 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             continue
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
-        token = r.attempt.intent.token if r.attempt.intent else r.attempt.receipt.token
-        checks.expect(
-            "slurm.identity",
-            token in (row.job_name, row.comment) or token in row.job_name,
-            file,
-            f"{file}: job {job_id} is named {row.job_name!r} with comment {row.comment!r}; the intent's token is {token!r}",
-            job_id=job_id,
-            job_name=row.job_name,
-            comment=row.comment,
-            token=token,
-        )
         problems = slurm.allocation_problems(row, profile)
         checks.expect(
             "slurm.allocation",
@@ -88,44 +78,8 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             partition=row.partition,
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
-        res = r.attempt.result
-        if res is not None:
-            k = kind(res)
-            checks.expect(
-                "slurm.state",
-                slurm.state_explains(k, row, res.finished_at),
-                file,
-                f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
-                f"implies {slurm.expected_states(k)}",
-                job_id=job_id,
-                state=row.state,
-                exit_code=row.exit_code,
-                outcome=k,
-            )
-        recorded = r.attempt.receipt.accounting
-        if recorded is not None and r.attempt.receipt.accounting_final:
-            same = (recorded.state.split()[:1], recorded.exit_code) == (row.state.split()[:1], row.exit_code)
-            checks.expect(
-                "slurm.receipt_accounting",
-                same,
-                file,
-                f"{file}: recorded final accounting {recorded.state} exit {recorded.exit_code}, "
-                f"sacct now says {row.state} exit {row.exit_code} for job {job_id}",
-                job_id=job_id,
-            )
-    peak = slurm.peak_concurrency(used)
-    checks.expect(
-        "slurm.peak_concurrency",
-        peak.jobs <= profile.max_concurrent_jobs,
-        ACCOUNTING,
-        f"peak {peak.jobs} jobs running at once"
-        + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
-        + f"; the campaign's limit is {profile.max_concurrent_jobs}",
-        peak=peak.jobs,
-        limit=profile.max_concurrent_jobs,
-        at=peak.at.isoformat() if peak.at else None,
-        job_ids=peak.job_ids,
-    )
+        check_job("slurm", r, row, checks)
+    check_peak("slurm", used, profile.max_concurrent_jobs, checks)
     text = [f"# {m.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
     for q in queries:
         text.append("# " + " ".join(q.argv))
@@ -134,27 +88,6 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
 
 def _incomplete(row: AccountingRow) -> bool:
     return row.job_name in ("", "allocation") or not row.partition or not row.timelimit or not row.alloc_tres
-
-
-def check_local_concurrency(loaded: Loaded, checks: Checks) -> str:
-    """Local campaigns: peak concurrency from the executor's recorded start/end times."""
-    rows = [r.attempt.receipt.accounting for r in loaded.attempts if r.attempt.receipt and r.attempt.receipt.accounting]
-    if not rows:
-        return ""
-    limit = loaded.manifest.profile.max_concurrent_jobs
-    peak = slurm.peak_concurrency(rows)
-    checks.expect(
-        "local.peak_concurrency",
-        peak.jobs <= limit,
-        ACCOUNTING,
-        f"peak {peak.jobs} local jobs running at once (recorded in receipts)"
-        + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
-        + f"; the campaign's limit is {limit}",
-        peak=peak.jobs,
-        limit=limit,
-        job_ids=peak.job_ids,
-    )
-    return "# local executor accounting recorded in receipts\n" + slurm.format_rows(rows)
 
 
 def _settle(rows: dict[str, AccountingRow], runner, settle_seconds: float):

@@ -16,12 +16,14 @@ from throughput_schema import SchemaError, write_atomic
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
 
 from throughput_audit import __version__, optimizer, slurm, spot_check
-from throughput_audit.accounting import check_local_concurrency, check_slurm
+from throughput_audit.accounting import check_slurm
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
+from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
+from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
 
 
@@ -86,6 +88,7 @@ def run_audit(
                 check_retries(name, records, checks)
                 curves.append(walk_throughput(name, records, manifest, checks, root))
     check_summary(root, checks, curves, loaded, is_opt)
+    check_published_accounting(root, loaded, checks)
 
     if manifest.profile.scheduler == "local" or not slurm_checks:
         checks.not_applicable(
@@ -97,7 +100,7 @@ def run_audit(
         )
         accounting = f"# {manifest.name}: scheduler {manifest.profile.scheduler}; Slurm accounting not applicable\n"
         if manifest.profile.scheduler == "local":
-            accounting += check_local_concurrency(loaded, checks)
+            accounting += check_local(loaded, checks)
         slurm_state = "not_applicable"
     else:
         accounting = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
@@ -111,6 +114,7 @@ def run_audit(
         audited_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         slurm=slurm_state,
+        local_registry="checked" if manifest.profile.scheduler == "local" else "not_applicable",
         summary=checks.summary(),
         curves=curves,
         checks=checks.items,

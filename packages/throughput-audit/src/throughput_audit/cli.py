@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{report.name} ({report.kind}): {s.passed} checks passed, {s.failed} failed, "
         f"{s.not_applicable} not applicable; Slurm accounting {report.slurm.replace('_', ' ')}"
+        + ("; local job registry checked" if report.local_registry == "checked" else "")
     )
     print("curves: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
     failures = [c for c in report.checks if c.status == "fail"]

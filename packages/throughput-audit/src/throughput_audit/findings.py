@@ -54,6 +54,8 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     summary: Summary
     curves: list[CurveFinding]
     checks: list[Check]
+    # Local campaigns: checked against the local scheduler's job registry, as Slurm's against sacct.
+    local_registry: Literal["checked", "not_applicable"] = "not_applicable"
 
     @property
     def ok(self) -> bool:

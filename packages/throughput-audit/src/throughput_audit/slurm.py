@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema.local_jobs import slurm_duration
 
 # sacct columns, in order; Comment is last because it is free text and may hold "|".
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -231,18 +232,12 @@ def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tup
         problems.append(("mem", profile.mem, tres.get("mem")))
     limit = timelimit_minutes(row.timelimit)
     if limit is None or abs(limit - profile.time_limit_minutes) > 1e-9:
-        problems.append(("timelimit", _fmt_limit(profile.time_limit_minutes), row.timelimit))
+        problems.append(("timelimit", slurm_duration(profile.time_limit_minutes * 60), row.timelimit))
     if profile.account and row.account != profile.account:
         problems.append(("account", profile.account, row.account))
     if profile.partition and row.partition != profile.partition:
         problems.append(("partition", profile.partition, row.partition))
     return problems
-
-
-def _fmt_limit(minutes: int) -> str:
-    d, rest = divmod(minutes, 1440)
-    h, m = divmod(rest, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:00"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Every record that crosses a process or a file boundary lives here, so that the
 worker, the controller, the audit and the report (and other projects) agree on
 one versioned format. See `records` for the types, `codec` for strict decoding
 and atomic writing, `recipe` for model recipes and their exact parameter count,
-`layout` for where a campaign keeps its files and the one reader of them.
+`layout` for where a campaign keeps its files and the one reader of them,
+`local_jobs` for the local scheduler's job registry and the accounting row of each job.
 """
 
 from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, read_yaml, write_atomic

@@ -10,6 +10,7 @@
       results.json results.csv README.md *.png    collect
       audit.json accounting.txt                   the audit
       spot-check/comparison.{json,md,csv,pdf} ...  a spot check's comparison with its source
+      .local-jobs/                                the local scheduler's job registry (`local_jobs`)
 
 Everything a later command needs is in these files, so `status`, `--resume`, the
 audit and the report all read them here: `read_attempt` gives each file's bytes, its

@@ -2,7 +2,7 @@
 
 `LocalScheduler.submit` starts it in its own session, once per job. It runs `bash script`
 in the job's workdir, enforces the time limit and records how the job ended in
-`<id>.end.json` (see `local_registry`).
+`<id>.end.json` (see `throughput_schema.local_jobs`).
 
 Exactly once: the wrapper only runs the script after it has found `<id>.json` naming its
 own pid (a handshake, 30 s at most). A watcher killed between spawning and recording
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from throughput_schema import SchemaError, read, write_atomic
-from throughput_sweep.node.local_registry import LocalEnd, LocalJob, _stamp, end_path, job_path
+from throughput_schema.local_jobs import LocalEnd, LocalJob, end_path, job_path, stamp
 
 __all__ = ["main", "run_job"]
 
@@ -92,7 +92,7 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
         write_atomic(
             end_file,
             LocalEnd(
-                job_id=job_id, state=state, exit_code=exit_code, start=_stamp(started), end=_stamp(),
+                job_id=job_id, state=state, exit_code=exit_code, start=stamp(started), end=stamp(),
                 elapsed_seconds=round(time.time() - started, 3), message=message,
             ),
         )

@@ -1,80 +1,43 @@
-"""The local scheduler's job registry: a folder of files that outlives the watcher.
+"""The local scheduler's process helpers and what the machine really gives a job.
 
-    <campaign>/.local-jobs/      LOCAL_JOBS_DIR
-      <id>.json      the job (`LocalJob`): token, script, workdir, slot, GPUs, time limit,
-                     and the wrapper's pid with its /proc start time (defeats pid reuse);
-                     written by `LocalScheduler.submit` right after spawning the wrapper.
-      <id>.end.json  how it ended (`LocalEnd`): state, exit code "rc:signal", start, end;
-                     written by the wrapper (`local_job`), or by `poll` as NODE_FAIL when
-                     the wrapper vanished without one, e.g. after a reboot or a SIGKILL of
-                     the wrapper.
-      <id>.log       the wrapper's own messages.
-
-All files are written atomically. The scheduler (`local`) and the wrapper (`local_job`)
-both import this module, so neither imports the other.
+The registry's records and its reader live in `throughput_schema.local_jobs`, since the
+audit reads them too. The scheduler (`local`) and the wrapper (`local_job`) share what
+is here, so neither imports the other.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from datetime import datetime
 from pathlib import Path
 
-import msgspec
-
-__all__ = ["LOCAL_JOBS_DIR", "LocalEnd", "LocalJob", "end_path", "job_path", "proc_start_time"]
-
-LOCAL_JOBS_DIR = ".local-jobs"
+__all__ = ["machine_cpus", "machine_mem", "proc_start_time"]
 
 
-class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
-    job_id: str
-    token: str
-    script: str
-    workdir: str
-    output: str
-    slot: int
-    gpus: str = ""  # CUDA_VISIBLE_DEVICES of the job; "" = no GPU (environment untouched)
-    submitted_at: str
-    time_limit_seconds: float
-    kill_wait_seconds: float = 10.0
-    wrapper_pid: int
-    wrapper_start: int  # /proc/<pid>/stat field 22; 0 where /proc is unavailable
-    cpus: int = 0
-    mem: str = ""
+def machine_cpus() -> int:
+    """CPUs a job started from this process may run on (it inherits the affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 0
 
 
-class LocalEnd(msgspec.Struct, frozen=True, kw_only=True):
-    job_id: str
-    state: str
-    exit_code: str  # "rc:signal", as sacct prints it
-    start: str
-    end: str
-    elapsed_seconds: float
-    message: str = ""
-
-
-def job_path(jobs_dir: Path, job_id: str) -> Path:
-    return jobs_dir / f"{job_id}.json"
-
-
-def end_path(jobs_dir: Path, job_id: str) -> Path:
-    return jobs_dir / f"{job_id}.end.json"
-
-
-def _stamp(when: float | None = None) -> str:
-    """Local time like sacct's, but with its UTC offset: the registry travels with the
-    campaign, and an audit in another timezone must read the same instant."""
-    return datetime.fromtimestamp(time.time() if when is None else when).astimezone().isoformat(timespec="seconds")
-
-
-def _elapsed(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    d, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+def machine_mem() -> str:
+    """The memory a job may use, in Slurm's form ("24105M"): the container's cgroup limit
+    when there is one, else the machine's; "" where neither can be read."""
+    limits = []
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if text.isdigit():
+            limits.append(int(text) // 2**20)
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                limits.append(int(line.split()[1]) // 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{min(limits)}M" if limits else ""
 
 
 def proc_start_time(pid: int) -> int | None:

@@ -19,8 +19,10 @@ watcher: `submit` records each job, the wrapper records how it ended.
 States, as in Slurm: RUNNING, COMPLETED (exit 0), FAILED (non-zero exit, or a signal),
 TIMEOUT (the profile's time limit), CANCELLED (`cancel`), NODE_FAIL (wrapper gone, no
 end record); the wrapper's docstring says how a job is stopped.
-Accounting rows carry state, exit code, start, end, elapsed, job name = comment = token,
-partition "local", the time limit, the job's CPUs/memory/GPUs as TRES and the host name.
+Accounting rows (`throughput_schema.local_jobs.accounting_row`) carry state, exit code,
+start, end, elapsed, job name = comment = token, partition "local", the time limit, the
+host name, the profile's memory request as ReqMem, and as TRES the job's GPUs with the
+CPUs and memory it really had: the machine's, since nothing here limits them.
 """
 
 from __future__ import annotations
@@ -31,28 +33,27 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 
-from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
+from throughput_schema import ClusterProfile, SchemaError, read, write_atomic
 from throughput_schema.layout import job_log
-from throughput_sweep.node import local_job
-from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.node.local_registry import (
+from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
     LocalEnd,
     LocalJob,
-    _alive,
-    _elapsed,
-    _stamp,
+    accounting_row,
     end_path,
     job_path,
-    proc_start_time,
+    read_registry,
+    stamp,
 )
+from throughput_sweep.node import local_job
+from throughput_sweep.node.local_registry import _alive, machine_cpus, machine_mem, proc_start_time
+from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
 
 __all__ = ["LocalScheduler", "detect_gpus"]
 
@@ -103,6 +104,10 @@ class LocalScheduler:
         self.wait_interval = wait_interval
         self._children: dict[str, subprocess.Popen] = {}
         self._lock = anyio.Lock()
+        # What every job really gets besides its GPUs: the whole machine, unlimited.
+        self.machine_cpus = machine_cpus()
+        self.machine_mem = machine_mem()
+        self.host = socket.gethostname()
 
     @classmethod
     def for_campaign(cls, profile: ClusterProfile, campaign: str | Path, **kwargs) -> "LocalScheduler":
@@ -129,14 +134,7 @@ class LocalScheduler:
         return read(path, LocalEnd)
 
     def _all_jobs(self) -> list[LocalJob]:
-        if not self.jobs_dir.is_dir():
-            return []
-        jobs = []
-        for path in self.jobs_dir.glob("*.json"):
-            stem = path.name[: -len(".json")]
-            if stem.isdigit():
-                jobs.append(read(path, LocalJob))
-        return sorted(jobs, key=lambda j: int(j.job_id))
+        return [r.job for r in read_registry(self.jobs_dir).values()]
 
     def _reap(self) -> None:
         for job_id, proc in list(self._children.items()):
@@ -164,7 +162,7 @@ class LocalScheduler:
             state="NODE_FAIL",
             exit_code="0:0",
             start=job.submitted_at,
-            end=_stamp(),
+            end=stamp(),
             elapsed_seconds=0.0,
             message="the job's wrapper process is gone without an end record (machine restarted or wrapper killed)",
         )
@@ -210,13 +208,16 @@ class LocalScheduler:
                 output=str(Path(workdir).absolute() / job_log(job_id)),
                 slot=slot,
                 gpus=self.slot_gpus[slot],
-                submitted_at=_stamp(),
+                submitted_at=stamp(),
                 time_limit_seconds=self.time_limit_seconds,
                 kill_wait_seconds=self.kill_wait_seconds,
                 wrapper_pid=proc.pid,
                 wrapper_start=proc_start_time(proc.pid) or 0,
                 cpus=self.profile.cpus_per_task,
                 mem=self.profile.mem,
+                machine_cpus=self.machine_cpus,
+                machine_mem=self.machine_mem,
+                host=self.host,
             )
             write_atomic(self._job_path(job_id), record)
             self._children[job_id] = proc
@@ -246,31 +247,9 @@ class LocalScheduler:
         if job is None:
             return JobStatus(job_id, "UNKNOWN")
         end = self._settle(job)
-        tres = f"cpu={job.cpus}" + (f",mem={job.mem}" if job.mem else "")
-        if job.gpus:
-            tres += f",gres/gpu={len(job.gpus.split(','))}"
-        base = dict(
-            job_id=job.job_id,
-            job_name=job.token,
-            partition="local",
-            account=self.profile.account,
-            timelimit=_elapsed(job.time_limit_seconds),
-            alloc_tres=tres,
-            req_mem=job.mem,
-            comment=job.token,
-            node_list=socket.gethostname(),
-        )
+        row = accounting_row(job, end, account=self.profile.account, host=self.host)
         if end is None:
-            started = datetime.fromisoformat(job.submitted_at).timestamp()  # older registries: naive local
-            row = AccountingRow(
-                **base, state="RUNNING", exit_code="0:0", start=job.submitted_at, end="Unknown",
-                elapsed=_elapsed(time.time() - started),
-            )
             return JobStatus(job_id, "RUNNING", accounting=row)
-        row = AccountingRow(
-            **base, state=end.state, exit_code=end.exit_code, start=end.start, end=end.end,
-            elapsed=_elapsed(end.elapsed_seconds),
-        )
         return JobStatus(job_id, end.state, accounting=row, accounting_final=True, reason=end.message)
 
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:

@@ -1,0 +1,158 @@
+"""Local campaigns against the local scheduler's registry (`<campaign>/.local-jobs/`),
+which is to them what sacct is to a Slurm campaign: every receipt's job is there, with
+the checks of `jobs`; each job got what the profile asked of the local scheduler; no
+job ran without a receipt; at most the profile's number of jobs ran at once.
+accounting.txt's text."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import msgspec
+
+from throughput_schema import AccountingRow, ClusterProfile, SchemaError
+from throughput_schema.layout import INTENT, RECEIPT
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
+
+from throughput_audit import slurm
+from throughput_audit.campaign import AttemptRecord, Loaded
+from throughput_audit.findings import Checks
+from throughput_audit.jobs import check_job, check_peak
+
+
+def check_local(loaded: Loaded, checks: Checks) -> str:
+    profile = loaded.manifest.profile
+    receipts: dict[str, AttemptRecord] = {}
+    for r in loaded.attempts:
+        rec = r.attempt.receipt
+        if rec is None:
+            continue
+        if rec.job_id in receipts:
+            file = r.file(RECEIPT)
+            checks.fail(
+                "local.duplicate_job", file,
+                f"{file}: job {rec.job_id} is also the receipt of {receipts[rec.job_id].file(RECEIPT)}", job_id=rec.job_id,
+            )
+            continue
+        receipts[rec.job_id] = r
+    try:
+        registry = read_registry(loaded.root / LOCAL_JOBS_DIR)
+    except SchemaError as exc:
+        checks.fail("local.registry", LOCAL_JOBS_DIR, f"{LOCAL_JOBS_DIR}: the local job registry is unreadable: {exc}")
+        return f"# local job registry unreadable: {exc}\n"
+    if receipts and not registry:
+        checks.fail(
+            "local.registry",
+            LOCAL_JOBS_DIR,
+            f"{LOCAL_JOBS_DIR}: no local job registry, yet {len(receipts)} receipts name local jobs",
+        )
+        return "# no local job registry\n"
+    offset = _registry_offset(registry, receipts)
+    # Registries written before LocalJob.host: the scheduler named its own host at each poll.
+    rows = {
+        job_id: accounting_row(entry.job, entry.end, account=profile.account, host=_recorded_host(receipts.get(job_id)))
+        for job_id, entry in registry.items()
+    }
+    for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
+        file = r.file(RECEIPT)
+        if r.attempt.receipt.scheduler != "local":
+            checks.fail("local.receipt", file, f"{file}: scheduler {r.attempt.receipt.scheduler} in a local campaign")
+            continue
+        entry = registry.get(job_id)
+        if entry is None:
+            checks.fail("local.accounted", file, f"{file}: job {job_id} is not in the local job registry ({LOCAL_JOBS_DIR})", job_id=job_id)
+            continue
+        checks.expect("local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id)
+        check_allocation(entry.job, profile, file, checks)
+        row = rows[job_id]
+        check_job("local", r, row, checks, times=_instants(row, offset))
+    unreceipted = [job_id for job_id in registry if job_id not in receipts]
+    for job_id in unreceipted:
+        token = registry[job_id].job.token
+        owner = next((x.file(INTENT) for x in loaded.attempts if x.attempt.intent and x.attempt.intent.token == token), None)
+        checks.fail(
+            "local.unreceipted",
+            f"{LOCAL_JOBS_DIR}/{job_id}.json",
+            f"{LOCAL_JOBS_DIR}/{job_id}.json: job {job_id} ({token}) ran without a receipt in the campaign"
+            + (f"; its token is that of {owner}" if owner else "; no attempt has its token"),
+            job_id=job_id,
+            token=token,
+        )
+    if not unreceipted:
+        checks.expect("local.unreceipted", True, LOCAL_JOBS_DIR, f"{LOCAL_JOBS_DIR}: each of its {len(registry)} jobs has a receipt")
+    check_peak("local", [_instants(row, offset) for row in rows.values()], profile.max_concurrent_jobs, checks)
+    return f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n" + slurm.format_rows(
+        rows.values()
+    )
+
+
+def check_allocation(job: LocalJob, profile: ClusterProfile, file: str, checks: Checks) -> None:
+    """What the job asked of the local scheduler is the profile's request; what it really
+    had is stated: its GPUs and time limit are enforced, its CPUs and memory are not."""
+    problems = []
+    if job.cpus != profile.cpus_per_task:
+        problems.append(f"requested cpus {job.cpus}, profile requires {profile.cpus_per_task}")
+    want, got = slurm.mem_mib(profile.mem), slurm.mem_mib(job.mem)
+    if want != got:
+        problems.append(f"requested mem {job.mem!r}, profile requires {profile.mem!r}")
+    if abs(job.time_limit_seconds - profile.time_limit_minutes * 60) > 1e-6:
+        problems.append(f"time limit {job.time_limit_seconds:g} s, profile requires {profile.time_limit_minutes} min")
+    gpus = len(job.gpus.split(",")) if job.gpus else 0
+    if gpus not in (0, profile.gpus_per_job):
+        problems.append(f"{gpus} GPUs ({job.gpus}), profile requires {profile.gpus_per_job}")
+    if job.machine_cpus:
+        had = f"shared the machine's {job.machine_cpus} CPUs" + (f" and {job.machine_mem} memory" if job.machine_mem else "")
+    else:
+        had = "ran on a machine whose CPUs and memory this older registry did not record"
+    checks.expect(
+        "local.allocation",
+        not problems,
+        file,
+        f"{file}: job {job.job_id} "
+        + (
+            "; ".join(problems)
+            if problems
+            else f"{'GPU ' + job.gpus if job.gpus else 'no GPU'}, time limit {job.time_limit_seconds:g} s; "
+            f"requested {job.cpus} CPUs and {job.mem or 'no memory limit'}, not enforced by the local scheduler: it {had}"
+        ),
+        job_id=job.job_id,
+        gpus=job.gpus,
+        requested_cpus=job.cpus,
+        requested_mem=job.mem,
+        machine_cpus=job.machine_cpus,
+        machine_mem=job.machine_mem,
+    )
+
+
+def _recorded_host(r: AttemptRecord | None) -> str:
+    acc = r.attempt.receipt.accounting if r is not None else None
+    return acc.node_list if acc is not None else ""
+
+
+def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, AttemptRecord]) -> timedelta | None:
+    """The UTC offset of an older registry's naive times: each job's record and its receipt
+    were written within moments of each other, the receipt's time with its offset."""
+    seen: Counter[timedelta] = Counter()
+    for job_id, entry in registry.items():
+        r = receipts.get(job_id)
+        try:
+            local = datetime.fromisoformat(entry.job.submitted_at)
+            utc = datetime.fromisoformat(r.attempt.receipt.submitted_at) if r else None
+        except ValueError:
+            continue
+        if local.tzinfo is None and utc is not None and utc.tzinfo is not None:
+            quarter = round((local - utc.replace(tzinfo=None) - utc.utcoffset()).total_seconds() / 900) * 900
+            seen[timedelta(seconds=quarter)] += 1
+    return seen.most_common(1)[0][0] if seen else None
+
+
+def _instants(row: AccountingRow, offset: timedelta | None) -> AccountingRow:
+    def fix(text: str) -> str:
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            return text
+        return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
+
+    return row if offset is None else msgspec.structs.replace(row, start=fix(row.start), end=fix(row.end))

@@ -1,0 +1,160 @@
+"""The local scheduler's job registry: its records, the one reader of it, and the
+accounting row each job shows, as sacct's row shows a Slurm job.
+
+    <campaign>/.local-jobs/      LOCAL_JOBS_DIR
+      <id>.json      the job (`LocalJob`): token, script, workdir, slot, GPUs, time limit,
+                     what the profile requested and what the machine really gave, and the
+                     wrapper's pid with its /proc start time (defeats pid reuse); written
+                     by `LocalScheduler.submit` right after spawning the wrapper.
+      <id>.end.json  how it ended (`LocalEnd`): state, exit code "rc:signal", start, end;
+                     written by the wrapper (`local_job`), or by `poll` as NODE_FAIL when
+                     the wrapper vanished without one, e.g. after a reboot or a SIGKILL of
+                     the wrapper.
+      <id>.log       the wrapper's own messages.
+
+The registry is to a local campaign what sacct is to a Slurm one: the scheduler copies
+`accounting_row` into receipts, and the audit rebuilds the same row here to check them.
+It lives in the schema because the scheduler, the wrapper on the node and the audit all
+read it. All files are written atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from throughput_schema.campaigns import AccountingRow
+from throughput_schema.codec import read
+
+__all__ = [
+    "LOCAL_JOBS_DIR",
+    "LocalEnd",
+    "LocalJob",
+    "RegisteredJob",
+    "accounting_row",
+    "end_path",
+    "job_path",
+    "read_registry",
+    "slurm_duration",
+    "stamp",
+]
+
+LOCAL_JOBS_DIR = ".local-jobs"
+
+
+class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    token: str
+    script: str
+    workdir: str
+    output: str
+    slot: int
+    gpus: str = ""  # CUDA_VISIBLE_DEVICES of the job; "" = no GPU (environment untouched)
+    submitted_at: str
+    time_limit_seconds: float
+    kill_wait_seconds: float = 10.0
+    wrapper_pid: int
+    wrapper_start: int  # /proc/<pid>/stat field 22; 0 where /proc is unavailable
+    # What the profile requested (Slurm's ReqCPUS/ReqMem).
+    cpus: int = 0
+    mem: str = ""
+    # What the job really had. The local scheduler limits only the GPUs it hands out and
+    # the time; CPUs and memory are the machine's, shared with everything else on it, so
+    # those are recorded here, not the profile's request. 0 / "" in registries written
+    # before this was recorded (their accounting showed the request as if allocated).
+    machine_cpus: int = 0
+    machine_mem: str = ""
+    host: str = ""
+
+
+class LocalEnd(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    state: str
+    exit_code: str  # "rc:signal", as sacct prints it
+    start: str
+    end: str
+    elapsed_seconds: float
+    message: str = ""
+
+
+def job_path(jobs_dir: Path, job_id: str) -> Path:
+    return jobs_dir / f"{job_id}.json"
+
+
+def end_path(jobs_dir: Path, job_id: str) -> Path:
+    return jobs_dir / f"{job_id}.end.json"
+
+
+def stamp(when: float | None = None) -> str:
+    """Local time like sacct's, but with its UTC offset: the registry travels with the
+    campaign, and an audit in another timezone must read the same instant."""
+    return datetime.fromtimestamp(time.time() if when is None else when).astimezone().isoformat(timespec="seconds")
+
+
+def slurm_duration(seconds: float) -> str:
+    """Seconds as Slurm prints Elapsed and Timelimit: [D-]HH:MM:SS."""
+    seconds = max(0, int(round(seconds)))
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+@dataclass(frozen=True)
+class RegisteredJob:
+    job: LocalJob
+    end: LocalEnd | None  # None while the job runs, or when its wrapper vanished unsettled
+
+
+def read_registry(jobs_dir: Path) -> dict[str, RegisteredJob]:
+    """Every job of the registry by id, in id order; {} when there is no registry.
+    A malformed record raises SchemaError naming its file."""
+    if not jobs_dir.is_dir():
+        return {}
+    found = {}
+    for path in jobs_dir.glob("*.json"):
+        stem = path.name[: -len(".json")]
+        if stem.isdigit():
+            end = end_path(jobs_dir, stem)
+            found[stem] = RegisteredJob(read(path, LocalJob), read(end, LocalEnd) if end.exists() else None)
+    return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
+
+
+def _tres(job: LocalJob) -> str:
+    if job.machine_cpus:
+        tres = f"cpu={job.machine_cpus}" + (f",mem={job.machine_mem}" if job.machine_mem else "")
+    else:
+        tres = f"cpu={job.cpus}" + (f",mem={job.mem}" if job.mem else "")
+    if job.gpus:
+        tres += f",gres/gpu={len(job.gpus.split(','))}"
+    return tres
+
+
+def accounting_row(job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None) -> AccountingRow:
+    """The job as sacct would print it. `host`: where registries written before `LocalJob.host`
+    say the job ran (the scheduler's host name)."""
+    base = dict(
+        job_id=job.job_id,
+        job_name=job.token,
+        partition="local",
+        account=account,
+        timelimit=slurm_duration(job.time_limit_seconds),
+        alloc_tres=_tres(job),
+        req_mem=job.mem,
+        comment=job.token,
+        node_list=job.host or host,
+    )
+    if end is None:
+        started = datetime.fromisoformat(job.submitted_at).timestamp()  # older registries: naive local
+        running = (time.time() if now is None else now) - started
+        return AccountingRow(
+            **base, state="RUNNING", exit_code="0:0", start=job.submitted_at, end="Unknown", elapsed=slurm_duration(running)
+        )
+    return AccountingRow(
+        **base, state=end.state, exit_code=end.exit_code, start=end.start, end=end.end,
+        elapsed=slurm_duration(end.elapsed_seconds),
+    )
