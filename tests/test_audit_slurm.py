@@ -178,7 +178,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert sweep("collect", "--output", str(camp), env=env).returncode == 0
 
-    out = run_audit(camp, settle_seconds=20)
+    out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     write_outputs(camp, out)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert failed == [], [c.message for c in failed]
@@ -201,7 +201,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     )
     row = wait_accounted([other])[other]
     write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=other, accounting=row))
-    out = run_audit(camp, settle_seconds=20)
+    out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation"]
     assert failed[0].file == "curves/20m-c512/b2/attempt-1/receipt.json"

@@ -54,6 +54,11 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     summary: Summary
     curves: list[CurveFinding]
     checks: list[Check]
+    # The test worker allowed by --allow-test-worker ("" for the production worker).
+    test_worker: str = ""
+    # Lines shown beside the counts: the test-worker banner, a protocol that differs
+    # from the guide's, points on different hardware or software.
+    notes: list[str] = []
 
     @property
     def ok(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Literal
 import msgspec
 
 from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
+from throughput_schema.provenance import PRODUCTION_WORKER
 
 
 # ------------------------------------------------------------------------ submission
@@ -89,7 +90,7 @@ class Manifest(_Record):
     inherited_batches: dict[str, list[int]] = {}
     parallel_points: bool = False
     # The module run with `python -m` inside each job (the throughput worker by default).
-    worker: str = "tiny_llm"
+    worker: str = PRODUCTION_WORKER
     # The repository the campaign was created from (frozen copies come from here).
     source_root: str = ""
 

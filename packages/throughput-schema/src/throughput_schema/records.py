@@ -39,6 +39,7 @@ from throughput_schema.results import (
     OptimizerTiming,
     Throughput,
     Window,
+    WorkerIdentity,
     WorkerResult,
 )
 
@@ -68,6 +69,7 @@ __all__ = [
     "Throughput",
     "TrainingConfig",
     "Window",
+    "WorkerIdentity",
     "WorkerRequest",
     "WorkerResult",
     "RECORD_TYPES",
