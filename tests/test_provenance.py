@@ -152,6 +152,7 @@ def test_collect_names_each_points_hardware(pair):
     assert all(p["gpu_name"] for p in points if p["outcome"] == "ok")
     readme = (tp / "README.md").read_text()
     assert "## Hardware" in readme and "| scripted test worker (no GPU) | 140.4 GiB |" in readme
+    assert "| all 2 measured points |" in readme
     assert "MIXED HARDWARE" not in readme
 
 

@@ -36,5 +36,7 @@ def hardware_section(infos: list[AttemptInfo]) -> list[str]:
     out.append(f"| {' | '.join(HARDWARE_LABELS.values())} | points |")
     out.append("|---" * (len(HARDWARE_LABELS) + 1) + "|")
     for key, points in groups.items():
-        out.append(f"| {' | '.join(key)} | {', '.join(points)} |")
+        # One set for the whole campaign is the usual case; the CSV still names it per point.
+        where = f"all {len(points)} measured points" if len(groups) == 1 else ", ".join(points)
+        out.append(f"| {' | '.join(key)} | {where} |")
     return out + [""]
