@@ -56,7 +56,7 @@ class Context:
     checks: dict[str, int]
     protocols: list[tuple[str, Protocol]]  # (campaign, its manifest's protocol)
     banner: str = ""  # a test worker's, on every page
-    notes: tuple[str, ...] | list[str] = ()  # page 1: protocol against the guide, mixed hardware
+    notes: tuple[str, ...] = ()  # page 1: the protocol against the guide's, mixed hardware
 
 
 def protocol_text(protocols: list[tuple[str, Protocol]]) -> str:

@@ -111,7 +111,7 @@ def build_report(
         checks=dict(tally.counts),
         protocols=[(c.name, c.manifest.protocol) for pair in pairs for c in (pair.throughput, pair.optimizer)],
         banner=banner,
-        notes=provenance.notes(tc + oc),
+        notes=tuple(provenance.notes(tc + oc)),
     )
     inputs_doc = {
         **({"test_worker": banner} if banner else {}),
