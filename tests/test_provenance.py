@@ -82,6 +82,13 @@ def test_a_test_worker_names_itself_and_no_real_gpu(pair):
                 assert "test worker" in result.hardware.gpu_name
 
 
+def test_status_and_collect_say_a_test_worker_ran_the_campaign(pair):
+    tp, _ = pair
+    warning = "TEST WORKER scripted_worker: not measured by tiny_llm"
+    assert warning in sweep("status", "--output", tp).stdout
+    assert (tp / "README.md").read_text().startswith(f"**{warning}")
+
+
 def test_the_audit_fails_a_test_worker_campaign_unless_allowed(pair, tmp_path):
     tp, _ = copy(pair, tmp_path)
     plain = tool("throughput_audit.py", "--output", tp)

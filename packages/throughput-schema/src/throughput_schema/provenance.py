@@ -51,12 +51,16 @@ def is_test_worker(worker: str) -> bool:
     return worker != PRODUCTION_WORKER
 
 
+def worker_warning(worker: str) -> str | None:
+    """What status and collect say of a campaign a test worker ran; None for the production worker."""
+    if not is_test_worker(worker):
+        return None
+    return f"TEST WORKER {worker}: not measured by {PRODUCTION_WORKER}; no figure here describes real hardware"
+
+
 def allowed_worker_banner(worker: str) -> str:
     """The banner on every output of a campaign a test worker wrote (audit, report)."""
-    return (
-        f"TEST WORKER {worker}: not measured by {PRODUCTION_WORKER}; no figure here describes real hardware "
-        f"(allowed by {ALLOW_TEST_WORKER})"
-    )
+    return f"{worker_warning(worker)} (allowed by {ALLOW_TEST_WORKER})"
 
 
 def worker_refusal(worker: str, where: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from throughput_schema import WorkerResult, dumps, write_atomic
 from throughput_schema import layout
-from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation
+from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation, worker_warning
 
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
@@ -197,6 +197,8 @@ def readme(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], co
     if not complete:
         state = "some curves are blocked" if campaign_done(curves) else "jobs are still running or pending"
         out.append(f"**INCOMPLETE**: this campaign has not finished ({state}).\n")
+    if worker_warning(m.worker):
+        out.append(f"**{worker_warning(m.worker)}**.\n")
     out.append(f"# {m.kind.capitalize()} campaign {m.name}\n")
     out.append(
         f"Models {', '.join(m.models)} at contexts {', '.join(map(str, m.contexts))}; profile `{m.profile.name}` "
