@@ -92,10 +92,11 @@ DATABASE_DOWN = "Problem talking to the database"
 
 
 def audit(out: Path | str, *, cwd: Path = ROOT, attempts: int = 6, wait_seconds: float = 10.0) -> subprocess.CompletedProcess:
-    """`throughput-audit --output OUT` run in `cwd`; rerun while the only trouble is an unreachable slurmdbd."""
+    """`throughput-audit --output OUT --allow-test-worker` (every campaign here is the scripted
+    worker's) run in `cwd`; rerun while the only trouble is an unreachable slurmdbd."""
     for _ in range(attempts):
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out)],
+            [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out), "--allow-test-worker"],
             cwd=cwd, capture_output=True, text=True, timeout=300,
         )
         failures = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
@@ -108,7 +109,7 @@ def audit(out: Path | str, *, cwd: Path = ROOT, attempts: int = 6, wait_seconds:
 def report(throughput: list[Path], optimizer: list[Path], out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "scripts/throughput_report.py"), "--throughput", *map(str, throughput),
-         "--optimizer", *map(str, optimizer), "--output", str(out)],
+         "--optimizer", *map(str, optimizer), "--output", str(out), "--allow-test-worker"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
 

@@ -20,7 +20,9 @@ nonfinite (5), crash (exit 1 without a result), sleep (for timeouts), allocate (
 instrumented run's wall time over the baseline's, default 1.03), and an entry or the plan
 `rate` (a factor on the modelled tokens/s, default 1: a re-measurement that came out faster).
 
-Records are indistinguishable in shape and arithmetic from the real worker's: the
+Records have the real worker's shape and arithmetic, but never pass for a measurement:
+each names this module as its worker, and its hardware fields say it is a scripted test
+worker, naming no real GPU (so it has no MFU). The
 measurement runs the real protocol (`tiny_llm.protocol.measure`: warm-up, calibration,
 windows, bursts, exact counter checks, extra windows on CV) against a scripted runner
 whose clock advances by a modelled time per update instead of sleeping, and the derived
@@ -44,16 +46,19 @@ from pathlib import Path
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
-from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerResult
+from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
 from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
 from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
 
 PLAN_ENV = "SCRIPTED_WORKER_PLAN"
+SCRIPTED_WORKER_VERSION = "test"
 # The real worker's CUDA-graph build runs this many eager updates before capture.
 SETUP_UPDATES = 3
 GIB = 1024**3
-# A device the peak table knows, so MFU is filled in as on a real GPU run.
-HARDWARE_GPU = ("NVIDIA H200", int(140.4 * GIB))
+# What the hardware fields say: a test double, never a GPU a reader could mistake for
+# the one that ran (the size is only the modelled capacity of the memory figures).
+TEST_HARDWARE = "scripted test worker (no GPU)"
+HARDWARE_GPU = (TEST_HARDWARE, int(140.4 * GIB))
 SCRIPTED_GPU_UUID = "GPU-00000000-0000-0000-0000-5c41f7ed0001"
 
 
@@ -175,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         gpu_uuid=SCRIPTED_GPU_UUID,
         python=sys.version.split()[0],
         hostname=os.uname().nodename,
-        cpu="scripted test worker",
+        cpu=TEST_HARDWARE,
         cpu_count=os.cpu_count() or 0,
+        platform=TEST_HARDWARE,
     )
     started = _now()
     common = dict(
@@ -187,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         protocol=protocol,
         hardware=hw,
         started_at=started,
+        worker=WorkerIdentity(module="scripted_worker", version=SCRIPTED_WORKER_VERSION),
     )
     mem = 200 * 2**20 + batch * context * 4096
     setup_peaks = MemoryPeaks(allocated_bytes=mem, reserved_bytes=int(mem * 1.1))

@@ -182,7 +182,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert sweep("collect", "--output", str(camp), env=env).returncode == 0
 
-    out = run_audit(camp, settle_seconds=20)
+    out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     write_outputs(camp, out)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert failed == [], [c.message for c in failed]
@@ -206,7 +206,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     row = wait_accounted([other])[other]
     point_at(folder, receipt, row)
     assert sweep("collect", "--output", str(camp), env=env).returncode == 0  # publishing the other job
-    out = run_audit(camp, settle_seconds=20)
+    out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation"]
     assert failed[0].file == "curves/20m-c512/b2/attempt-1/receipt.json"

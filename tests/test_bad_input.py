@@ -23,8 +23,9 @@ from campaign_helpers import ROOT, sweep_env
 BIN = Path(sys.executable).parent
 SWEEP = [sys.executable, "-m", "throughput_sweep.cli"]
 TINY = [sys.executable, "-m", "tiny_llm"]
-AUDIT = [str(BIN / "throughput-audit")]
-REPORT = [str(BIN / "throughput-report")]
+# Every campaign made here is the scripted worker's.
+AUDIT = [str(BIN / "throughput-audit"), "--allow-test-worker"]
+REPORT = [str(BIN / "throughput-report"), "--allow-test-worker"]
 SCHEMA = [str(BIN / "throughput-schema")]
 FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
 

@@ -12,7 +12,8 @@ from campaign_helpers import BLOCKED, ROOT, sweep, write_plan
 
 
 def tool(script: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args)], cwd=ROOT,
+    """The audit or the report, which pass the scripted worker's campaigns only when told."""
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args), "--allow-test-worker"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 RUN = ("--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker", "--window-seconds", "1",

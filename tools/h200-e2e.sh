@@ -89,6 +89,7 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 profile=local-gpu
+allow_test=()
 if [ "$slurm" = 1 ]; then
   [ "$cpu" = 0 ] || die "--slurm runs on the GPU machine; --cpu is the local scheduler's CPU rehearsal"
   [ -z "$state_in" ] || die "--slurm cannot restore a packed state: Slurm's accounting of the lost jobs stayed on the lost machine"
@@ -115,6 +116,8 @@ elif [ "$cpu" = 1 ]; then
   # records (the real measurement protocol against modelled update times, memory peaks,
   # bursts), outcomes from $SCRIPTED_WORKER_PLAN (default: every point ok).
   worker=(--worker "$root/tests/scripted_worker.py")
+  # Its campaigns pass the audit and the report only when allowed, under a banner.
+  allow_test=(--allow-test-worker)
 else
   mode=h200; models=(20m 250m); contexts=(512 2048); worker=()
   [ -n "$window" ] || die "--window-seconds S is required on the GPU (the protocol default is 10)"
@@ -156,8 +159,8 @@ echo "$root" > "$runs/ROOT.txt"
 
 # The guide's drivers, as a user runs them.
 sweep() { "$PY" scripts/throughput_sweep.py "$@"; }
-audit() { "$PY" scripts/throughput_audit.py "$@"; }
-report() { "$PY" scripts/throughput_report.py "$@"; }
+audit() { "$PY" scripts/throughput_audit.py "$@" "${allow_test[@]}"; }
+report() { "$PY" scripts/throughput_report.py "$@" "${allow_test[@]}"; }
 chosen=(--profile "$profile"); [ "$slurm" = 1 ] && chosen=()   # --slurm: from THROUGHPUT_SWEEP_PROFILE
 
 pack() {  # $1: complete|partial

@@ -130,6 +130,9 @@ def test_failure_record_carries_the_requests_recipe_and_protocol(tmp_path):
     assert proc.returncode == EXIT_CODES["crashed"], proc.stderr
     rec = read(tmp_path / "result.json", WorkerResult)
     assert rec.protocol == protocol and rec.recipe == RECIPE
+    # ... and name the worker it stands in for, so a test worker's campaign is known by
+    # every result, failures included.
+    assert (rec.worker.module, rec.worker.written_by) == (read(request, WorkerRequest).worker, "watchdog")
 
 
 def test_the_worker_gets_the_request_and_its_output(tmp_path):

@@ -59,13 +59,20 @@ class FinishesDuringPoll:
         return ""
 
 
-def test_a_result_written_while_the_poll_was_in_flight_is_kept(tmp_path):
+def one_point(tmp_path: Path, scheduler_type) -> tuple:
+    """A one-point tiny campaign watched to its end against `scheduler_type`: (campaign,
+    scheduler, the watcher's exit status)."""
     plan = plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128], protocol=_protocol(),
                            profile=embedded_local_profile(), max_batch=1, worker="tiny_llm", root=ROOT)
     campaign = create(plan)
-    scheduler = FinishesDuringPoll(campaign)
+    scheduler = scheduler_type(campaign)
     options = WatchOptions(poll_min=0.01, poll_max=0.05, progress=False)
-    assert anyio.run(Watcher(campaign, scheduler, options).run) == 0
+    return campaign, scheduler, anyio.run(Watcher(campaign, scheduler, options).run)
+
+
+def test_a_result_written_while_the_poll_was_in_flight_is_kept(tmp_path):
+    campaign, scheduler, status = one_point(tmp_path, FinishesDuringPoll)
+    assert status == 0
     result = read(scheduler.workdir / RESULT, WorkerResult)
     assert result.outcome.__struct_config__.tag == "ok" and result.throughput.tokens_per_second == 1000.0
     [curve] = campaign.curves()
@@ -76,3 +83,19 @@ def _protocol():
     from throughput_schema import Protocol
 
     return Protocol(window_seconds=1.0)
+
+
+class EndsWithoutResult(FinishesDuringPoll):
+    """A job that fails before its worker writes anything."""
+
+    async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        row = AccountingRow(job_id="1", job_name="x", state="FAILED", exit_code="1:0", partition="p",
+                            timelimit="00:14:00", alloc_tres="cpu=1", end="2026-01-01T00:00:01", elapsed="00:00:01")
+        return {j: JobStatus(j, "FAILED", accounting=row, accounting_final=True) for j in job_ids}
+
+
+def test_the_result_written_for_a_job_that_left_none_names_the_worker_it_stands_in_for(tmp_path):
+    _, scheduler, _ = one_point(tmp_path, EndsWithoutResult)
+    result = read(scheduler.workdir / RESULT, WorkerResult)
+    assert result.outcome.__struct_config__.tag == "crashed"
+    assert (result.worker.module, result.worker.written_by) == ("tiny_llm", "controller")

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
+import tiny_llm
 from tiny_llm.cli import main
 from tiny_llm.hardware import GIB, peak_bf16_flops
 from tiny_llm.protocol import NonFiniteState
@@ -29,6 +30,8 @@ def test_cpu_worker_end_to_end(tmp_path, capsys):
     result = read(out, WorkerResult)
     assert outcome_kind(result.outcome) == "ok" and result.exit_code == 0
     assert result.backend == "cpu-eager" and result.mode == "throughput"
+    # The production worker names itself: only its results pass the audit and the report.
+    assert (result.worker.module, result.worker.version, result.worker.written_by) == ("tiny_llm", tiny_llm.__version__, "worker")
     assert result.parameters == 4_473_472 - (32_000 - 512) * 128
     assert result.recipe.training.micro_batch_size == 2
     assert result.calibration.updates == 5 and result.calibration.updates_per_window >= 2

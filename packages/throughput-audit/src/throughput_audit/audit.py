@@ -15,7 +15,7 @@ import msgspec
 from throughput_schema import SchemaError, write_atomic
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
 
-from throughput_audit import __version__, optimizer, slurm, spot_check
+from throughput_audit import __version__, optimizer, provenance, slurm, spot_check
 from throughput_audit.accounting import check_slurm
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
@@ -43,6 +43,7 @@ def run_audit(
     runner: slurm.Runner | None = None,
     slurm_checks: bool = True,
     settle_seconds: float = 15.0,
+    allow_test_worker: bool = False,
 ) -> AuditRun:
     root = Path(root)
     if not root.is_dir():
@@ -60,6 +61,7 @@ def run_audit(
     loaded = load(root, checks, optimizer=is_opt)
 
     check_frozen(loaded, checks)
+    test_worker = provenance.check_worker(loaded, checks, allow_test_worker=allow_test_worker)
     check_curve_set(loaded, checks)
     recipes = {m: frozen_recipe(loaded, m, checks) for m in manifest.models}
     for record in loaded.attempts:
@@ -106,6 +108,9 @@ def run_audit(
         accounting = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
         slurm_state = "checked"
 
+    notes = provenance.notes(loaded, test_worker)
+    if test_worker:
+        accounting = f"# {notes[0]}\n{accounting}"
     report = AuditReport(
         audit_version=AUDIT_VERSION,
         campaign=str(root),
@@ -118,6 +123,8 @@ def run_audit(
         summary=checks.summary(),
         curves=curves,
         checks=checks.items,
+        test_worker=test_worker,
+        notes=notes,
     )
     return AuditRun(report=report, accounting=accounting)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from throughput_schema import SchemaError
 from throughput_schema.argparsing import OneLineParser, command_line
+from throughput_schema.provenance import ALLOW_TEST_WORKER
 
 SHOWN_FAILURES = 8
 
@@ -21,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", required=True, type=Path, help="the campaign folder (runs/NAME)")
     parser.add_argument("--no-slurm", action="store_true", help="skip the Slurm accounting checks")
+    parser.add_argument(
+        ALLOW_TEST_WORKER,
+        action="store_true",
+        help="let a campaign run with a test worker (not tiny_llm) pass, under a banner on every output",
+    )
     args = parser.parse_args(argv)
 
     from throughput_schema.layout import ACCOUNTING, AUDIT
@@ -28,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from throughput_audit.audit import NotACampaign, run_audit, write_outputs
 
     try:
-        outcome = run_audit(args.output, slurm_checks=not args.no_slurm)
+        outcome = run_audit(args.output, slurm_checks=not args.no_slurm, allow_test_worker=args.allow_test_worker)
     except NotACampaign as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
@@ -45,11 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     states: dict[str, int] = {}
     for c in report.curves:
         states[c.state] = states.get(c.state, 0) + 1
+    if report.test_worker:
+        print(report.notes[0])
     print(
         f"{report.name} ({report.kind}): {s.passed} checks passed, {s.failed} failed, "
         f"{s.not_applicable} not applicable; Slurm accounting {report.slurm.replace('_', ' ')}"
         + ("; local job registry checked" if report.local_registry == "checked" else "")
     )
+    for note in report.notes[1 if report.test_worker else 0 :]:
+        print(note)
     print("curves: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
     failures = [c for c in report.checks if c.status == "fail"]
     for c in failures[:SHOWN_FAILURES]:
@@ -57,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(failures) > SHOWN_FAILURES:
         print(f"... and {len(failures) - SHOWN_FAILURES} more in {args.output / AUDIT}")
     print(f"wrote {args.output / AUDIT} and {args.output / ACCOUNTING}")
+    if report.test_worker:
+        print(report.notes[0])
     return 1 if failures else 0
 
 

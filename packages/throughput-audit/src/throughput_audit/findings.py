@@ -56,6 +56,11 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     checks: list[Check]
     # Local campaigns: checked against the local scheduler's job registry, as Slurm's against sacct.
     local_registry: Literal["checked", "not_applicable"] = "not_applicable"
+    # The test worker allowed by --allow-test-worker ("" for the production worker).
+    test_worker: str = ""
+    # Lines shown beside the counts: the test-worker banner, a protocol that differs
+    # from the guide's, points on different hardware or software.
+    notes: list[str] = []
 
     @property
     def ok(self) -> bool:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from throughput_schema.provenance import HARDWARE_COLUMNS as HARDWARE_FIELDS
 
 from throughput_compare.inputs import Campaign
 from throughput_schema.comparison import Difference
 
-HARDWARE_FIELDS = ("gpu_name", "gpu_memory_bytes", "driver", "cuda", "torch", "python")
 # A recipe's fields that say which point it is, not how it is trained.
 POINT_FIELDS = frozenset({"model.context_length", "training.micro_batch_size", "training.batch_tokens"})
 

@@ -18,6 +18,7 @@ from throughput_schema.codec import SchemaError
 from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
+from throughput_schema.provenance import ALLOW_TEST_WORKER
 
 
 def parser() -> argparse.ArgumentParser:
@@ -34,6 +35,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a new directory for the report (an existing report is never overwritten)")
     p.add_argument("--tokens-per-update", type=positive_int, default=None, metavar="N",
                    help="B·L for the context comparison (default: the largest available on every curve)")
+    p.add_argument(ALLOW_TEST_WORKER, action="store_true",
+                   help="report campaigns run with a test worker (not tiny_llm), under a banner on every page and file")
     return p
 
 
@@ -44,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     try:
-        built = build_report(args.throughput, args.optimizer, args.output, tokens_per_update=args.tokens_per_update)
+        built = build_report(
+            args.throughput,
+            args.optimizer,
+            args.output,
+            tokens_per_update=args.tokens_per_update,
+            allow_test_worker=args.allow_test_worker,
+        )
     except (Refused, SchemaError) as exc:
         print(f"throughput-report: refused: {exc}", file=sys.stderr)
         return 2
@@ -53,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     seconds = time.monotonic() - started
     proj = built.projection
+    if built.banner:
+        print(built.banner)
     print(
         f"wrote {built.out}: report.pdf (6 pages), 5 figures (PDF, SVG, 450-dpi PNG), points.csv, points.json, "
         f"inputs.sha256 - {len(proj.curves)} curves, {len(proj.points)} points, "

@@ -252,10 +252,18 @@ DRAW = {
 }
 
 
-def save_figure(name: str, proj: Projection, folder: Path) -> list[Path]:
+def stamp(fig, banner: str) -> None:
+    """A test worker's banner across the foot of a figure or page, so no copy of it
+    passes for a measurement."""
+    if banner:
+        fig.text(0.5, 0.004, banner, ha="center", va="bottom", fontsize=7, color="#b00000", fontweight="bold")
+
+
+def save_figure(name: str, proj: Projection, folder: Path, *, banner: str = "") -> list[Path]:
     """One figure as PDF, SVG and 450-dpi PNG; returns the files written."""
     fig = Figure(figsize=FIGURE_SIZE)
     DRAW[name](fig, proj)
+    stamp(fig, banner)
     out = []
     for ext, kw in (("pdf", {"metadata": {"CreationDate": None}}), ("svg", {"metadata": {"Date": None}}),
                     ("png", {"dpi": PNG_DPI})):

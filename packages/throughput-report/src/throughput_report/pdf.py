@@ -56,6 +56,8 @@ class Context:
     input_files: int
     checks: dict[str, int]
     protocols: list[tuple[str, Protocol]]  # (campaign, its manifest's protocol)
+    banner: str = ""  # a test worker's, on every page
+    notes: tuple[str, ...] = ()  # page 1: the protocol against the guide's, mixed hardware
 
 
 def protocol_text(protocols: list[tuple[str, Protocol]]) -> str:
@@ -154,6 +156,7 @@ def page_summary(proj: Projection, ctx: Context) -> Figure:
         "Window range: slowest to fastest measurement window within the run (not a confidence interval).",
         EXCLUSIONS,
     ]
+    items[1:1] = list(ctx.notes)
     if unstable:
         items.append("* no stable point on " + ", ".join(unstable) + "; the fastest unstable point is shown.")
     closed = [f"{c.curve} closed by hand {c.closed}" for c in proj.curves if c.closed]
@@ -266,6 +269,8 @@ def build_pdf(proj: Projection, ctx: Context, path: Path) -> None:
         page_context(proj),
         page_methods(proj, ctx),
     ]
+    for page in pages:
+        figures.stamp(page, ctx.banner)
     raw = io.BytesIO()
     with PdfPages(raw, metadata={"CreationDate": None, "Creator": "throughput-report"}) as pdf:
         for page in pages:
@@ -275,8 +280,9 @@ def build_pdf(proj: Projection, ctx: Context, path: Path) -> None:
     if len(reader.pages) != PAGES:
         raise RuntimeError(f"the report has {len(reader.pages)} pages, expected {PAGES}")
     for number, (page, marker) in enumerate(zip(reader.pages, PAGE_MARKERS), start=1):
-        if marker not in page.extract_text():
-            raise RuntimeError(f"page {number} of the report lacks {marker!r}")
+        text = page.extract_text()
+        if marker not in text or (ctx.banner and "TEST WORKER" not in text):
+            raise RuntimeError(f"page {number} of the report lacks {marker!r}" + (" or its banner" if ctx.banner else ""))
     writer = PdfWriter()
     writer.append(reader)
     writer.add_metadata(

@@ -16,7 +16,7 @@ from pathlib import Path
 from throughput_schema.codec import fsync_dir, write_atomic
 from throughput_schema.layout import ACCOUNTING, AUDIT
 
-from throughput_report import figures, tables
+from throughput_report import figures, provenance, tables
 from throughput_report.checks import run_checks
 from throughput_report.inputs import Refused, ReportCampaign, load_campaign
 from throughput_report.pairing import pair_campaigns
@@ -37,6 +37,7 @@ class BuiltReport:
     files: list[Path]
     projection: Projection
     checks: dict[str, int]
+    banner: str = ""
 
 
 def refuse_output(out: Path, campaigns: list[Path]) -> None:
@@ -68,7 +69,12 @@ def _hash_lines(campaigns: list[ReportCampaign]) -> tuple[str, list[tuple[str, s
 
 
 def build_report(
-    throughput: list[Path], optimizer: list[Path], out: Path, *, tokens_per_update: int | None = None
+    throughput: list[Path],
+    optimizer: list[Path],
+    out: Path,
+    *,
+    tokens_per_update: int | None = None,
+    allow_test_worker: bool = False,
 ) -> BuiltReport:
     throughput, optimizer, out = [Path(p) for p in throughput], [Path(p) for p in optimizer], Path(out)
     if len(throughput) != len(optimizer) or not throughput:
@@ -85,6 +91,7 @@ def build_report(
 
     tc = [load_campaign(p) for p in throughput]
     oc = [load_campaign(p) for p in optimizer]
+    banner = provenance.worker_banner(tc + oc, allow_test_worker=allow_test_worker)
     pairs = pair_campaigns(tc, oc)
     tally = run_checks(pairs)
     projection = project(pairs, tokens_per_update)
@@ -103,8 +110,11 @@ def build_report(
         input_files=hash_text.count("\n"),
         checks=dict(tally.counts),
         protocols=[(c.name, c.manifest.protocol) for pair in pairs for c in (pair.throughput, pair.optimizer)],
+        banner=banner,
+        notes=tuple(provenance.notes(tc + oc)),
     )
     inputs_doc = {
+        **({"test_worker": banner} if banner else {}),
         "pairs": [{"throughput": t, "optimizer": o} for t, o in ctx.pairs],
         "inputs_sha256_digest": inputs_digest,
         "campaigns": [{"campaign": c, "manifest_sha256": m, "files": n, "digest": d} for c, m, n, d in digests],
@@ -118,7 +128,7 @@ def build_report(
         write_atomic(stage / "points.csv", tables.points_csv(projection.points))
         write_atomic(stage / "points.json", tables.points_json(projection, inputs_doc))
         for name in figures.FIGURES:
-            figures.save_figure(name, projection, stage)
+            figures.save_figure(name, projection, stage, banner=banner)
         build_pdf(projection, ctx, stage / REPORT_PDF)
         for name in REPORT_FILES:
             with open(stage / name, "rb") as handle:
@@ -126,7 +136,9 @@ def build_report(
         _publish(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return BuiltReport(out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts))
+    return BuiltReport(
+        out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts), banner=banner
+    )
 
 
 def _publish(stage: Path, out: Path) -> None:

@@ -9,6 +9,7 @@ import msgspec
 
 from throughput_schema.comparison import Recommendation
 from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
+from throughput_schema.provenance import PRODUCTION_WORKER
 
 
 # ------------------------------------------------------------------------ submission
@@ -101,7 +102,7 @@ class Manifest(_Record):
     inherited_batches: dict[str, list[int]] = {}
     parallel_points: bool = False
     # The module run with `python -m` inside each job (the throughput worker by default).
-    worker: str = "tiny_llm"
+    worker: str = PRODUCTION_WORKER
     # The repository the campaign was created from (frozen copies come from here).
     source_root: str = ""
     # A spot check of `parent` (a throughput campaign whose curves walk `inherited_batches`).

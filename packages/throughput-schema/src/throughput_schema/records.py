@@ -40,6 +40,7 @@ from throughput_schema.results import (
     OptimizerTiming,
     Throughput,
     Window,
+    WorkerIdentity,
     WorkerResult,
 )
 
@@ -70,6 +71,7 @@ __all__ = [
     "Throughput",
     "TrainingConfig",
     "Window",
+    "WorkerIdentity",
     "WorkerRequest",
     "WorkerResult",
     "RECORD_TYPES",

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from throughput_schema.configs import PointSpec, Protocol, Recipe, _Record
+from throughput_schema.provenance import PRODUCTION_WORKER
 
 __all__ = ["WorkerRequest"]
 
@@ -30,7 +31,7 @@ class WorkerRequest(_Record, frozen=True, kw_only=True):
     python: str
     pythonpath: list[str] = []
     # The worker module, run as `python -m <worker> benchmark-throughput-worker`.
-    worker: str = "tiny_llm"
+    worker: str = PRODUCTION_WORKER
     # The watchdog's one deadline for all workers, imports and compilation included.
     deadline_seconds: Annotated[float, Meta(gt=0)] = 13 * 60.0
     # The scheduler's time limit: a stop signal near it is a time-out, earlier a cancellation.

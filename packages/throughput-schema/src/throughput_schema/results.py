@@ -63,6 +63,17 @@ class Hardware(msgspec.Struct, frozen=True, kw_only=True):
     platform: str = ""
 
 
+class WorkerIdentity(msgspec.Struct, frozen=True, kw_only=True):
+    """Which worker a result came from: the module run as `python -m <module>` and its
+    version. Only the production worker's results are measurements (`provenance`)."""
+
+    module: str
+    version: str = ""
+    # A worker that ended without a result has one written for it, by the watchdog on
+    # the node or by the controller from the final accounting.
+    written_by: Literal["worker", "watchdog", "controller"] = "worker"
+
+
 class Throughput(msgspec.Struct, frozen=True, kw_only=True):
     """Derived figures; the audit recomputes all of them from `WorkerResult.windows`."""
 
@@ -129,3 +140,6 @@ class WorkerResult(_Record):
     # Opt-in speed variants the update ran with (tiny_llm.kernels.Kernels.record(),
     # e.g. {"attention": "flash", "cross_entropy": "chunked", ...}); {} in older results.
     kernels: dict[str, str] = {}
+    # None in results written before results named their worker: the manifest's worker
+    # ran them.
+    worker: WorkerIdentity | None = None

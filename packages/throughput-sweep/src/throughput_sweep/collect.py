@@ -19,11 +19,13 @@ from throughput_schema import WorkerResult, dumps, write_atomic
 from throughput_schema import layout
 from throughput_schema.comparison import Recommendation
 from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
+from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation, worker_warning
 
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
 from throughput_sweep.faults import crash_point
 from throughput_sweep.recommendations import recommendations
+from throughput_sweep.hardware import hardware_section, measured, measured_hardware
 from throughput_sweep.status import campaign_done, closed_line, is_complete
 
 WALL_CHANGE_FLAG = 0.05
@@ -33,7 +35,8 @@ POINT_FIELDS = [
     "curve", "model", "context_length", "batch_size", "attempt", "status", "outcome", "job_id", "adopted",
     "slurm_state", "slurm_elapsed", "accounting_final", "tokens_per_second", "sequences_per_second", "cv",
     "unstable", "update_ms", "windows", "setup_seconds", "setup_allocated_bytes", "setup_reserved_bytes",
-    "measurement_allocated_bytes", "measurement_reserved_bytes", "parameters", "gpu_uuid", "message",
+    "measurement_allocated_bytes", "measurement_reserved_bytes", "parameters", *HARDWARE_COLUMNS, "gpu_uuid",
+    "message",
 ]
 OPT_FIELDS = [
     "curve", "model", "context_length", "batch_size", "attempt", "job_id", "baseline_tokens_per_second",
@@ -64,7 +67,7 @@ def _point_columns(info: AttemptInfo) -> dict:
 
 def point_row(info: AttemptInfo) -> dict:
     a = info.attempt
-    r = a.baseline if info.optimizer and a.baseline is not None else a.result
+    r = measured(info)
     t = r.throughput if r is not None else None
     acc = a.receipt.accounting if a.receipt else None
     return {
@@ -88,6 +91,7 @@ def point_row(info: AttemptInfo) -> dict:
         "measurement_allocated_bytes": _mem(r, "measurement", "allocated"),
         "measurement_reserved_bytes": _mem(r, "measurement", "reserved"),
         "parameters": r.parameters if r is not None else None,
+        **{c: getattr(r.hardware, c) if r is not None else "" for c in HARDWARE_COLUMNS},
         "gpu_uuid": r.hardware.gpu_uuid if r is not None else "",
         "message": info.message,
     }
@@ -163,6 +167,8 @@ def collect(campaign: Campaign) -> list[Path]:
         "max_batch": m.max_batch,
         "profile": msgspec.to_builtins(m.profile),
         "protocol": msgspec.to_builtins(m.protocol),
+        "protocol_deviation": protocol_deviation(m.protocol),
+        "hardware_mix": hardware_mix(map(measured_hardware, infos)),
         "parent": msgspec.to_builtins(m.parent) if m.parent else None,
         "curves": summaries,
         "points": rows,
@@ -198,6 +204,8 @@ def readme(
     if not complete:
         state = "some curves are blocked" if campaign_done(curves) else "jobs are still running or pending"
         out.append(f"**INCOMPLETE**: this campaign has not finished ({state}).\n")
+    if worker_warning(m.worker):
+        out.append(f"**{worker_warning(m.worker)}**.\n")
     out.append(f"# {m.kind.capitalize()} campaign {m.name}\n")
     out.append(
         f"Models {', '.join(m.models)} at contexts {', '.join(map(str, m.contexts))}; profile `{m.profile.name}` "
@@ -212,6 +220,10 @@ def readme(
         f"(+{p.extra_windows} when CV > {p.cv_threshold:.0%}), seed {p.seed}, LR {p.lr:g}, betas ({p.beta1:g}, {p.beta2:g}), "
         f"eps {p.eps:g}, weight decay {p.weight_decay:g}, clipping {p.grad_clip:g}.\n"
     )
+    deviation = protocol_deviation(p)
+    if deviation:
+        out.append(f"**Note**: {deviation}.\n")
+    out += hardware_section(infos)
     out.append("## Curves\n")
     out.append("| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended | unstable |")
     out.append("|---|---|---|---|---|---|---|---|---|")

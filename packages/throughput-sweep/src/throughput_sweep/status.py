@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from throughput_schema import CurveClosure
 from throughput_schema.recommendation import recommendation_text
+from throughput_schema.provenance import protocol_deviation, worker_warning
 
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
@@ -48,6 +49,7 @@ def render_status(campaign: Campaign) -> str:
         f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
         f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
         + (f"; max batch {m.max_batch}" if m.max_batch else ""),
+        *filter(None, [worker_warning(m.worker), protocol_deviation(m.protocol)]),
         "",
         f"{'curve':<18} {'state':<9} {'fitting':<24} {'largest':>7} {'1st OOM':>7} {'fastest stable':>22}",
     ]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import AccountingRow, Receipt, Settlement, WorkerRequest, WorkerResult, read, write_atomic
+from throughput_schema import AccountingRow, Receipt, Settlement, WorkerIdentity, WorkerRequest, WorkerResult, read, write_atomic
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
 from throughput_schema.recipe import parameter_count
@@ -168,11 +168,13 @@ def write_missing_result(
     if (a.path / REQUEST).exists():
         request = read(a.path / REQUEST, WorkerRequest)
         recipe, protocol, deadline = request.recipe, request.protocol, request.deadline_seconds
+        worker = request.worker
     else:
         # An attempt made before attempts had a request (a resumed older campaign): the
         # derivation its job script used, from the frozen preset and the manifest.
         recipe = point_recipe(campaign, a.model, a.context_length, a.batch_size)
         protocol, deadline = m.protocol, m.profile.watchdog_minutes * 60
+        worker = m.worker
     outcome = outcome_from_state(state, accounting, deadline, launch_failure=launch_failure)
     code = _exit_code(accounting.exit_code) if accounting else None
     result = WorkerResult(
@@ -183,6 +185,7 @@ def write_missing_result(
         protocol=protocol,
         finished_at=now(),
         exit_code=code if code is not None else -1,
+        worker=WorkerIdentity(module=worker, written_by="controller"),
     )
     if should_crash("while-result"):
         # Die half-way through an atomic write: a temp file exists, result.json does not.

@@ -45,11 +45,13 @@ from throughput_schema import (
     Ok,
     Recipe,
     Throughput,
+    WorkerIdentity,
     WorkerResult,
     outcome_kind,
     write_atomic,
 )
 from throughput_schema.recipe import flops_per_token, parameter_count
+import tiny_llm
 from tiny_llm import hardware, stats
 from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
@@ -236,6 +238,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
         kernels=_kernels_record(options, built),
+        worker=WorkerIdentity(module=tiny_llm.__name__, version=tiny_llm.__version__),
     )
     if timing is not None:
         # Raw burst samples beside the result (bursts.jsonl for result.json), written

@@ -52,7 +52,8 @@ from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, writ
 from throughput_schema.layout import REQUEST
 from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind
 from throughput_schema.recipe import parameter_count
-from throughput_schema.records import Hardware, Protocol, Recipe, WorkerResult
+from throughput_schema.provenance import PRODUCTION_WORKER
+from throughput_schema.records import Hardware, Protocol, Recipe, WorkerIdentity, WorkerResult
 
 from throughput_sweep.node.worker_exit import (
     exit_code_for,
@@ -96,6 +97,7 @@ class Watchdog:
         recipe: Recipe,
         protocol: Protocol | None = None,
         mode: str = "throughput",
+        worker: str = PRODUCTION_WORKER,
         deadline_seconds: float = 13 * 60,
         time_limit_seconds: float | None = None,
         cpus: int = 8,
@@ -110,6 +112,9 @@ class Watchdog:
         # The campaign's protocol, so a failure record says how the point was to be measured.
         self.protocol = protocol or Protocol()
         self.mode = mode
+        # A failure record names the worker it stands in for, so the audit can tell a
+        # test worker's campaign by every result, not by the manifest alone.
+        self.worker = worker
         self.deadline_seconds = deadline_seconds
         self.time_limit_seconds = time_limit_seconds
         self.cpus = cpus
@@ -133,6 +138,7 @@ class Watchdog:
             started_at=started_at,
             finished_at=now(),
             exit_code=exit_code_for(outcome_kind(outcome)),
+            worker=WorkerIdentity(module=self.worker, written_by="watchdog"),
         )
 
     def _write(self, path: Path, outcome: Outcome, started_at: str) -> None:
@@ -314,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         recipe=request.recipe,
         protocol=request.protocol,
         mode=request.mode,
+        worker=request.worker,
         deadline_seconds=request.deadline_seconds,
         time_limit_seconds=request.time_limit_seconds,
         cpus=request.cpus,

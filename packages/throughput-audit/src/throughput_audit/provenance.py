@@ -1,0 +1,75 @@
+"""Which worker wrote a campaign's results, and what its figures rest on.
+
+A test worker writes records of the real shape, so only the worker each result names
+tells its figures from measurements: the audit fails such a campaign unless the person
+running it allows test workers, and then every output says so. The protocol and
+hardware lines come from the schema, so the audit words them as status, collect and
+the report do.
+"""
+
+from __future__ import annotations
+
+from throughput_schema.layout import BASELINE, MANIFEST, RESULT
+from throughput_schema import provenance
+from throughput_schema.provenance import PRODUCTION_WORKER, allowed_worker_banner, is_test_worker, worker_refusal
+from throughput_schema.records import WorkerResult
+
+from throughput_audit.campaign import AttemptRecord, Loaded
+from throughput_audit.findings import Checks
+
+
+def check_worker(loaded: Loaded, checks: Checks, *, allow_test_worker: bool) -> str:
+    """The manifest's worker is the production worker (or a test worker is allowed), and
+    every result names that worker; returns the allowed test worker's name, or "" (a
+    refused one is a failed check, not a banner)."""
+    worker = loaded.manifest.worker
+    test = is_test_worker(worker)
+    checks.expect(
+        "worker.production",
+        not test or allow_test_worker,
+        MANIFEST,
+        worker_refusal(worker, MANIFEST) if test and not allow_test_worker
+        else f"{MANIFEST}: worker {worker!r}" + (" (test worker, allowed)" if test else ""),
+        worker=worker,
+        production=PRODUCTION_WORKER,
+    )
+    for record in loaded.attempts:
+        if record.void:
+            continue
+        for name, result in ((RESULT, record.attempt.result), (BASELINE, record.attempt.baseline)):
+            if result is not None:
+                _check_result_worker(record.file(name), result, worker, checks)
+    return worker if test and allow_test_worker else ""
+
+
+def _check_result_worker(file: str, result: WorkerResult, worker: str, checks: Checks) -> None:
+    named = result.worker
+    if named is None:
+        # Results written before they named their worker came from the manifest's one,
+        # and only the production worker ran campaigns then.
+        checks.expect(
+            "result.worker",
+            not is_test_worker(worker),
+            file,
+            f"{file}: names no worker (written before results did); the manifest's worker is {worker!r}",
+            worker="",
+            manifest=worker,
+        )
+        return
+    checks.expect(
+        "result.worker",
+        named.module == worker,
+        file,
+        f"{file}: written by {named.written_by} for worker {named.module!r} {named.version}".rstrip()
+        + f"; the manifest's worker is {worker!r}",
+        worker=named.module,
+        version=named.version,
+        manifest=worker,
+    )
+
+
+def notes(loaded: Loaded, test_worker: str) -> list[str]:
+    """The lines every reader of the audit must see beside its counts."""
+    m = loaded.manifest
+    results = (r for record in loaded.attempts if not record.void for r in (record.attempt.result, record.attempt.baseline))
+    return ([allowed_worker_banner(test_worker)] if test_worker else []) + provenance.notes([(m.name, m.protocol)], results)

@@ -1,0 +1,44 @@
+"""The lines every tool prints about what a campaign's figures rest on, from one place."""
+
+from __future__ import annotations
+
+import json
+
+from throughput_schema import Hardware, Protocol, WorkerResult, decode, dumps
+from throughput_schema.provenance import allowed_worker_banner, hardware_mix, is_test_worker, protocol_deviation
+
+
+def test_the_guides_protocol_says_nothing_and_any_other_names_what_differs():
+    assert protocol_deviation(Protocol()) is None
+    assert protocol_deviation(Protocol(window_seconds=2.0)) == "protocol differs from the guide: 2 s windows (guide: 10 s)"
+    line = protocol_deviation(Protocol(warmup=0, calibration_updates=3, windows=7, window_seconds=9.5))
+    assert line == (
+        "protocol differs from the guide: 0 warm-up updates (guide: 20), 3 calibration updates (guide: 5), "
+        "7 windows (guide: 5), 9.5 s windows (guide: 10 s)"
+    )
+
+
+def test_hardware_mix_names_each_difference_and_ignores_blanks_and_failures():
+    h200 = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=150_754_820_096, driver="570.1", torch="2.10.0")
+    assert hardware_mix([h200, None, Hardware(gpu_name="NVIDIA H200"), h200]) is None
+    other = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=150_754_820_096, driver="580.2", torch="2.11.0")
+    assert hardware_mix([h200, other]) == (
+        "points ran on different hardware or software: drivers 570.1 / 580.2; torch versions 2.10.0 / 2.11.0"
+    )
+
+
+def test_only_tiny_llm_is_the_production_worker():
+    assert not is_test_worker("tiny_llm") and is_test_worker("scripted_worker")
+    assert allowed_worker_banner("scripted_worker").startswith("TEST WORKER scripted_worker: not measured by tiny_llm")
+
+
+def test_a_result_written_before_results_named_their_worker_still_decodes():
+    raw = {
+        "outcome": {"kind": "timeout", "phase": "measure", "message": "deadline", "seconds": 1.0},
+        "recipe": {"name": "x", "model": {"n_layers": 1, "d_model": 64, "n_heads": 1, "ffn_dim": 128,
+                                          "context_length": 64}, "training": {"micro_batch_size": 1, "batch_tokens": 64}},
+        "parameters": 1,
+    }
+    result = decode(json.dumps(raw), WorkerResult)
+    assert result.worker is None
+    assert decode(dumps(result), WorkerResult) == result
