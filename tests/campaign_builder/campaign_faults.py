@@ -11,6 +11,7 @@ import shutil
 
 from throughput_schema import CurveClosure, Settlement, write_atomic
 from throughput_schema.layout import MANIFEST, RESULTS_JSON, closure_path
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR
 
 from campaign_builder.complete import FakeSacct
 from campaign_builder.planting import Planted
@@ -207,3 +208,16 @@ def never_submitted_attempt_with_a_result(p: Planted) -> None:
     write_atomic(first / "settlement.json", Settlement(
         token=json.loads((first / "intent.json").read_text())["token"], state="never-submitted", reason="planted", decided_at="2026-10-08T12:10:00+00:00",
     ))
+
+
+def _registry_entry(p: Planted, curve: str, batch: int) -> str:
+    return f"{LOCAL_JOBS_DIR}/{p.job(curve, batch)}.json"
+
+
+def registry_request_edited(p: Planted) -> None:
+    p.edit(_registry_entry(p, "20m-c512", 2), lambda d: d.update(cpus=2))
+
+
+def registry_unreadable(p: Planted) -> None:
+    (p.built.root / _registry_entry(p, "20m-c512", 2)).write_bytes(bytes(range(256)))
+
