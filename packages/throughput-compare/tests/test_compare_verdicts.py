@@ -108,8 +108,29 @@ def test_hardware_and_kernel_differences_are_stated_not_refused(lab, tmp_path):
         ("hardware", "driver"): ("570.1", "580.2"),
         ("hardware", "cuda"): ("12.8", "13.0"),
         ("hardware", "torch"): ("2.10.0", "2.11.0"),
-        ("kernels", "kernels"): ("default", "attention=flash"),
+        ("kernels", "kernels"): ("default", "attention=flash, swiglu=default"),
     }
     markdown = (tmp_path / "out" / "comparison.md").read_text()
     assert "- hardware torch: A 2.10.0 · B 2.11.0" in markdown
     assert "## Batch recommendation" in markdown
+
+
+OLD_KERNELS = {"attention": "auto", "cross_entropy": "default", "compile_mode": "default",
+               "inductor_tuning": "default", "optimizer": "fused"}  # before `swiglu` was always recorded
+
+
+@pytest.mark.parametrize("b_kernels, expected", [
+    (OLD_KERNELS, None),  # old against old
+    ({**OLD_KERNELS, "swiglu": "default"}, None),  # a missing swiglu is "default"
+    ({**OLD_KERNELS, "optimizer": "triton", "swiglu": "triton"},
+     ("attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=fused, "
+      "swiglu=default",
+      "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=triton, "
+      "swiglu=triton")),
+])
+def test_results_without_swiglu_ran_the_default_swiglu(lab, tmp_path, b_kernels, expected):
+    a = lab.build("a", edit=lambda built: lab.remeasure(built, kernels=OLD_KERNELS))
+    b = lab.build("b", edit=lambda built: lab.remeasure(built, kernels=b_kernels))
+    assert run(a, b, tmp_path / "out") == 0
+    found = {(d["area"], d["field"]): (d["a"], d["b"]) for d in comparison(tmp_path / "out")["differences"]}
+    assert found.get(("kernels", "kernels")) == expected

@@ -1,7 +1,7 @@
 """Where the time of one complete update goes, by kernel family (GPU only).
 
     python packages/tiny-llm/benchmarks/profile_update.py --point 250m@2048x16 --output profile.json
-    ... --kernel swiglu=triton        # with opt-in kernel choices (tiny_llm.kernels.Kernels)
+    ... --kernel swiglu=default       # with other kernel choices (tiny_llm.kernels.Kernels)
 
 Profiles the compiled update without the CUDA graph (the profiler attributes kernels
 reliably outside graphs; the kernels are the same ones the graph replays) and sums
@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--output", type=Path, required=True)
     ap.add_argument("--kernel", action="append", default=[], metavar="FIELD=VALUE",
-                    help="an opt-in kernel choice, repeatable, e.g. swiglu=triton (default: Kernels())")
+                    help="a kernel choice, repeatable, e.g. swiglu=default (default: Kernels())")
     args = ap.parse_args()
     kernels = parse_kernels(args.kernel)
     model, rest = args.point.split("@")
@@ -115,7 +115,7 @@ def main() -> None:
         "point": args.point,
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
-        "kernels": kernels.record(),
+        "kernels": built.ran().record(),  # "auto" resolved: the kernels that ran
         "command": " ".join(sys.argv),
         "kernel_ms_per_update": total,
         "families_ms": dict(sorted(per_family.items(), key=lambda kv: -kv[1])),

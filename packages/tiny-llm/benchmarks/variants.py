@@ -10,20 +10,24 @@ compile, eager warm-up, whole-update CUDA graph) and then:
    250m the rebuilt baseline alone differs by 0.11 in loss after four updates);
 2. speed: the worker's protocol (`tiny_llm.protocol.measure`: warm-up, calibration,
    windows with the exact counter and finite checks) with short windows.
-Cases: baseline (Kernels()), repeat (the baseline rebuilt: the drift BF16 rounding alone
+Cases: baseline (Kernels(): on CUDA the Triton optimizer and SwiGLU, the defaults since
+issue 20), repeat (the baseline rebuilt: the drift BF16 rounding alone
 causes, against which the variants' differences read; at 250m four updates on a repeated
 batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
 kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
 coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
-opt-triton (its two Triton passes, tiny_llm.triton_adamw; not in the default set
-until measured), max-autotune (compile mode max-autotune-no-cudagraphs; its compile
+opt-fused (`torch._fused_adamw_`, the default on CUDA before issue 20), opt-triton (its
+two Triton passes, tiny_llm.triton_adamw: the baseline's own choice on CUDA where triton
+imports), max-autotune (compile mode max-autotune-no-cudagraphs; its compile
 takes minutes at 250m, so not in the default set), and best: the faster-than-baseline
 choices of this point combined (built only when two or more won). Each case also times ArenaAdamW.step
 alone against its floor (32 bytes per parameter at the copy bandwidth measured first).
 Every case runs in try/except (a failure is recorded and the run goes on); the JSON is
 rewritten after every case, so a run cut short keeps what it measured.
-Also: swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu), not
-in the default set until measured.
+Also: swiglu-default (silu(gate) * up as inductor fuses it, the default before issue 20)
+and swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu: the
+baseline's own choice on CUDA where triton imports). Each case records the kernels that
+ran ("auto" resolved).
 
 Run on the H200 (torch from the image; msgspec carried in .whl):
 
@@ -77,10 +81,12 @@ CASES = {
     "attn-efficient": Kernels(attention="efficient"),
     "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
     "ce-chunked": Kernels(cross_entropy="chunked"),
+    "swiglu-default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "swiglu-triton": Kernels(swiglu="triton"),
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),
+    "opt-fused": Kernels(optimizer="fused"),  # torch._fused_adamw_, the default on CUDA before issue 20
     "opt-triton": Kernels(optimizer="triton"),
 }
 DEFAULT_CASES = ["baseline", "repeat", "attn-flash", "ce-chunked", "inductor-cd", "opt-compiled", "best"]
@@ -126,7 +132,7 @@ def run_case(recipe, kernels: Kernels, device, opts: Options, check_updates: int
     built = build(recipe, device, kernels=kernels)
     if cuda:
         torch.cuda.synchronize()
-    out = {"kernels": kernels.record(), "backend": built.backend, "setup_seconds": time.perf_counter() - t0}
+    out = {"kernels": built.ran().record(), "backend": built.backend, "setup_seconds": time.perf_counter() - t0}
     losses = []
     for _ in range(check_updates):
         built.run()

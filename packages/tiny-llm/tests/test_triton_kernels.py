@@ -106,7 +106,7 @@ def interpreted(kernel: str) -> None:
     for size in ("odd", "small"):
         for dtype in (torch.float32, torch.bfloat16):
             check(*case(kernel, size, dtype))
-    l0, g0 = tiny_model_loss_and_grads(Kernels())
+    l0, g0 = tiny_model_loss_and_grads(Kernels(**{kernel: "default"}))
     l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}))
     torch.testing.assert_close(l1, l0)
     for n in g0:
@@ -133,7 +133,10 @@ def test_triton_choice_on_cpu_is_one_clear_line(kernel, monkeypatch):
     with pytest.raises(RuntimeError, match=f"{kernel}='triton'") as err:
         build_model(recipe.model, "cpu", kernels=Kernels(**{kernel: "triton"}))
     assert len(str(err.value).splitlines()) == 1
-    assert Kernels(**{kernel: "triton"}).record()[kernel] == "triton" and kernel not in Kernels().record()
+    assert Kernels(**{kernel: "triton"}).record()[kernel] == "triton"
+    # "auto" (the default) never asks for triton on the CPU, even where it imports.
+    model = build_model(recipe.model, "cpu", kernels=Kernels())
+    assert Kernels().record()[kernel] == "auto" and model.kernels.record()[kernel] == "default"
     with pytest.raises(ValueError, match=kernel):
         Kernels(**{kernel: "cuda"})
 

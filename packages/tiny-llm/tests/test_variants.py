@@ -1,4 +1,4 @@
-"""Opt-in speed variants (tiny_llm.kernels): each equals the default update.
+"""Speed variants (tiny_llm.kernels): each equals the default update.
 
 CPU: loss, gradients and weights after a few ArenaAdamW steps in float64 (where the
 arithmetic is exact enough to compare tightly) and under BF16 autocast (BF16
@@ -169,7 +169,8 @@ def test_pinned_attention_backend_reaches_compiled_forward_and_backward():
 
 def test_kernels_record_and_validation():
     assert Kernels().record() == {"attention": "auto", "cross_entropy": "default", "compile_mode": "default",
-                                  "inductor_tuning": "default", "optimizer": "auto"}
+                                  "inductor_tuning": "default", "optimizer": "auto", "swiglu": "auto"}
+    assert Kernels(swiglu="default").record()["swiglu"] == "default"
     k = Kernels(attention="flash", cross_entropy="chunked", ce_chunk_tokens=4096,
                 compile_mode="max-autotune-no-cudagraphs", inductor_tuning="coordinate-descent")
     assert k.record()["ce_chunk_tokens"] == "4096" and k.record()["compile_mode"] == "max-autotune-no-cudagraphs"
@@ -178,6 +179,48 @@ def test_kernels_record_and_validation():
     assert opts["coordinate_descent_tuning"] and opts["max_autotune"]
     with pytest.raises(ValueError, match="attention"):
         Kernels(attention="fast")
+    with pytest.raises(ValueError, match="swiglu"):
+        Kernels(swiglu="cuda")
+
+
+def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
+    """"auto": the Triton optimizer and SwiGLU on CUDA where triton imports, else "fused" and
+    the inductor SwiGLU there; the CPU keeps "tensor" and "default" (no CUDA needed to check)."""
+    from tiny_llm import model as model_mod
+    from tiny_llm import triton_adamw
+    from tiny_llm.arena_adamw import default_kernel
+    from tiny_llm.model import resolve_swiglu
+    from tiny_llm.worker_cli import automatic_kernels
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert default_kernel(cpu, torch.float32) == "tensor" and resolve_swiglu("auto", cpu) == "default"
+    assert automatic_kernels("cpu") == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
+    for imports, optimizer, swiglu in ((True, "triton", "triton"), (False, "fused", "default")):
+        monkeypatch.setattr(triton_adamw, "available", lambda: imports)
+        monkeypatch.setattr(model_mod, "triton_imports", lambda: imports)
+        assert default_kernel(cuda, torch.float32) == optimizer
+        assert default_kernel(cuda, torch.float64) == "tensor"  # fused and triton need FP32 arenas
+        assert resolve_swiglu("auto", cuda) == swiglu
+        assert automatic_kernels("cuda") == {**Kernels().record(), "optimizer": optimizer, "swiglu": swiglu}
+        for choice in ("default", "triton"):  # explicit choices stand
+            assert resolve_swiglu(choice, cuda) == resolve_swiglu(choice, cpu) == choice
+    # Even where triton imports, the CPU model keeps inductor's (here eager) SwiGLU.
+    monkeypatch.setattr(model_mod, "triton_imports", lambda: True)
+    model = build_model(tiny().model, "cpu")
+    assert model.kernels.swiglu == "default" and all(b.mlp.fused is None for b in model.blocks)
+
+
+def test_failed_build_records_the_resolved_kernels(tmp_path):
+    """A result whose build failed still records what "auto" picks, never "auto"."""
+    from tiny_llm.protocol import Options
+    from tiny_llm.worker import WorkerOptions, _kernels_record
+
+    opts = WorkerOptions(protocol=Options(), compile_mode="max-autotune")
+    record = _kernels_record(opts, None, torch.device("cpu"))
+    assert record == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default", "compile_mode": "max-autotune"}
+    explicit = WorkerOptions(protocol=Options(), kernels=Kernels(optimizer="compiled", swiglu="triton"))
+    assert _kernels_record(explicit, None, torch.device("cpu"))["optimizer"] == "compiled"
+    assert _kernels_record(explicit, None, torch.device("cpu"))["swiglu"] == "triton"
 
 
 TINY = ["--config", str(ROOT / "configs" / "tiny.yaml"), "--set", "model.vocab_size=512",
@@ -193,15 +236,19 @@ def test_cli_flags_recorded_in_result(tmp_path, capsys):
     assert main(args) == 0
     result = read(out, WorkerResult)
     assert result.kernels == {"attention": "flash", "cross_entropy": "chunked", "compile_mode": "default",
-                              "inductor_tuning": "default", "ce_chunk_tokens": "100", "optimizer": "tensor"}
+                              "inductor_tuning": "default", "ce_chunk_tokens": "100", "optimizer": "tensor",
+                              "swiglu": "default"}
     assert "attention=flash" in capsys.readouterr().out
 
 
-def test_cli_defaults_recorded(tmp_path):
+def test_cli_defaults_recorded(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
-    # "auto" is recorded as the optimizer kernel that ran (the pure-tensor one on the CPU).
-    assert read(out, WorkerResult).kernels == {**Kernels().record(), "optimizer": "tensor"}
+    # "auto" is recorded as the kernels that ran: on the CPU the pure-tensor optimizer and the
+    # (eager) inductor SwiGLU, as before the Triton kernels became the defaults on CUDA.
+    assert read(out, WorkerResult).kernels == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
+    line = capsys.readouterr().out  # the automatic choices are not flagged as variants
+    assert "optimizer=" not in line and "swiglu=" not in line
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -228,11 +275,29 @@ GPU_VARIANTS = {
     "attention=cudnn": Kernels(attention="cudnn"),
     "attention=efficient": Kernels(attention="efficient"),
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
-    "swiglu=triton": Kernels(swiglu="triton"),
+    "swiglu=triton": Kernels(swiglu="triton"),  # the default's own choice where triton imports
+    "swiglu=default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
+    "optimizer=fused": Kernels(optimizer="fused"),  # the default before issue 20
     "optimizer=triton": Kernels(optimizer="triton"),  # its kernels inside the complete-update graph
 }
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_defaults_are_the_triton_kernels():
+    """On CUDA with triton, Kernels() runs the Triton optimizer and SwiGLU, and says so."""
+    from tiny_llm.update import build
+
+    recipe = load_recipe(ROOT / "configs" / "20m.yaml", [
+        "model.context_length=256", "training.micro_batch_size=4", "training.batch_tokens=1024", "model.n_layers=2"])
+    built = build(recipe, torch.device("cuda"), compile_model=False, use_graph=False)
+    assert built.optimizer.kernel == "triton" and all(b.mlp.fused is not None for b in built.model.blocks)
+    assert built.ran().record() == {**Kernels().record(), "optimizer": "triton", "swiglu": "triton"}
+    old = build(recipe, torch.device("cuda"), compile_model=False, use_graph=False,
+                kernels=Kernels(optimizer="fused", swiglu="default"))
+    assert old.optimizer.kernel == "fused" and all(b.mlp.fused is None for b in old.model.blocks)
 
 
 @pytest.mark.cuda
@@ -298,7 +363,13 @@ def test_variants_benchmark_smoke_on_cpu(tmp_path):
     assert bench.main(["--device", "cpu", "--points", "tiny@128x1", "--quick", "--check-updates", "2",
                        "--cases", "baseline", "ce-chunked", "repeat", "attn-efficient", "best", "--output", str(out)]) == 0
     cases = json.loads(out.read_text())["points"][0]["cases"]
-    assert cases["baseline"]["ok"] and cases["baseline"]["kernels"] == Kernels().record()
+    # Each case records the kernels that ran: on the CPU, "auto" is the tensor optimizer and the
+    # inductor SwiGLU.
+    assert cases["baseline"]["ok"]
+    assert cases["baseline"]["kernels"] == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
+    # The kernels the Triton ones replaced as defaults on CUDA stay measurable.
+    assert bench.CASES["opt-fused"] == Kernels(optimizer="fused")
+    assert bench.CASES["swiglu-default"] == Kernels(swiglu="default")
     chunked = cases["ce-chunked"]
     assert chunked["ok"] and chunked["equal"] and chunked["kernels"]["cross_entropy"] == "chunked"
     assert chunked["tokens_per_second"] > 0 and "ratio" in chunked and len(chunked["losses"]) == 2

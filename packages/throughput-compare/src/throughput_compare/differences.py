@@ -40,9 +40,18 @@ def _hardware(a: Campaign, b: Campaign) -> list[Difference]:
     return out
 
 
+# Kernel fields that results from before them lack, and the value such a result ran with
+# (`swiglu` was recorded only when not "default" until the Triton SwiGLU became the default
+# on CUDA; results since record it always, resolved).
+KERNEL_FIELD_DEFAULTS = {"swiglu": "default"}
+
+
 def _kernels(a: Campaign, b: Campaign) -> list[Difference]:
     def pick(p):
-        return ", ".join(f"{k}={v}" for k, v in sorted(p.result.kernels.items())) or "default"
+        kernels = dict(p.result.kernels)
+        if kernels:  # an empty record (from before kernels were recorded) reads "default"
+            kernels = {**KERNEL_FIELD_DEFAULTS, **kernels}
+        return ", ".join(f"{k}={v}" for k, v in sorted(kernels.items())) or "default"
 
     va, vb = _values(a, pick), _values(b, pick)
     return [] if va == vb else [Difference(area="kernels", field="kernels", a=va, b=vb)]

@@ -137,8 +137,10 @@ class WorkerResult(_Record):
     # Updates run eagerly during setup (before capture): the optimizer counter after
     # window i is setup_updates + warmup + calibration + (i+1)·N.
     setup_updates: NonNegInt = 0
-    # Opt-in speed variants the update ran with (tiny_llm.kernels.Kernels.record(),
-    # e.g. {"attention": "flash", "cross_entropy": "chunked", ...}); {} in older results.
+    # The speed variants the update ran with (tiny_llm.kernels.Kernels.record(), "auto"
+    # resolved, e.g. {"attention": "flash", "cross_entropy": "chunked", "optimizer": "triton",
+    # "swiglu": "triton", ...}); {} in older results, and no "swiglu" (it ran "default") in
+    # results from before the Triton SwiGLU became the default on CUDA.
     kernels: dict[str, str] = {}
     # None in results written before results named their worker: the manifest's worker
     # ran them.

@@ -27,10 +27,13 @@ CUDA graph):
    attempted updates (`updates`, for the protocol's exact count check) and the
    AdamW step (`step`, advanced only by applied updates).
 
-Four kernels do steps 1-5 (`kernel=`), with the same arithmetic:
+Four kernels do steps 1-5 (`kernel=`), with the same arithmetic; `kernel=None` ("auto")
+picks "triton" on CUDA with FP32 arenas, "fused" there when triton does not import, and
+"tensor" otherwise:
 - "tensor": plain tensor operations over each group's slice, `torch.where` selecting the
   old values when the update is skipped. The default off CUDA (CPU, FP64 arenas in tests).
-- "fused" (the default on CUDA with FP32 arenas): `torch._fused_adamw_` over each group's
+- "fused" (the default on CUDA with FP32 arenas when triton does not import):
+  `torch._fused_adamw_` over each group's
   single flat slice; the clip enters as its `grad_scale` (grads are divided by it) and
   the finite check as its `found_inf` (the kernel returns early when set). It does not
   advance the step tensor, so we advance it first (inside the graph).
@@ -42,7 +45,10 @@ Four kernels do steps 1-5 (`kernel=`), with the same arithmetic:
 - "triton": `tiny_llm.triton_adamw`, two Triton passes (a deterministic multi-block norm
   whose last program also does the finite check, clip divisor and counters; then one
   update reading p, g, m, v and writing p, m, v). FP32 arenas on CUDA, or CPU tensors
-  under `TRITON_INTERPRET=1` (tests). Opt-in until measured against "fused".
+  under `TRITON_INTERPRET=1` (tests). The default on CUDA with FP32 arenas: on the H200 it
+  took 0.21x (tiny) to 0.72x (500m) the time of "fused", 0.99-1.08x its floor at 20m-500m,
+  and the whole update was never slower beyond the run's own noise, see
+  benchmarks/results/h200-20261130-triton-kernels/.
 "tensor" writes the clipped gradient back into the gradient arena, as `clip_grad_norm_`
 would; "fused" does too (`torch._fused_adamw_` stores `grad / grad_scale` whenever it is
 given a `grad_scale`: 4 bytes per parameter beyond the floor); "compiled" and "triton"
@@ -125,7 +131,7 @@ class ArenaAdamW:
         self._grad_scale = torch.ones((), **f32)
         self._found_inf = torch.zeros((), **f32)
         if kernel is None:
-            kernel = "fused" if device.type == "cuda" and dtype == torch.float32 else "tensor"
+            kernel = default_kernel(device, dtype)
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
         if kernel in ("fused", "triton") and dtype != torch.float32:
@@ -206,6 +212,16 @@ class ArenaAdamW:
                 grad_scale=self._grad_scale,
                 found_inf=self._found_inf,
             )
+
+
+def default_kernel(device: torch.device, dtype: torch.dtype) -> str:
+    """The kernel `kernel=None` ("auto") picks: "triton" on CUDA with FP32 arenas where triton
+    imports, else "fused" there; "tensor" otherwise (CPU, FP64 arenas)."""
+    if device.type != "cuda" or dtype != torch.float32:
+        return "tensor"
+    from tiny_llm import triton_adamw
+
+    return "triton" if triton_adamw.available() else "fused"
 
 
 def _triton_step(opt: ArenaAdamW, device: torch.device):

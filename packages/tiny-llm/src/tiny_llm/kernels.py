@@ -1,9 +1,13 @@
-"""Opt-in speed variants of the update, each numerically faithful to the default.
+"""Speed variants of the update, each numerically faithful to the default.
 
-`Kernels()` is the current behaviour; every field's default keeps it. A variant
-becomes a default only after a GPU measurement (`benchmarks/variants.py`) shows it
-faster and equal within BF16 tolerance. The worker records `Kernels.record()` in its
-result (`WorkerResult.kernels`), so every figure says how it was produced.
+`Kernels()` is the default behaviour. A variant becomes a default only after a GPU
+measurement (`benchmarks/variants.py`) shows it faster and equal within BF16 tolerance;
+the Triton optimizer and SwiGLU kernels are the defaults on CUDA since issue 20's H200
+measurements (benchmarks/results/h200-20261130-triton-kernels/: each won at every preset),
+and the kernels they replaced stay selectable (`optimizer="fused"`, `swiglu="default"`).
+The worker records `Kernels.record()` in its result (`WorkerResult.kernels`), with the
+"auto" choices (`optimizer`, `swiglu`) resolved to the kernel that ran, so every figure
+says how it was produced.
 
 - `attention`: which SDPA kernel may run. "auto" lets PyTorch choose (cuDNN on Hopper
   in torch 2.11, whose backward took 2.7x its forward at 250m); the others pin one
@@ -14,16 +18,19 @@ result (`WorkerResult.kernels`), so every figure says how it was produced.
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits
   (and their gradient) never exist at once.
-- `swiglu`: "default" is `silu(gate) * up` as inductor fuses it; "triton" is
-  `tiny_llm.triton_swiglu`: forward and backward each one Triton pass over gate_up.
+- `swiglu`: "auto" (the default) is "triton" on CUDA where triton imports, else
+  "default" (`tiny_llm.model.resolve_swiglu`); "default" is `silu(gate) * up` as inductor
+  fuses it; "triton" is `tiny_llm.triton_swiglu`: forward and backward each one Triton pass
+  over gate_up (1.010-1.026x the whole update at 20m-500m on the H200).
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
   tuning of its generated kernels (RMSNorm, RoPE, SwiGLU, casts: 23% of the update).
-- `optimizer`: ArenaAdamW's kernel ("auto": "fused" on CUDA, "tensor" on CPU; see
-  `tiny_llm.arena_adamw`), e.g. "compiled": its step through inductor (measured 13%
-  slower than "fused" on the H200, so not the default), or "triton": two Triton passes
-  (`tiny_llm.triton_adamw`), opt-in until measured against "fused".
+- `optimizer`: ArenaAdamW's kernel ("auto": "triton" on CUDA with FP32 arenas where
+  triton imports, else "fused" on CUDA, "tensor" on CPU; see `tiny_llm.arena_adamw`):
+  "triton" is two Triton passes (`tiny_llm.triton_adamw`; 0.66-0.72x the step time of
+  "fused" at 20m-500m on the H200), "fused" is `torch._fused_adamw_`, "compiled" its
+  step through inductor (measured 13% slower than "fused" on the H200).
 
 Torch-free at import (the CLI's parser reads the choices without importing torch).
 """
@@ -34,7 +41,7 @@ from dataclasses import dataclass
 
 ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked")
-SWIGLU = ("default", "triton")
+SWIGLU = ("auto", "default", "triton")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
 OPTIMIZER = ("auto", "tensor", "fused", "compiled", "triton")  # "auto" and tiny_llm.arena_adamw.KERNELS
@@ -48,7 +55,7 @@ class Kernels:
     attention: str = "auto"
     cross_entropy: str = "default"
     ce_chunk_tokens: int = CE_CHUNK_TOKENS
-    swiglu: str = "default"
+    swiglu: str = "auto"
     compile_mode: str | None = None
     inductor_tuning: str = "default"
     optimizer: str = "auto"
@@ -62,19 +69,19 @@ class Kernels:
             raise ValueError(f"ce_chunk_tokens must be >= 1, got {self.ce_chunk_tokens}")
 
     def record(self) -> dict[str, str]:
-        """What the result file records: every field, as strings (`swiglu` only when chosen)."""
+        """What the result file records: every field, as strings. The worker records them
+        resolved (`optimizer` and `swiglu` as they ran, never "auto"); results from before
+        the `swiglu` field lack it, which means "default"."""
         out = {
             "attention": self.attention,
             "cross_entropy": self.cross_entropy,
             "compile_mode": self.compile_mode or "default",
             "inductor_tuning": self.inductor_tuning,
             "optimizer": self.optimizer,
+            "swiglu": self.swiglu,
         }
         if self.cross_entropy == "chunked":
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)
-        # Only when chosen: results from before the field record the same kernels.
-        if self.swiglu != "default":
-            out["swiglu"] = self.swiglu
         return out
 
     def sdpa_backends(self) -> list | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import torch
 import torch.nn as nn
@@ -66,6 +67,23 @@ def load_triton(field: str, device: torch.device):
     return swiglu
 
 
+def triton_imports() -> bool:
+    """Whether the Triton SwiGLU (and so triton) imports here."""
+    try:
+        import tiny_llm.triton_swiglu  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_swiglu(choice: str, device: torch.device) -> str:
+    """`Kernels.swiglu` as it runs on `device`: "auto" is "triton" on CUDA where triton
+    imports, else "default" (the CPU, including under TRITON_INTERPRET=1, keeps "default")."""
+    if choice != "auto":
+        return choice
+    return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
@@ -95,8 +113,9 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=False)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
+        self.kernel = resolve_swiglu(kernels.swiglu, self.gate_up.weight.device)
         # None: silu(gate) * up below, fused by inductor when compiled.
-        self.fused = load_triton("swiglu", self.gate_up.weight.device) if kernels.swiglu == "triton" else None
+        self.fused = load_triton("swiglu", self.gate_up.weight.device) if self.kernel == "triton" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused is not None:
@@ -121,8 +140,10 @@ class Block(nn.Module):
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
-        self.cfg, self.kernels = cfg, kernels
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        # "auto" resolved for this device: `self.kernels` is what runs (the worker records it).
+        kernels = replace(kernels, swiglu=resolve_swiglu(kernels.swiglu, self.embed.weight.device))
+        self.cfg, self.kernels = cfg, kernels
         self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         # Tied LM head: the output projection reuses the embedding matrix.

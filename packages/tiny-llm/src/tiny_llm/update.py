@@ -110,7 +110,11 @@ class Built:
     setup_updates: int = 0
     graph: object | None = None
     notes: dict = field(default_factory=dict)
-    kernels: Kernels = Kernels()
+    kernels: Kernels = Kernels()  # as requested ("auto" where left to the device)
+
+    def ran(self) -> Kernels:
+        """`kernels` with "auto" resolved: the optimizer and SwiGLU kernels that run."""
+        return replace(self.kernels, optimizer=self.optimizer.kernel, swiglu=self.model.kernels.swiglu)
 
 
 def build(
@@ -126,8 +130,10 @@ def build(
 ) -> Built:
     """Model, arena, inputs, compile and capture. Phases are announced through `on_phase`.
 
-    `kernels` picks opt-in speed variants (default: none); `compile_mode`, when given,
-    overrides `kernels.compile_mode`.
+    `kernels` picks the speed variants (default `Kernels()`: the Triton optimizer and SwiGLU
+    on CUDA, resolved from "auto" by ArenaAdamW and the model; `optimizer.kernel` and
+    `model.kernels.swiglu` say what runs); `compile_mode`, when given, overrides
+    `kernels.compile_mode`.
     """
     if compile_mode is not None:
         kernels = replace(kernels, compile_mode=compile_mode)

@@ -63,7 +63,7 @@ class WorkerOptions:
     protocol: Options
     device: str = "auto"  # auto | cuda | cpu
     compile_mode: str | None = None
-    kernels: Kernels = Kernels()  # opt-in speed variants; recorded in the result
+    kernels: Kernels = Kernels()  # speed variants; recorded in the result, "auto" resolved
 
 
 def resolve_device(name: str) -> torch.device:
@@ -237,7 +237,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         finished_at=_now(),
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
-        kernels=_kernels_record(options, built),
+        kernels=_kernels_record(options, built, device),
         worker=WorkerIdentity(module=tiny_llm.__name__, version=tiny_llm.__version__),
     )
     if timing is not None:
@@ -248,15 +248,22 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
     return result
 
 
-def _kernels_record(options: WorkerOptions, built) -> dict[str, str]:
+def _kernels_record(options: WorkerOptions, built, device: torch.device) -> dict[str, str]:
+    """`Kernels.record()` with the "auto" choices resolved: the optimizer and SwiGLU kernels that
+    ran (or, where the build failed, that "auto" picks on this device), never "auto"."""
     from dataclasses import replace
 
+    from tiny_llm.arena_adamw import default_kernel
+    from tiny_llm.model import resolve_swiglu
+
+    if built is not None:  # compile_mode included: build() merged options.compile_mode
+        return built.ran().record()
     kernels = options.kernels
     if options.compile_mode is not None:
         kernels = replace(kernels, compile_mode=options.compile_mode)
-    if built is not None:  # "auto" resolved: the optimizer kernel that actually ran
-        kernels = replace(kernels, optimizer=built.optimizer.kernel)
-    return kernels.record()
+    # build() uses FP32 arenas.
+    optimizer = default_kernel(device, torch.float32) if kernels.optimizer == "auto" else kernels.optimizer
+    return replace(kernels, optimizer=optimizer, swiglu=resolve_swiglu(kernels.swiglu, device)).record()
 
 
 def summarise(m: Measurement, recipe: Recipe, opts: Options, hw, fpt: int) -> Throughput:

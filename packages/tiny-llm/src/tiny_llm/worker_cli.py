@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="torch.compile mode for the model (default: inductor's default; the update graph is captured by us)",
     )
-    # Opt-in speed variants (tiny_llm.kernels); the defaults are the measured behaviour,
-    # and the choice is recorded in the result's `kernels`.
+    # Speed variants (tiny_llm.kernels); the defaults are the measured behaviour, and the
+    # choice is recorded in the result's `kernels` ("auto" as the kernel it resolved to).
     from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER, SWIGLU
 
     p.add_argument("--attention-backend", choices=ATTENTION, default="auto",
@@ -62,13 +62,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="default: F.cross_entropy over all logits; chunked: LM head + loss fused over token chunks")
     p.add_argument("--ce-chunk-tokens", type=int, default=CE_CHUNK_TOKENS,
                    help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})")
-    p.add_argument("--swiglu-kernel", choices=SWIGLU, default="default",
-                   help="triton: SwiGLU forward and backward as one Triton pass each (tiny_llm.triton_swiglu)")
+    p.add_argument("--swiglu-kernel", choices=SWIGLU, default="auto",
+                   help="auto: triton on CUDA where triton imports, else default; triton: SwiGLU forward and "
+                        "backward as one Triton pass each (tiny_llm.triton_swiglu); default: inductor's fusion")
     p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
                    help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
     p.add_argument("--optimizer-kernel", choices=OPTIMIZER, default="auto",
-                   help="ArenaAdamW's kernel (auto: fused on CUDA, tensor on CPU; compiled: its step through inductor; "
-                        "triton: two Triton passes, CUDA only)")
+                   help="ArenaAdamW's kernel (auto: triton on CUDA where triton imports, else fused on CUDA, tensor "
+                        "on CPU; triton: two Triton passes, CUDA only; fused: torch._fused_adamw_; compiled: its "
+                        "step through inductor)")
     p.set_defaults(func=main)
 
 
@@ -162,6 +164,18 @@ def kernels_from_args(args: argparse.Namespace):
     )
 
 
+def automatic_kernels(device_type: str) -> dict[str, str]:
+    """What a result records for `Kernels()` on this kind of device ("auto" resolved)."""
+    import torch
+
+    from tiny_llm.arena_adamw import default_kernel
+    from tiny_llm.kernels import Kernels
+    from tiny_llm.model import resolve_swiglu
+
+    device = torch.device(device_type)
+    return Kernels(optimizer=default_kernel(device, torch.float32), swiglu=resolve_swiglu("auto", device)).record()
+
+
 def summary_line(result, output: Path) -> str:
     kind = outcome_kind(result.outcome)
     head = f"{result.recipe.name} L={result.recipe.model.context_length} B={result.recipe.training.micro_batch_size}"
@@ -174,9 +188,8 @@ def summary_line(result, output: Path) -> str:
         f"MFU {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
         f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
     )
-    defaults = {"default", "auto"}
-    variants = {k: v for k, v in result.kernels.items()
-                if v not in defaults and not (k == "optimizer" and v in ("fused", "tensor"))}  # the automatic choices
+    automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu")
+    variants = {k: v for k, v in result.kernels.items() if v != automatic.get(k)}
     if variants:
         text += " [" + ", ".join(f"{k}={v}" for k, v in variants.items()) + "]"
     if result.optimizer_timing is not None:
