@@ -62,7 +62,7 @@ def test_fake_gpus_stay_sixteen_for_the_test_suite(tmp_path):
     result = _run(state, "config", LOCAL_SLURM_GPUS="fake")
     assert result.returncode == 0, result.stderr
     slurm_conf = _conf(state, "slurm.conf")
-    assert "CPUs=96 RealMemory=786432 Gres=gpu:16" in _node_line(slurm_conf)
+    assert "CPUs=128 RealMemory=1048576 Gres=gpu:16" in _node_line(slurm_conf)
     assert _conf(state, "gres.conf").strip().endswith(f"File={state}/dev/nvidia[0-15]")
     assert "ConstrainDevices=no" in _conf(state, "cgroup.conf")
     assert "PluginDir" not in slurm_conf  # online: the packages' own paths
