@@ -4,6 +4,7 @@ on different hardware are flagged on page 1."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -44,6 +45,8 @@ def test_a_result_from_a_test_worker_is_refused_unless_allowed(tmp_path, capsys)
     assert all(BANNER in page.extract_text() for page in PdfReader(out / "report.pdf").pages)
     assert all(BANNER in svg.read_text() for svg in out.glob("*.svg"))
     assert json.loads((out / "points.json").read_text())["inputs"]["test_worker"].startswith(BANNER)
+    rows = list(csv.DictReader((out / "points.csv").open()))
+    assert rows and all(row["test_worker"].startswith(BANNER) for row in rows)
 
 
 def test_points_on_different_gpus_are_flagged_on_page_one(tmp_path):

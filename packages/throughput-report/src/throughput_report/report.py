@@ -125,7 +125,7 @@ def build_report(
     os.chmod(stage, 0o755)
     try:
         write_atomic(stage / "inputs.sha256", hash_text)
-        write_atomic(stage / "points.csv", tables.points_csv(projection.points))
+        write_atomic(stage / "points.csv", tables.points_csv(projection.points, banner))
         write_atomic(stage / "points.json", tables.points_json(projection, inputs_doc))
         for name in figures.FIGURES:
             figures.save_figure(name, projection, stage, banner=banner)

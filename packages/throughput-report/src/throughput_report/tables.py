@@ -146,13 +146,16 @@ def comparison_table(projection: Projection) -> tuple[list[str], list[list[str]]
     return header, rows
 
 
-def points_csv(points: list[Point]) -> str:
+def points_csv(points: list[Point], banner: str = "") -> str:
+    """One row a point; a test worker's banner is a column of every row, so that no row
+    copied out of the file can pass for a measurement."""
     names = [f.name for f in fields(Point)]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(names)
+    writer.writerow([*names, "test_worker"] if banner else names)
     for p in points:
-        writer.writerow([repr(v) if isinstance(v, float) else v for v in (getattr(p, n) for n in names)])
+        row = [repr(v) if isinstance(v, float) else v for v in (getattr(p, n) for n in names)]
+        writer.writerow([*row, banner] if banner else row)
     return buffer.getvalue()
 
 
