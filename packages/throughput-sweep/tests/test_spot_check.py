@@ -102,6 +102,9 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
     comparison = json.loads((b / "spot-check" / "comparison.json").read_text())
     assert comparison["spot_check"] and len(comparison["points"]) == 3
     assert {p["verdict"] for p in comparison["points"]} == {"same"} and comparison["differences"] == []
+    md = (b / "spot-check" / "comparison.md").read_text()
+    assert "B: a spot check of a sample (no boundary re-measured): A's recommendation stands" in md
+    assert "first OOM at none" not in md
     status = run("status", "--output", b, plan=tmp_path / "plan.json").stdout
     assert f"spot check of {source}: 3 points, seed 7: PASSED" in status
     run("collect", "--output", b, plan=tmp_path / "plan.json")

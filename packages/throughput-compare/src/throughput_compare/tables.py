@@ -8,6 +8,7 @@ import io
 
 from throughput_compare.compare import boundary_text
 from throughput_schema.comparison import Comparison, CurveComparison, Recommendation
+from throughput_schema.recommendation import recommendation_text
 
 GIB = 2**30
 CSV_FIELDS = (
@@ -85,19 +86,14 @@ def noise_lines(c: Comparison) -> list[str]:
 
 
 def _recommendation_line(campaign: str, r: Recommendation | None) -> str:
-    if r is None or r.recommended_batch is None:
-        return f"{campaign}: no stable point"
-    head = (
-        f"{campaign}: batch {r.recommended_batch} ({r.recommended_tokens_per_second:,.0f} tokens/s); "
-        f"within {pct(r.threshold)} of the fastest (batch {r.fastest_batch}, {r.fastest_tokens_per_second:,.0f} tokens/s): "
-        f"{', '.join(map(str, r.equally_fast))}"
-    )
-    room = f"; headroom {gib(r.headroom_bytes)} of {gib(r.gpu_memory_bytes)}" if r.headroom_bytes is not None else "; headroom n/a (no GPU memory recorded)"
-    return head + room + f"; first OOM at {_batch(r.first_oom_batch)}"
+    return f"{campaign}: " + ("no stable point to recommend" if r is None else recommendation_text(r))
 
 
-def recommendation_lines(curve: CurveComparison) -> list[str]:
-    return [_recommendation_line("A", curve.recommendation_a), _recommendation_line("B", curve.recommendation_b)]
+def recommendation_lines(curve: CurveComparison, spot_check: bool = False) -> list[str]:
+    # A spot check measures a sample and no boundary, so it has no recommendation of its own.
+    b = ("B: a spot check of a sample (no boundary re-measured): A's recommendation stands" if spot_check
+         else _recommendation_line("B", curve.recommendation_b))
+    return [_recommendation_line("A", curve.recommendation_a), b]
 
 
 def markdown(c: Comparison) -> str:
@@ -119,7 +115,7 @@ def markdown(c: Comparison) -> str:
             lines += [f"Measured only in {label}: {', '.join(only)}", ""]
     lines += ["## Batch recommendation", "", "The smallest stable batch within the noise threshold of the curve's fastest:", ""]
     for curve in c.curves:
-        line_a, line_b = recommendation_lines(curve)
+        line_a, line_b = recommendation_lines(curve, c.spot_check)
         lines += [f"- {curve.curve}: {line_a}", f"  {line_b}"]
     lines += ["", "## Inputs (sha256)", "", *(f"- `{f.sha256}` {f.path}" for f in c.inputs), ""]
     return "\n".join(lines)
