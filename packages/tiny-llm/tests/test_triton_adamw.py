@@ -18,6 +18,11 @@ from tiny_llm.arena_adamw import ArenaAdamW
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
+# Triton's CPU interpreter runs the kernels on numpy arrays.
+needs_interpreter = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or importlib.util.find_spec("numpy") is None,
+    reason="Triton's interpreter needs triton and numpy",
+)
 CUDA = torch.device("cuda")
 
 
@@ -26,7 +31,7 @@ def _python(code_or_file: list[str], **env) -> subprocess.CompletedProcess:
                           env={**os.environ, **env}, cwd=ROOT)
 
 
-@needs_triton
+@needs_interpreter
 @pytest.mark.slow
 def test_interpreted_kernel_matches_tensor_kernel():
     """Clipped and unclipped steps, max_norm None, several norm partials,
