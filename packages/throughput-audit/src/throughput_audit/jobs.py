@@ -36,7 +36,7 @@ def check_job(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks,
     token = r.attempt.intent.token if r.attempt.intent else r.attempt.receipt.token
     checks.expect(
         f"{prefix}.identity",
-        token in (row.job_name, row.comment) or token in row.job_name,
+        token == row.comment or token in row.job_name,
         file,
         f"{file}: job {job_id} is named {row.job_name!r} with comment {row.comment!r}; the intent's token is {token!r}",
         job_id=job_id,

@@ -54,6 +54,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         job_id: accounting_row(entry.job, entry.end, account=profile.account, host=_recorded_host(receipts.get(job_id)))
         for job_id, entry in registry.items()
     }
+    instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
     for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
         if r.attempt.receipt.scheduler != "local":
@@ -65,8 +66,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             continue
         checks.expect("local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id)
         check_allocation(entry.job, profile, file, checks)
-        row = rows[job_id]
-        check_job("local", r, row, checks, times=_instants(row, offset))
+        check_job("local", r, rows[job_id], checks, times=instants[job_id])
     unreceipted = [job_id for job_id in registry if job_id not in receipts]
     for job_id in unreceipted:
         token = registry[job_id].job.token
@@ -81,7 +81,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         )
     if not unreceipted:
         checks.expect("local.unreceipted", True, LOCAL_JOBS_DIR, f"{LOCAL_JOBS_DIR}: each of its {len(registry)} jobs has a receipt")
-    check_peak("local", [_instants(row, offset) for row in rows.values()], profile.max_concurrent_jobs, checks)
+    check_peak("local", list(instants.values()), profile.max_concurrent_jobs, checks)
     return f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n" + slurm.format_rows(
         rows.values()
     )

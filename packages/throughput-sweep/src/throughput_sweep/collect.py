@@ -25,7 +25,7 @@ from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
 from throughput_sweep.faults import crash_point
 from throughput_sweep.recommendations import recommendations
-from throughput_sweep.hardware import hardware_section, measured, measured_hardware
+from throughput_sweep.hardware import hardware_section, measured_hardware
 from throughput_sweep.status import campaign_done, closed_line, is_complete
 
 WALL_CHANGE_FLAG = 0.05
@@ -67,7 +67,7 @@ def _point_columns(info: AttemptInfo) -> dict:
 
 def point_row(info: AttemptInfo) -> dict:
     a = info.attempt
-    r = measured(info)
+    r = info.measured
     t = r.throughput if r is not None else None
     acc = a.receipt.accounting if a.receipt else None
     return {
@@ -355,7 +355,7 @@ def _plot_memory(path: Path, curves: list[Curve], optimizer: bool) -> Path:
         pts = []
         for b in c.fitting:
             info = c.points[b]
-            r = info.attempt.baseline if optimizer and info.attempt.baseline else info.attempt.result
+            r = info.measured
             measured += 1
             values = [v for v in (_mem(r, "setup", "reserved"), _mem(r, "measurement", "reserved")) if v is not None]
             if values:

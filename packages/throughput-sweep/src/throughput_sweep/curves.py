@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest, Settlement, outcome_kind
+from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest, Settlement, WorkerResult, outcome_kind
 from throughput_schema.layout import Attempt, curve_name
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
@@ -90,6 +90,13 @@ class AttemptInfo:
         if self.settlement is not None:
             return self.settlement.reason
         return ""
+
+    @property
+    def measured(self) -> WorkerResult | None:
+        """The result the point's figures come from: an optimizer point's uninstrumented
+        baseline where it has one, else its result."""
+        a = self.attempt
+        return a.baseline if self.optimizer and a.baseline is not None else a.result
 
     @property
     def tokens_per_second(self) -> float | None:

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from throughput_schema import WorkerResult
 from throughput_schema.provenance import HARDWARE_COLUMNS, HARDWARE_LABELS, hardware_mix, hardware_of, hardware_value
 
 from throughput_sweep.curves import AttemptInfo
 
 
-def measured(info: AttemptInfo) -> WorkerResult | None:
-    """The result a point's figures come from: an optimizer point's baseline, else its result."""
-    a = info.attempt
-    return a.baseline if info.optimizer and a.baseline is not None else a.result
-
-
 def measured_hardware(info: AttemptInfo):
-    return hardware_of(measured(info))
+    return hardware_of(info.measured)
 
 
 def hardware_section(infos: list[AttemptInfo]) -> list[str]:
