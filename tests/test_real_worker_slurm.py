@@ -26,8 +26,25 @@ PROTOCOL = ["--window-seconds", "0.5", "--warmup", "2", "--windows", "3"]
 DRIVERS = ROOT / "scripts"
 
 
+
+def one_cpu_profile(folder: Path) -> Path:
+    """local-slurm with one CPU per job, chosen by path as a user may choose any profile.
+
+    The test Slurm's node declares more CPUs than the machine has and binds none, so the
+    follow-up's baseline and instrumented jobs share the test machine's cores. Eight
+    OpenMP threads each (or even two on two cores) turn the timing windows into a measure
+    of contention: updates 13x slower while the other job runs, figures that disagree.
+    """
+    text = (ROOT / "configs/clusters/local-slurm.yaml").read_text()
+    text = text.replace("name: local-slurm", "name: local-slurm-one-cpu").replace("cpus_per_task: 8", "cpus_per_task: 1")
+    assert "cpus_per_task: 1" in text and "local-slurm-one-cpu" in text
+    path = folder / "local-slurm-one-cpu.yaml"
+    path.write_text(text)
+    return path
+
+
 def guide(cwd: Path, driver: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    env = dict(os.environ, THROUGHPUT_SWEEP_PROFILE="local-slurm")
+    env = dict(os.environ, THROUGHPUT_SWEEP_PROFILE=str(one_cpu_profile(cwd)))
     env.pop("PYTHONPATH", None)  # nothing of the tests' own: the frozen sources run the jobs
     return subprocess.run([sys.executable, str(DRIVERS / driver), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -43,7 +60,7 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, tmp
              "--max-batch", "2", *PROTOCOL, "--no-progress"), "throughput campaign")
     tp = tmp_path / "runs/tp"
     manifest = json.loads((tp / "manifest.json").read_text())
-    assert manifest["profile"]["name"] == "local-slurm" and manifest["profile"]["scheduler"] == "slurm"
+    assert manifest["profile"]["name"] == "local-slurm-one-cpu" and manifest["profile"]["scheduler"] == "slurm"
     assert manifest["worker"] == "tiny_llm"
     results = [json.loads(p.read_text()) for p in sorted(tp.glob("curves/tiny-c128/b*/attempt-1/result.json"))]
     assert [r["outcome"]["kind"] for r in results] == ["ok", "ok"]
@@ -56,7 +73,7 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, tmp
     ok(guide(tmp_path, "throughput_sweep.py", "run", "--optimizer-timing-from", "runs/tp", "--output", "runs/opt",
              "--parallel-optimizer-points", "--no-progress"), "optimizer follow-up")
     opt = tmp_path / "runs/opt"
-    assert json.loads((opt / "manifest.json").read_text())["profile"]["name"] == "local-slurm"
+    assert json.loads((opt / "manifest.json").read_text())["profile"]["name"] == "local-slurm-one-cpu"
     for point in sorted(opt.glob("curves/tiny-c128/b*/attempt-1")):
         assert json.loads((point / "baseline.json").read_text())["outcome"]["kind"] == "ok", point
         timed = json.loads((point / "result.json").read_text())

@@ -175,11 +175,22 @@ def test_environment_and_caches_are_disposable(tmp_path):
     )
     proc = watchdog(tmp_path, make_request(tmp_path, code, cpus=6))
     inductor, triton, omp, mkl = dump.read_text().splitlines()
-    assert omp == mkl == "6"
+    assert omp == mkl == str(min(6, len(os.sched_getaffinity(0))))
     assert inductor.startswith(str(tmp_path)) and triton.startswith(str(tmp_path))
     assert not Path(inductor).exists() and not Path(triton).exists()  # removed at the end
     assert proc.returncode == EXIT_CODES["crashed"]  # exited 0 without writing a result
     assert "without writing a result" in read(tmp_path / "result.json", WorkerResult).outcome.message
+
+
+def test_threads_never_exceed_the_cpus_the_job_may_run_on(tmp_path):
+    """A request for 8 CPUs on one usable CPU runs one thread, not eight fighting for it."""
+    dump = tmp_path / "threads.txt"
+    code = f"import os; open({str(dump)!r}, 'w').write(os.environ['OMP_NUM_THREADS'])"
+    argv, env = _argv(tmp_path, make_request(tmp_path, code, cpus=8), ())
+    one = min(os.sched_getaffinity(0))
+    subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+                   preexec_fn=lambda: os.sched_setaffinity(0, {one}))
+    assert dump.read_text() == "1"
 
 
 def test_two_workers_under_one_deadline(tmp_path):

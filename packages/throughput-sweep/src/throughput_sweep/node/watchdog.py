@@ -13,7 +13,8 @@ What it does:
   * Per-job compiler caches in node-local temporary space ($TMPDIR, else /tmp):
     TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, CUDA_CACHE_PATH; removed at the end.
     OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMEXPR_NUM_THREADS and
-    TORCHINDUCTOR_COMPILE_THREADS are set to the request's CPUs.
+    TORCHINDUCTOR_COMPILE_THREADS are set to the request's CPUs, capped at the CPUs the
+    process may run on.
   * Runs the workers in order as child processes (each in its own process group) under
     ONE combined deadline that starts when the watchdog starts, so imports and
     compilation count. At the deadline the running worker gets SIGTERM, then SIGKILL
@@ -74,6 +75,15 @@ THREAD_VARIABLES = (
     "NUMEXPR_NUM_THREADS",
     "TORCHINDUCTOR_COMPILE_THREADS",
 )
+def thread_count(requested: int) -> int:
+    """The request's CPUs, but never more threads than CPUs this process may run on.
+
+    A scheduler that does not bind CPUs (the local scheduler, a Slurm without task/affinity)
+    leaves the whole machine visible; eight OpenMP threads per job on a two-core machine
+    make every timing window a measure of contention instead of the update."""
+    return max(1, min(requested, len(os.sched_getaffinity(0))))
+
+
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -150,7 +160,7 @@ class Watchdog:
     def environment(self, cache_root: Path) -> dict[str, str]:
         env = dict(os.environ)
         for name in THREAD_VARIABLES:
-            env[name] = str(self.cpus)
+            env[name] = str(thread_count(self.cpus))
         for name, sub in (
             ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
             ("TRITON_CACHE_DIR", "triton"),
