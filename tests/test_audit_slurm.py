@@ -3,7 +3,9 @@
 Needs the local cluster of tools/local-slurm.sh (fixture `local_slurm`). A campaign built
 on disk gets its receipts pointed at real jobs submitted with the profile's resources and
 exiting as the recorded outcomes say; the audit passes. Then one receipt is pointed at a
-real job with other resources (--cpus-per-task=2) and the audit must catch it.
+real job with other resources (--cpus-per-task=2) and the audit must catch it, and the
+job it named before, which no receipt names now. A controller campaign must audit clean,
+then fail for a second job submitted under one of its tokens.
 """
 
 from __future__ import annotations
@@ -140,10 +142,12 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     point_at(folder, receipt, row)
     out = run_audit(built.root, settle_seconds=20)
     failed = [c for c in out.report.checks if c.status == "fail"]
-    assert [c.name for c in failed] == ["slurm.allocation"]
+    # The job the receipt named before carries the token still, with no receipt now.
+    assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted"]
     msg = failed[0].message
     assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {other} ")
     assert "cpu '2', profile requires 8" in msg and "mem '2G', profile requires '64G'" in msg
+    assert failed[1].values["job_id"] == jobs[folder]
 
 
 def test_job_unknown_to_accounting_is_a_finding(real_campaign):
@@ -154,8 +158,9 @@ def test_job_unknown_to_accounting_is_a_finding(real_campaign):
     write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=missing))
     out = run_audit(built.root, settle_seconds=0)
     failed = [c for c in out.report.checks if c.status == "fail"]
-    assert [c.name for c in failed] == ["slurm.accounted"]
+    assert [c.name for c in failed] == ["slurm.accounted", "slurm.unreceipted"]
     assert failed[0].message == f"curves/20m-c1024/b1/attempt-1/receipt.json: job {missing} is missing from Slurm accounting"
+    assert failed[1].values["job_id"] == jobs[folder]  # the job the receipt named before
 
 
 # ------------------------------------------------------------------ a controller campaign
@@ -192,11 +197,29 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     assert {c.name for c in out.report.checks if c.name.startswith("summary.")} >= {"summary.curve", "summary.fastest"}
     peak = next(c for c in out.report.checks if c.name == "slurm.peak_concurrency")
     assert 1 <= peak.values["peak"] <= 12
+    p = out_profile = msgspec.json.decode((camp / "manifest.json").read_bytes())["profile"]
+    unreceipted = next(c for c in out.report.checks if c.name == "slurm.unreceipted")
+    assert unreceipted.values["jobs"] == unreceipted.values["tokens"] == 5  # c512 b1 b2 b4, c1024 b1 b2
+
+    # A second job under one attempt's token (a duplicate sbatch), which no receipt names.
+    first = camp / "curves" / "20m-c1024" / "b1" / "attempt-1"
+    first_receipt = read(first / "receipt.json", Receipt)
+    extra = sbatch(
+        f"--job-name={first_receipt.token}", f"--account={p['account']}", f"--partition={p['partition']}",
+        "--cpus-per-task=1", "--mem=100M", "--time=1", f"--output={tmp_path}/extra-%j.out", "--wrap=true",
+    )
+    extra_row = wait_accounted([extra])[extra]
+    out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
+    failed = [c for c in out.report.checks if c.status == "fail"]
+    assert [c.message for c in failed] == [
+        f"curves/20m-c1024/b1/attempt-1/intent.json: job {extra} ({first_receipt.token}) was submitted without a receipt "
+        f"in the campaign (sacct: COMPLETED, start {extra_row.start}); the attempt's receipt names job {first_receipt.job_id}"
+    ]
+    assert failed[0].name == "slurm.unreceipted"
 
     # A receipt's job id pointing at a real job with other resources.
     folder = camp / "curves" / "20m-c512" / "b2" / "attempt-1"
     receipt = read(folder / "receipt.json", Receipt)
-    p = out_profile = msgspec.json.decode((camp / "manifest.json").read_bytes())["profile"]
     other = sbatch(
         f"--job-name={receipt.token}", f"--comment={receipt.token}",
         f"--account={p['account']}", f"--partition={p['partition']}",
@@ -208,6 +231,8 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     assert sweep("collect", "--output", str(camp), env=env).returncode == 0  # publishing the other job
     out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     failed = [c for c in out.report.checks if c.status == "fail"]
-    assert [c.name for c in failed] == ["slurm.allocation"]
+    assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted", "slurm.unreceipted"]
     assert failed[0].file == "curves/20m-c512/b2/attempt-1/receipt.json"
     assert f"job {other} cpu '2', profile requires 8" in failed[0].message
+    # The job the receipt named before, and the duplicate.
+    assert sorted(c.values["job_id"] for c in failed[1:]) == sorted([receipt.job_id, extra], key=int)

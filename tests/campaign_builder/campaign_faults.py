@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import msgspec
+
 from throughput_schema import CurveClosure, Settlement, write_atomic
 from throughput_schema.layout import MANIFEST, RESULTS_JSON, closure_path
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR
@@ -110,6 +112,13 @@ def optimizer_inherited_edited(p: Planted) -> None:
 
 def result_deleted(p: Planted) -> None:
     (p.folder("20m-c1024", 8) / "result.json").unlink()
+
+
+def token_submitted_twice(p: Planted) -> None:
+    # Not a file edit: sacct holds a second job under b2's token, as after a duplicate
+    # sbatch of one intent or a crash between sbatch and the receipt; no receipt names it.
+    job = p.job("20m-c512", 2)
+    p.sacct.rows["4242"] = msgspec.structs.replace(p.sacct.rows[job], job_id="4242")
 
 
 def intent_point_edited(p: Planted) -> None:

@@ -13,6 +13,7 @@ The results come from `results`, whose arithmetic is not the audit's own.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -71,7 +72,8 @@ class BuiltCampaign:
 
 
 class FakeSacct:
-    """Answers `sacct ... -j a,b,c` like `--parsable2 --noheader`, and counts the calls."""
+    """Answers `sacct ... -j a,b,c` and `sacct ... --name=t,u` like `--parsable2 --noheader`,
+    and counts the calls. A name query ignores its time window: every row is in it."""
 
     def __init__(self, rows: dict[str, AccountingRow]) -> None:
         self.rows = rows
@@ -82,9 +84,20 @@ class FakeSacct:
 
         argv = list(argv)
         self.calls.append(argv)
-        ids = argv[argv.index("-j") + 1].split(",")
-        lines = ["|".join(getattr(self.rows[i], attr) for _, attr in FIELDS) for i in ids if i in self.rows]
+        if "-j" in argv:
+            ids = argv[argv.index("-j") + 1].split(",")
+            rows = [self.rows[i] for i in ids if i in self.rows]
+        else:
+            names = set(next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(","))
+            rows = [row for row in self.rows.values() if row.job_name in names]
+        lines = ["|".join(getattr(row, attr) for _, attr in FIELDS) for row in rows]
         return CompletedProcess(argv, 0, "".join(line + "\n" for line in lines), "")
+
+    def by_id(self) -> list[list[str]]:
+        return [argv for argv in self.calls if "-j" in argv]
+
+    def by_name(self) -> list[list[str]]:
+        return [argv for argv in self.calls if "-j" not in argv]
 
 
 class _Jobs:
@@ -141,7 +154,9 @@ def _write_attempt(
 ) -> Path:
     m = built.manifest
     folder = attempt_dir(built.root, model, context, batch, 1)
-    token = f"tp-{model}-c{context}-b{batch}-a1-{m.name}"
+    # Unique, as the controller's are: a donor campaign of the same name, or an earlier run
+    # on a real Slurm, must not lend this attempt's token to a job it has no receipt for.
+    token = f"tp-{model}-c{context}-b{batch}-a1-{m.name}-{secrets.token_hex(4)}"
     script = f"#!/bin/bash\n#SBATCH --job-name={token}\npython -m {m.worker} run-point\n"
     intent = SubmissionIntent(
         token=token,

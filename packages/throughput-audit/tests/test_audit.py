@@ -19,7 +19,7 @@ def test_untouched_throughput_campaign_passes(campaign):
     out = audit(campaign, sacct)
     assert failures(out) == []
     assert out.report.slurm == "checked"
-    assert len(sacct.calls) == 1  # 8 jobs, one batched query
+    assert len(sacct.by_id()) == 1 and len(sacct.by_name()) == 1  # 8 jobs and their 8 tokens, one batched query each
     c512 = next(c for c in out.report.curves if c.curve == "20m-c512")
     assert (c512.state, c512.largest_fitting_batch, c512.first_oom_batch) == ("bounded", 4, 8)
     assert c512.unstable_batches == [2]

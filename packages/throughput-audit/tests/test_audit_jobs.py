@@ -84,7 +84,7 @@ def test_audit_of_200_points_is_fast_and_batches_sacct(tmp_path):
     write_outputs(built.root, out)
     elapsed = time.perf_counter() - t0
     assert failures(out) == []
-    assert len(sacct.calls) == 2  # 200 jobs, 100 per query
+    assert len(sacct.by_id()) == 2 and len(sacct.by_name()) == 2  # 200 jobs and 200 tokens, 100 per query
     assert elapsed < 10, elapsed
 
 
@@ -162,3 +162,98 @@ def test_ok_result_finished_after_a_lost_job_is_caught(campaign):
     out = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:20+00:00", "2026-11-29T21:32:42+00:00"))
     assert {"receipt.state", "slurm.state"} <= {c.name for c in failures(out)}
     assert "NODE_FAIL/BOOT_FAIL ending after the result was finished" in failures(out, "slurm.state")[0].message
+
+
+# ------------------------------------------------------------- jobs without a receipt
+
+
+def _token(campaign, curve: str, batch: int) -> str:
+    return json.loads((point(campaign, curve, batch) / "intent.json").read_text())["token"]
+
+
+def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
+    sacct = campaign.sacct()
+    out = audit(campaign, sacct)
+    assert failures(out) == []
+    (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]
+    assert check.status == "pass" and check.values == {"jobs": 8, "tokens": 8, "queries": 1}
+    assert check.message.startswith("sacct holds 8 jobs named by the campaign's 8 tokens since ")
+    assert check.message.endswith("; each has a receipt")
+    (argv,) = sacct.by_name()
+    assert argv[:3] == ["sacct", "-X", "--allusers"] and "--parsable2" in argv and "--noheader" in argv
+    assert f"--format={','.join(name for name, _ in slurm.FIELDS)}" in argv
+    # A day before the manifest's created_at (naive, so UTC), in the auditor's local time.
+    assert f"--starttime={slurm.since_argument(campaign.manifest.created_at)}" in argv
+    names = next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(",")
+    assert sorted(names) == sorted(_token(campaign, c, b) for c, pts in campaign.points.items() for b in pts)
+
+
+def test_a_second_job_under_one_attempts_token_is_caught(campaign):
+    sacct = campaign.sacct()
+    token = _token(campaign, "20m-c512", 2)
+    original = next(row for row in sacct.rows.values() if row.job_name == token)
+    sacct.rows["4242"] = msgspec.structs.replace(original, job_id="4242", state="RUNNING", start="2026-10-08T12:05:00", end="Unknown")
+    out = audit(campaign, sacct)
+    (bad,) = failures(out)
+    assert bad.name == "slurm.unreceipted" and bad.file == "curves/20m-c512/b2/attempt-1/intent.json"
+    assert bad.message == (
+        f"curves/20m-c512/b2/attempt-1/intent.json: job 4242 ({token}) was submitted without a receipt in the campaign "
+        f"(sacct: RUNNING, start 2026-10-08T12:05:00); the attempt's receipt names job {original.job_id}"
+    )
+    assert bad.values == {"job_id": "4242", "token": token, "state": "RUNNING", "attempt": "curves/20m-c512/b2/attempt-1"}
+    write_outputs(campaign.root, out)
+    accounting = (campaign.root / "accounting.txt").read_text()
+    assert "# 1 jobs named by the campaign's tokens without a receipt (listed last)" in accounting
+    assert accounting.rstrip().splitlines()[-1].startswith("4242|")
+
+
+def test_a_job_left_by_a_crash_before_the_receipt_is_caught(campaign):
+    """The controller died between sbatch and the receipt, and the intent was (wrongly)
+    settled as never submitted: its job is in sacct, and no receipt names it."""
+    folder = point(campaign, "20m-c1024", 4)
+    job = json.loads((folder / "receipt.json").read_text())["job_id"]
+    (folder / "receipt.json").unlink()
+    (folder / "result.json").unlink()
+    from throughput_schema import Settlement, write_atomic
+
+    write_atomic(folder / "settlement.json", Settlement(
+        token=_token(campaign, "20m-c1024", 4), state="never-submitted", reason="planted", decided_at="2026-10-08T12:10:00+00:00",
+    ))
+    bad = failures(audit(campaign), "slurm.unreceipted")
+    assert len(bad) == 1 and bad[0].values["job_id"] == job
+    assert bad[0].message.endswith("; the attempt has no receipt and was settled as never-submitted")
+
+
+def test_token_lookup_is_batched(tmp_path):
+    contexts = tuple(128 * 2**i for i in range(10))  # 2 models x 10 contexts x 10 batches = 200 tokens
+    built = build_throughput(tmp_path / "big", models=("20m", "90m"), contexts=contexts, first_oom=512, max_concurrent=20)
+    sacct = built.sacct()
+    out = audit(built, sacct)
+    assert failures(out) == []
+    by_name = sacct.by_name()
+    sizes = [len(next(a for a in argv if a.startswith("--name=")).split(",")) for argv in by_name]
+    assert sizes == [100, 100]
+    rows, queries = slurm.query_tokens([f"t{i}" for i in range(250)], "2026-10-07T12:00:00", runner=sacct)
+    assert rows == {} and [len(q.argv[-1].split(",")) for q in queries] == [100, 100, 50]
+
+
+def test_token_lookup_with_sacct_unavailable_is_one_line(campaign):
+    calls = []
+
+    def sacct(argv):
+        calls.append(argv)
+        if "-j" in argv:
+            return campaign.sacct()(argv)
+        raise FileNotFoundError("sacct")
+
+    out = audit(campaign, sacct)
+    bad = failures(out)
+    assert [c.name for c in bad] == ["slurm.sacct"]
+    assert bad[0].message == "sacct: sacct not found: the Slurm client tools are needed to audit a Slurm campaign"
+    assert "# sacct by token failed: sacct not found" in out.accounting
+
+
+def test_unreadable_creation_time_is_one_line(campaign):
+    edit(campaign.root / "manifest.json", lambda d: d.update(created_at="yesterday"))
+    bad = failures(audit(campaign), "slurm.unreceipted")
+    assert [c.message for c in bad] == ["manifest.json: created_at 'yesterday' is not a time; jobs without a receipt cannot be looked up"]

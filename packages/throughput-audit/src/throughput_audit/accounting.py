@@ -1,12 +1,13 @@
-"""The jobs' Slurm accounting against the receipts, the results and the cluster profile;
-accounting.txt's text. (Local campaigns: `local_jobs`.)"""
+"""The jobs' Slurm accounting against the receipts, the results and the cluster profile,
+and the converse: no job named by the campaign's tokens lacks a receipt; accounting.txt's
+text. (Local campaigns: `local_registry`.)"""
 
 from __future__ import annotations
 
 import time
 
 from throughput_schema import AccountingRow
-from throughput_schema.layout import RECEIPT
+from throughput_schema.layout import INTENT, MANIFEST, RECEIPT
 
 from throughput_audit import slurm
 from throughput_audit.campaign import AttemptRecord, Loaded
@@ -80,10 +81,74 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         )
         check_job("slurm", r, row, checks)
     check_peak("slurm", used, profile.max_concurrent_jobs, checks)
+    unreceipted: list[AccountingRow] = []
+    failed = ""
+    try:
+        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner)
+        queries = queries + by_token
+    except slurm.AccountingUnavailable as exc:
+        checks.fail("slurm.sacct", "", f"sacct: {exc}")
+        failed = f"# sacct by token failed: {exc}"
     text = [f"# {m.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
     for q in queries:
         text.append("# " + " ".join(q.argv))
-    return "\n".join(text) + "\n" + slurm.format_rows(used)
+    if failed:
+        text.append(failed)
+    if unreceipted:
+        text.append(f"# {len(unreceipted)} jobs named by the campaign's tokens without a receipt (listed last)")
+    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted)
+
+
+def check_unreceipted(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None) -> tuple[list[AccountingRow], list[slurm.Query]]:
+    """Every job sacct holds under one of the campaign's intent tokens has a receipt: a
+    second submission of one intent, or a job left by a controller that died between sbatch
+    and the receipt and never adopted it, used the allocation and may have written figures.
+    Returns those jobs' rows and the queries."""
+    owners: dict[str, AttemptRecord] = {}
+    for r in loaded.attempts:
+        for rec in (r.attempt.intent, r.attempt.receipt):
+            if rec is not None:
+                owners.setdefault(rec.token, r)
+    receipted = {r.attempt.receipt.job_id for r in loaded.attempts if r.attempt.receipt is not None}
+    created = loaded.manifest.created_at
+    try:
+        since = slurm.since_argument(created)
+    except ValueError:
+        checks.fail("slurm.unreceipted", MANIFEST, f"{MANIFEST}: created_at {created!r} is not a time; jobs without a receipt cannot be looked up")
+        return [], []
+    rows, queries = slurm.query_tokens(owners, since, runner=runner)
+    orphans = sorted((row for job_id, row in rows.items() if job_id not in receipted), key=lambda row: slurm._job_sort_key(row.job_id))
+    for row in orphans:
+        r = owners[row.job_name]
+        file = r.file(INTENT)
+        rec = r.attempt.receipt
+        if rec is not None:
+            whose = f"the attempt's receipt names job {rec.job_id}"
+        elif r.settlement:
+            whose = f"the attempt has no receipt and was settled as {r.settlement}"
+        else:
+            whose = "the attempt has no receipt"
+        checks.fail(
+            "slurm.unreceipted",
+            file,
+            f"{file}: job {row.job_id} ({row.job_name}) was submitted without a receipt in the campaign "
+            f"(sacct: {row.state or 'no state'}, start {row.start or 'none'}); {whose}",
+            job_id=row.job_id,
+            token=row.job_name,
+            state=row.state,
+            attempt=r.rel,
+        )
+    if not orphans:
+        checks.expect(
+            "slurm.unreceipted",
+            True,
+            "",
+            f"sacct holds {len(rows)} jobs named by the campaign's {len(owners)} tokens since {since}; each has a receipt",
+            jobs=len(rows),
+            tokens=len(owners),
+            queries=len(queries),
+        )
+    return orphans, queries
 
 
 def _incomplete(row: AccountingRow) -> bool:

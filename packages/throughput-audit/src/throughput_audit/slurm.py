@@ -1,6 +1,7 @@
 """Slurm accounting: batched sacct queries, the allocation and state checks, peak concurrency.
 
-One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job).
+One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
+one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names.
 Rows are kept as Slurm printed them (`AccountingRow`) and written to accounting.txt.
 """
 
@@ -10,7 +11,7 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.local_jobs import slurm_duration
@@ -65,28 +66,76 @@ def sacct_argv(job_ids: Sequence[str], sacct: str = "sacct") -> list[str]:
 
 def query(job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = BATCH) -> tuple[dict[str, AccountingRow], list[Query]]:
     """Accounting rows by job id, one sacct call per `batch` ids. Unknown ids are simply absent."""
-    run = runner or _run
     ids = sorted(set(job_ids), key=_job_sort_key)
     rows: dict[str, AccountingRow] = {}
     queries: list[Query] = []
     for start in range(0, len(ids), batch):
-        chunk = ids[start : start + batch]
-        argv = sacct_argv(chunk)
-        try:
-            proc = run(argv)
-        except FileNotFoundError:
-            raise AccountingUnavailable("sacct not found: the Slurm client tools are needed to audit a Slurm campaign") from None
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise AccountingUnavailable(f"sacct failed to run: {exc}") from None
-        if proc.returncode != 0:
-            err = (proc.stderr or "").strip().splitlines()
-            raise AccountingUnavailable(
-                f"sacct exited {proc.returncode}: {err[-1] if err else 'no message'}"
-            )
-        queries.append(Query(argv=argv, output=proc.stdout))
-        for row in parse(proc.stdout):
+        q = _call(sacct_argv(ids[start : start + batch]), runner or _run)
+        queries.append(q)
+        for row in parse(q.output):
             rows.setdefault(row.job_id, row)
     return rows, queries
+
+
+# Intent tokens are unique, so a wide window finds no stranger's job; it covers a login
+# node's clock against slurmctld's and a created_at written without its offset.
+SINCE_MARGIN = timedelta(days=1)
+
+
+def since_argument(created_at: str) -> str:
+    """Slurm's -S for jobs since a campaign's creation (an ISO time; naive is UTC, as the
+    controller writes it), in local time as sacct reads it. ValueError if not a time."""
+    when = datetime.fromisoformat(created_at)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - SINCE_MARGIN).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def token_argv(tokens: Sequence[str], since: str, sacct: str = "sacct") -> list[str]:
+    # --allusers: without -j sacct shows only the caller's jobs, and the auditor need not be
+    # the user who ran the campaign.
+    return [
+        sacct,
+        "-X",
+        "--allusers",
+        "--parsable2",
+        "--noheader",
+        "--format=" + ",".join(name for name, _ in FIELDS),
+        f"--starttime={since}",
+        "--endtime=now",
+        "--name=" + ",".join(tokens),
+    ]
+
+
+def query_tokens(
+    tokens: Iterable[str], since: str, *, runner: Runner | None = None, batch: int = BATCH
+) -> tuple[dict[str, AccountingRow], list[Query]]:
+    """Rows by job id of every job named by one of `tokens` since `since`, one sacct call per `batch` tokens."""
+    names = sorted(set(tokens))
+    rows: dict[str, AccountingRow] = {}
+    queries: list[Query] = []
+    for start in range(0, len(names), batch):
+        chunk = names[start : start + batch]
+        q = _call(token_argv(chunk, since), runner or _run)
+        queries.append(q)
+        wanted = set(chunk)
+        for row in parse(q.output):
+            if row.job_name in wanted:
+                rows.setdefault(row.job_id, row)
+    return rows, queries
+
+
+def _call(argv: list[str], run: Runner) -> Query:
+    try:
+        proc = run(argv)
+    except FileNotFoundError:
+        raise AccountingUnavailable("sacct not found: the Slurm client tools are needed to audit a Slurm campaign") from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise AccountingUnavailable(f"sacct failed to run: {exc}") from None
+    if proc.returncode != 0:
+        err = (proc.stderr or "").strip().splitlines()
+        raise AccountingUnavailable(f"sacct exited {proc.returncode}: {err[-1] if err else 'no message'}")
+    return Query(argv=argv, output=proc.stdout)
 
 
 def parse(text: str) -> list[AccountingRow]:
