@@ -17,8 +17,8 @@ from throughput_schema import FrozenFile, Manifest, Receipt, Recipe, SubmissionI
 from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT
 
 
-def audited(built: BuiltCampaign) -> Path:
-    outcome = run_audit(built.root, runner=built.sacct(), settle_seconds=0)
+def audited(built: BuiltCampaign, *, allow_test_worker: bool = False) -> Path:
+    outcome = run_audit(built.root, runner=built.sacct(), settle_seconds=0, allow_test_worker=allow_test_worker)
     assert outcome.report.summary.failed == 0, [c.message for c in outcome.report.checks if c.status == "fail"][:3]
     write_outputs(built.root, outcome)
     return built.root
@@ -109,11 +109,11 @@ class Lab:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def build(self, name: str, *, edit=None, optimizer_of: BuiltCampaign | None = None, **kw) -> Path:
+    def build(self, name: str, *, edit=None, optimizer_of: BuiltCampaign | None = None, allow_test_worker: bool = False, **kw) -> Path:
         built = build_optimizer(self.root / name, optimizer_of) if optimizer_of else build_throughput(self.root / name, **kw)
         if edit:
             edit(built)
-        return audited(built)
+        return audited(built, allow_test_worker=allow_test_worker)
 
     def unaudited(self, name: str, **kw) -> BuiltCampaign:
         return build_throughput(self.root / name, **kw)

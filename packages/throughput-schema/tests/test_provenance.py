@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 from throughput_schema import Hardware, Protocol, WorkerResult, decode, dumps
-from throughput_schema.provenance import allowed_worker_banner, hardware_mix, is_test_worker, protocol_deviation
+import pytest
+
+from throughput_schema.provenance import (
+    WorkerRefused, allowed_worker_banner, hardware_mix, is_test_worker, protocol_deviation, worker_banner,
+)
 
 
 def test_the_guides_protocol_says_nothing_and_any_other_names_what_differs():
@@ -30,6 +34,14 @@ def test_hardware_mix_names_each_difference_and_ignores_blanks_and_failures():
 def test_only_tiny_llm_is_the_production_worker():
     assert not is_test_worker("tiny_llm") and is_test_worker("scripted_worker")
     assert allowed_worker_banner("scripted_worker").startswith("TEST WORKER scripted_worker: not measured by tiny_llm")
+
+
+def test_a_test_worker_is_refused_naming_its_campaign_unless_allowed_then_bannered_once():
+    pairs = [("A runs/a", "tiny_llm"), ("B runs/b", "scripted_worker"), ("C runs/c", "scripted_worker")]
+    assert worker_banner(pairs[:1], allow_test_worker=False) == ""
+    with pytest.raises(WorkerRefused, match=r"^B runs/b: campaign run with test worker 'scripted_worker'.*--allow-test-worker"):
+        worker_banner(pairs, allow_test_worker=False)
+    assert worker_banner(pairs, allow_test_worker=True) == allowed_worker_banner("scripted_worker")
 
 
 def test_a_result_written_before_results_named_their_worker_still_decodes():

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from throughput_audit.audit import run_audit, write_outputs
+from throughput_schema.provenance import allowed_worker_banner
 from throughput_sweep.campaign import open_campaign
 from throughput_sweep.spot_check import sample
+from throughput_sweep.status import EXIT_COMPLETE, EXIT_SPOT_CHECK_FAILED
 
 ROOT = Path(__file__).resolve().parents[3]
 # 20m-c512 fits 1 2 4 8 (OOM at 16), 20m-c1024 fits 1 2 4 (OOM at 8): 7 fitting points.
@@ -102,10 +104,13 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
     comparison = json.loads((b / "spot-check" / "comparison.json").read_text())
     assert comparison["spot_check"] and len(comparison["points"]) == 3
     assert {p["verdict"] for p in comparison["points"]} == {"same"} and comparison["differences"] == []
+    # A's audit allowed its test worker; the spot check re-ran it, so its comparison says so.
+    assert comparison["test_worker"] == allowed_worker_banner("scripted_worker")
     md = (b / "spot-check" / "comparison.md").read_text()
+    assert md.startswith(f"**{allowed_worker_banner('scripted_worker')}**")
     assert "B: a spot check of a sample (no boundary re-measured): A's recommendation stands" in md
     assert "first OOM at none" not in md
-    status = run("status", "--output", b, plan=tmp_path / "plan.json").stdout
+    status = run("status", "--output", b, plan=tmp_path / "plan.json", check_rc=EXIT_COMPLETE).stdout
     assert f"spot check of {source}: 3 points, seed 7: PASSED" in status
     run("collect", "--output", b, plan=tmp_path / "plan.json")
     assert f"A spot check of `{source}`: its comparison with that campaign is in `spot-check/`." in (b / "README.md").read_text()
@@ -116,11 +121,13 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
 
 def test_spot_check_ten_percent_faster_fails_its_audit(source, tmp_path):
     b = tmp_path / "B"
-    spot_check(source, b, "--points", "3", plan=write_plan(tmp_path / "plan.json", rate=1.1))
+    ran = spot_check(source, b, "--points", "3", plan=write_plan(tmp_path / "plan.json", rate=1.1), check_rc=EXIT_SPOT_CHECK_FAILED)
+    assert "the spot check FAILED" in ran.stderr and "FAILED: 3 of 3 points" in ran.stdout
     comparison = json.loads((b / "spot-check" / "comparison.json").read_text())
     assert {p["verdict"] for p in comparison["points"]} == {"faster"}
     assert all(p["ratio"] == pytest.approx(1.1) for p in comparison["points"])
-    assert "FAILED: 3 of 3 points changed beyond the noise threshold" in run("status", "--output", b, plan=tmp_path / "plan.json").stdout
+    status = run("status", "--output", b, plan=tmp_path / "plan.json", check_rc=EXIT_SPOT_CHECK_FAILED)
+    assert "FAILED: 3 of 3 points changed beyond the noise threshold" in status.stdout
     report = audit(b)
     failed = [c for c in report.checks if c.status == "fail"]
     assert {c.name for c in failed} == {"spot_check.within_noise"} and len(failed) == 3

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from throughput_schema.argparsing import OneLineParser, command_line
+from throughput_schema.provenance import ALLOW_TEST_WORKER, PRODUCTION_WORKER
 
 PROG = "throughput-compare"
 
@@ -26,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compare even when the measurement protocol or a recipe differs (the differences are listed)",
     )
+    parser.add_argument(
+        ALLOW_TEST_WORKER,
+        action="store_true",
+        help=f"compare campaigns run with a test worker (not {PRODUCTION_WORKER}), under a banner on every page and file",
+    )
     args = parser.parse_args(argv)
 
     from throughput_compare.compare import compare
@@ -34,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         refuse_output(args.output, [args.a, args.b])
-        comparison = compare(load(args.a, "A"), load(args.b, "B"), allow_protocol_change=args.allow_protocol_change)
+        comparison = compare(
+            load(args.a, "A"),
+            load(args.b, "B"),
+            allow_protocol_change=args.allow_protocol_change,
+            allow_test_worker=args.allow_test_worker,
+        )
         files = publish(args.output, comparison)
     except Refused as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -42,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"{PROG}: cannot write {args.output}: {exc.strerror or exc}; choose a writable output folder", file=sys.stderr)
         return 2
-    print(comparison.summary)
-    print(f"wrote {len(files)} files to {args.output}")
+    banner = [comparison.test_worker] if comparison.test_worker else []
+    print("\n".join([*banner, comparison.summary, f"wrote {len(files)} files to {args.output}", *banner]))
     return 0
 
 

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import msgspec
 
 from throughput_schema import noise as spread
+from throughput_schema.provenance import WorkerRefused, worker_banner
 from throughput_compare.differences import differences
 from throughput_compare.inputs import Campaign, Measured, Refused
 from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes
@@ -109,7 +110,16 @@ def summary(points: list[PointComparison], curves: list[CurveComparison], spot_c
     return f"B is {', '.join(parts)}; {bounds}."
 
 
-def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False) -> Comparison:
+def _banner(a: Campaign, b: Campaign, allow_test_worker: bool) -> str:
+    labelled = ((f"{label} {c.path}", w) for label, c in (("A", a), ("B", b)) for w in c.workers)
+    try:
+        return worker_banner(labelled, allow_test_worker=allow_test_worker)
+    except WorkerRefused as exc:
+        raise Refused(str(exc)) from None
+
+
+def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False, allow_test_worker: bool = False) -> Comparison:
+    banner = _banner(a, b, allow_test_worker)  # first: a test worker's figures are no comparison at all
     if a.manifest.kind != b.manifest.kind:
         raise Refused(
             f"A is a {a.manifest.kind} campaign and B a {b.manifest.kind} one; compare campaigns of the same kind"
@@ -157,5 +167,6 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False) ->
         only_in_b=[f"{c} b{n}" for c, n in sorted(set(b.points) - set(a.points))],
         inputs=[InputFile(path=p, sha256=h) for p, h in (*a.hashes, *b.hashes)],
         spot_check=b.spot_check,
+        test_worker=banner,
     )
 

@@ -34,6 +34,8 @@ class _AuditRecord(msgspec.Struct, frozen=True):
 
     kind: str
     summary: _AuditSummary
+    # The test worker the audit was allowed to pass ("" for the production worker).
+    test_worker: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ class Campaign:
     # curve -> batch -> the kind of the last attempt's outcome that has a result
     outcomes: dict[str, dict[int, str]] = field(default_factory=dict)
     hashes: list[tuple[str, str]] = field(default_factory=list)
+    # The manifest's worker, then every other worker a result names: a test worker's
+    # results are of the real shape, so only these names tell them from measurements.
+    workers: list[str] = field(default_factory=list)
+    # The test worker this campaign's audit allowed, "" if none (or not audited).
+    audit_test_worker: str = ""
 
     @property
     def optimizer(self) -> bool:
@@ -124,13 +131,15 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
         return file.record
 
     manifest: Manifest = take(read_file(path / MANIFEST))
-    if audited:
-        _check_audit(path, label, manifest, hashes)
-    campaign = Campaign(path=path, manifest=manifest, hashes=hashes)
+    allowed = _check_audit(path, label, manifest, hashes) if audited else ""
+    campaign = Campaign(path=path, manifest=manifest, hashes=hashes, workers=[manifest.worker], audit_test_worker=allowed)
     rates: dict[tuple[str, int], list[float]] = {}
     for folder in attempt_folders(path):
         files = read_attempt(folder, (RESULT, BASELINE))
         records = {name: take(file) for name, file in files.files.items()}
+        for record in records.values():
+            if record is not None and record.worker is not None and record.worker.module not in campaign.workers:
+                campaign.workers.append(record.worker.module)
         result: WorkerResult | None = records.get(RESULT)
         if result is None:
             continue
@@ -157,7 +166,8 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
     return campaign
 
 
-def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[str, str]]) -> None:
+def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[str, str]]) -> str:
+    """Refuses an unaudited or failed campaign; returns the test worker its audit allowed."""
     file = read_file(path / AUDIT)
     fix = f"run `throughput-audit --output {path}` first"
     if file.data is None:
@@ -174,6 +184,7 @@ def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[
             f"fix what {AUDIT} names and re-run `throughput-audit --output {path}`"
         )
     hashes.append((str(file.path), _sha256(file.data)))
+    return audit.test_worker
 
 
 __all__ = ["Campaign", "Measured", "Refused", "load"]

@@ -97,7 +97,8 @@ def recommendation_lines(curve: CurveComparison, spot_check: bool = False) -> li
 
 
 def markdown(c: Comparison) -> str:
-    lines = [c.summary, "", f"A: `{c.a}`  ", f"B: `{c.b}`  ", f"kind: {c.kind}; made {c.created_at}", ""]
+    banner = [f"**{c.test_worker}**", ""] if c.test_worker else []
+    lines = [*banner, c.summary, "", f"A: `{c.a}`  ", f"B: `{c.b}`  ", f"kind: {c.kind}; made {c.created_at}", ""]
     lines += ["## Curves", "", *_md_table(curve_rows(c)), "", *(f"- {t}" for t in changes(c)), ""]
     lines += ["## Noise and verdicts", "", *(f"- {t}" for t in noise_lines(c)), ""]
     lines += ["## Differences between the campaigns", "", *(f"- {t}" for t in difference_lines(c)), ""]
@@ -117,14 +118,17 @@ def markdown(c: Comparison) -> str:
     for curve in c.curves:
         line_a, line_b = recommendation_lines(curve, c.spot_check)
         lines += [f"- {curve.curve}: {line_a}", f"  {line_b}"]
-    lines += ["", "## Inputs (sha256)", "", *(f"- `{f.sha256}` {f.path}" for f in c.inputs), ""]
+    lines += ["", "## Inputs (sha256)", "", *(f"- `{f.sha256}` {f.path}" for f in c.inputs), "", *banner]
     return "\n".join(lines)
 
 
 def csv_text(c: Comparison) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_FIELDS)
+    # A test worker's banner is a column of every row (as in the report's points.csv), so
+    # no row copied elsewhere reads as a measurement.
+    writer.writerow([*CSV_FIELDS, "test_worker"] if c.test_worker else CSV_FIELDS)
     for p in c.points:
-        writer.writerow(["" if getattr(p, f) is None else getattr(p, f) for f in CSV_FIELDS])
+        row = ["" if getattr(p, f) is None else getattr(p, f) for f in CSV_FIELDS]
+        writer.writerow([*row, c.test_worker] if c.test_worker else row)
     return buffer.getvalue()

@@ -5,7 +5,7 @@ status, collect and the audit word them."""
 from __future__ import annotations
 
 from throughput_schema import provenance
-from throughput_schema.provenance import allowed_worker_banner, is_test_worker, worker_refusal
+from throughput_schema.provenance import WorkerRefused
 
 from throughput_report.inputs import Refused, ReportCampaign
 
@@ -23,15 +23,10 @@ def _workers(campaign: ReportCampaign) -> list[str]:
 def worker_banner(campaigns: list[ReportCampaign], *, allow_test_worker: bool) -> str:
     """The banner every page and file carries when a test worker is allowed, else "";
     raises Refused for a test worker's campaign without the permission."""
-    tests: list[str] = []
-    for campaign in campaigns:
-        for worker in _workers(campaign):
-            if is_test_worker(worker):
-                if not allow_test_worker:
-                    raise Refused(worker_refusal(worker, campaign.name))
-                if worker not in tests:
-                    tests.append(worker)
-    return " ".join(allowed_worker_banner(w) for w in tests)
+    try:
+        return provenance.worker_banner(((c.name, w) for c in campaigns for w in _workers(c)), allow_test_worker=allow_test_worker)
+    except WorkerRefused as exc:
+        raise Refused(str(exc)) from None
 
 
 def notes(campaigns: list[ReportCampaign]) -> list[str]:

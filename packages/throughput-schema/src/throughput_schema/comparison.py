@@ -111,6 +111,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     # B re-measured a sample of A's points (`run --spot-check-from A`): its boundaries and
     # fastest batches were not measured again, so neither is compared.
     spot_check: bool = False
+    # The test-worker banner (throughput_schema.provenance) when either campaign was run by a
+    # test worker and --allow-test-worker let it through; "" for measurements.
+    test_worker: str = ""
 
 
 def differing(c: Comparison) -> list[PointComparison]:

@@ -14,7 +14,7 @@ from throughput_schema.configs import Protocol
 from throughput_schema.results import Hardware, WorkerResult
 
 # The only worker whose results are measurements; any other (`--worker scripted_worker`)
-# is a test double and passes the audit and the report only with --allow-test-worker.
+# is a test double and passes the audit, the report and the comparison only with --allow-test-worker.
 PRODUCTION_WORKER = "tiny_llm"
 ALLOW_TEST_WORKER = "--allow-test-worker"
 
@@ -69,6 +69,24 @@ def worker_refusal(worker: str, where: str) -> str:
         f"{where}: campaign run with test worker {worker!r}, not the production worker {PRODUCTION_WORKER!r}; "
         f"its figures were never measured (give {ALLOW_TEST_WORKER} to let a test through)"
     )
+
+
+class WorkerRefused(Exception):
+    """A test worker's campaign without the permission; the message is worker_refusal's line."""
+
+
+def worker_banner(workers: Iterable[tuple[str, str]], *, allow_test_worker: bool) -> str:
+    """Of (campaign, worker) pairs (each campaign's manifest and results name a worker):
+    the banner every output carries when test workers are allowed, "" when none is a test
+    worker; raises WorkerRefused naming the first test worker's campaign otherwise."""
+    tests: list[str] = []
+    for where, worker in workers:
+        if is_test_worker(worker):
+            if not allow_test_worker:
+                raise WorkerRefused(worker_refusal(worker, where))
+            if worker not in tests:
+                tests.append(worker)
+    return " ".join(allowed_worker_banner(w) for w in tests)
 
 
 def protocol_deviation(protocol: Protocol) -> str | None:

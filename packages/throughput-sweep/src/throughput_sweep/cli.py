@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from throughput_schema import Protocol, SchemaError
-from throughput_schema.layout import MANIFEST
+from throughput_schema.layout import MANIFEST, SPOT_CHECK
 from throughput_schema.recipe import RecipeError
 
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
@@ -28,7 +28,9 @@ PROG = "throughput-sweep"
 EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a result (bounded, capped or
 complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure
 (investigate, then run --resume --retry-failed); 4 (status only) jobs are still running or
-points are still to submit; 130 run was interrupted (jobs keep running; run --resume)."""
+points are still to submit; 5 a spot check ended and FAILED: a sampled point changed beyond
+the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 130 run
+was interrupted (jobs keep running; run --resume)."""
 
 
 def _nonneg_int(text: str) -> int:
@@ -230,7 +232,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
     from throughput_sweep.schedulers import make_scheduler
-    from throughput_sweep.status import EXIT_BLOCKED, exit_status, render_status
+    from throughput_sweep.status import EXIT_BLOCKED, EXIT_SPOT_CHECK_FAILED, campaign_exit_status, exit_status, render_status
     from throughput_sweep.watcher import WatchOptions, Watcher, resume_command
 
     options = WatchOptions(
@@ -264,11 +266,17 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         from throughput_sweep.spot_check import finish
 
         finish(campaign)  # before status, which shows its verdict
+        status = campaign_exit_status(campaign)
     print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
     if status == EXIT_BLOCKED:
         print(f"[sweep] the campaign ended with blocked curves: {', '.join(c.name for c in curves if c.state == 'blocked')}; "
               f"investigate the failures above, then retry with: {driver_name()} run --output {where} --resume --retry-failed",
+              file=sys.stderr)
+        return status
+    if status == EXIT_SPOT_CHECK_FAILED:
+        print(f"[sweep] the spot check FAILED: sampled points changed beyond the noise threshold; "
+              f"see {campaign.root / SPOT_CHECK}/comparison.md; write its report with: {driver_name()} collect --output {where}",
               file=sys.stderr)
         return status
     print(f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {where}", file=sys.stderr)
@@ -335,11 +343,11 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from throughput_sweep.status import exit_status, render_status
+    from throughput_sweep.status import campaign_exit_status, render_status
 
     campaign = open_campaign(args.output)
     print(render_status(campaign), end="")
-    return exit_status(campaign.curves())
+    return campaign_exit_status(campaign)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

@@ -126,10 +126,26 @@ def finish(campaign: Campaign) -> None:
 
         source = Path(campaign.manifest.parent.path)
         try:
-            comparison = compare(load(source, "A"), load(campaign.root, "B", audited=False))
+            a = load(source, "A")
+            # A passed its audit with a test worker only where someone allowed it
+            # (--allow-test-worker, recorded in A's audit.json); the spot check re-runs A's
+            # worker, so its comparison carries that permission, and the banner with it.
+            comparison = compare(a, load(campaign.root, "B", audited=False), allow_test_worker=bool(a.audit_test_worker))
         except Refused as exc:
             raise CampaignError(f"{campaign.root}: the spot check cannot be compared with its source: {exc}") from None
         publish(campaign.root / SPOT_CHECK, comparison)
+
+
+def failed(campaign: Campaign) -> bool:
+    """The compared spot check found a sampled point changed beyond the noise threshold, or
+    its comparison cannot be read (no verdict is no pass)."""
+    path = spot_check_comparison(campaign.root)
+    if not path.exists():
+        return False
+    try:
+        return bool(differing(read(path, Comparison)))
+    except SchemaError:
+        return True
 
 
 def verdict_lines(campaign: Campaign) -> list[str]:

@@ -16,12 +16,24 @@ from throughput_sweep.recommendations import recommendations
 EXIT_COMPLETE = 0
 EXIT_BLOCKED = 3  # every curve has ended and at least one is blocked by a failure
 EXIT_INCOMPLETE = 4  # status only: jobs still running or points still to submit
+# A spot check compared with its source: a sampled point changed beyond the noise threshold.
+EXIT_SPOT_CHECK_FAILED = 5
 
 
 def exit_status(curves: list[Curve]) -> int:
     if is_complete(curves):
         return EXIT_COMPLETE
     return EXIT_BLOCKED if campaign_done(curves) else EXIT_INCOMPLETE
+
+
+def campaign_exit_status(campaign: Campaign) -> int:
+    """exit_status, and for a complete spot check whose comparison fails, EXIT_SPOT_CHECK_FAILED."""
+    status = exit_status(campaign.curves())
+    if status == EXIT_COMPLETE and campaign.manifest.spot_check is not None:
+        from throughput_sweep.spot_check import failed
+
+        return EXIT_SPOT_CHECK_FAILED if failed(campaign) else status
+    return status
 
 
 def campaign_done(curves: list[Curve]) -> bool:
