@@ -93,29 +93,27 @@ class AttemptInfo:
 
     @property
     def measured(self) -> WorkerResult | None:
-        """The result the point's figures come from: an optimizer point's uninstrumented
-        baseline where it has one, else its result."""
-        a = self.attempt
-        return a.baseline if self.optimizer and a.baseline is not None else a.result
+        """The result the point's figures come from: the rated one, else the result (no baseline)."""
+        return self.rated or self.attempt.result
+
+    @property
+    def rated(self) -> WorkerResult | None:
+        """The result the point's rate comes from: never an optimizer point's instrumented run."""
+        return self.attempt.baseline if self.optimizer else self.attempt.result
 
     @property
     def tokens_per_second(self) -> float | None:
-        r = self.attempt.baseline if self.optimizer else self.attempt.result
-        if r is None or r.throughput is None:
-            return None
-        return r.throughput.tokens_per_second
+        r = self.rated
+        return None if r is None or r.throughput is None else r.throughput.tokens_per_second
 
     @property
     def unstable(self) -> bool:
         results = [self.attempt.result] + ([self.attempt.baseline] if self.optimizer else [])
-        for r in results:
-            if r is None:
-                continue
-            if r.throughput is not None and r.throughput.unstable:
-                return True
-            if r.optimizer_timing is not None and r.optimizer_timing.unstable:
-                return True
-        return False
+        return any(
+            (r.throughput is not None and r.throughput.unstable) or (r.optimizer_timing is not None and r.optimizer_timing.unstable)
+            for r in results
+            if r is not None
+        )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ def _rated(curve: Curve) -> tuple[list[PointRate], list]:
     points, results = [], []
     for b in curve.fitting:
         info = curve.points[b]
-        result = info.attempt.baseline if info.optimizer else info.attempt.result
+        result = info.rated
         repeats = [i.tokens_per_second for i in curve.attempts if i.batch == b and i.status == "ok"]
         point = point_rate(curve.name, b, result, [r for r in repeats if r is not None])
         if point is not None:
