@@ -52,29 +52,17 @@ class Query:
     output: str
 
 
+def _argv(selection: list[str], sacct: str = "sacct", *, users: tuple[str, ...] = ()) -> list[str]:
+    return [sacct, "-X", *users, "--parsable2", "--noheader", "--format=" + ",".join(name for name, _ in FIELDS), *selection]
+
+
 def sacct_argv(job_ids: Sequence[str], sacct: str = "sacct") -> list[str]:
-    return [
-        sacct,
-        "-X",
-        "--parsable2",
-        "--noheader",
-        "--format=" + ",".join(name for name, _ in FIELDS),
-        "-j",
-        ",".join(job_ids),
-    ]
+    return _argv(["-j", ",".join(job_ids)], sacct)
 
 
 def query(job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = BATCH) -> tuple[dict[str, AccountingRow], list[Query]]:
     """Accounting rows by job id, one sacct call per `batch` ids. Unknown ids are simply absent."""
-    ids = sorted(set(job_ids), key=_job_sort_key)
-    rows: dict[str, AccountingRow] = {}
-    queries: list[Query] = []
-    for start in range(0, len(ids), batch):
-        q = _call(sacct_argv(ids[start : start + batch]), runner or _run)
-        queries.append(q)
-        for row in parse(q.output):
-            rows.setdefault(row.job_id, row)
-    return rows, queries
+    return _batched(sorted(set(job_ids), key=_job_sort_key), sacct_argv, runner=runner, batch=batch)
 
 
 # Intent tokens are unique, so a wide window finds no stranger's job; it covers a login
@@ -94,33 +82,39 @@ def since_argument(created_at: str) -> str:
 def token_argv(tokens: Sequence[str], since: str, sacct: str = "sacct") -> list[str]:
     # --allusers: without -j sacct shows only the caller's jobs, and the auditor need not be
     # the user who ran the campaign.
-    return [
-        sacct,
-        "-X",
-        "--allusers",
-        "--parsable2",
-        "--noheader",
-        "--format=" + ",".join(name for name, _ in FIELDS),
-        f"--starttime={since}",
-        "--endtime=now",
-        "--name=" + ",".join(tokens),
-    ]
+    return _argv([f"--starttime={since}", "--endtime=now", "--name=" + ",".join(tokens)], sacct, users=("--allusers",))
 
 
 def query_tokens(
     tokens: Iterable[str], since: str, *, runner: Runner | None = None, batch: int = BATCH
 ) -> tuple[dict[str, AccountingRow], list[Query]]:
     """Rows by job id of every job named by one of `tokens` since `since`, one sacct call per `batch` tokens."""
-    names = sorted(set(tokens))
+    return _batched(
+        sorted(set(tokens)),
+        lambda chunk: token_argv(chunk, since),
+        runner=runner,
+        batch=batch,
+        keep=lambda row, chunk: row.job_name in chunk,
+    )
+
+
+def _batched(
+    keys: list[str],
+    argv_of: Callable[[list[str]], list[str]],
+    *,
+    runner: Runner | None,
+    batch: int,
+    keep: Callable[[AccountingRow, list[str]], bool] = lambda row, chunk: True,
+) -> tuple[dict[str, AccountingRow], list[Query]]:
+    """One sacct call per `batch` keys; the first row per job id that `keep` accepts."""
     rows: dict[str, AccountingRow] = {}
     queries: list[Query] = []
-    for start in range(0, len(names), batch):
-        chunk = names[start : start + batch]
-        q = _call(token_argv(chunk, since), runner or _run)
+    for start in range(0, len(keys), batch):
+        chunk = keys[start : start + batch]
+        q = _call(argv_of(chunk), runner or _run)
         queries.append(q)
-        wanted = set(chunk)
         for row in parse(q.output):
-            if row.job_name in wanted:
+            if keep(row, chunk):
                 rows.setdefault(row.job_id, row)
     return rows, queries
 

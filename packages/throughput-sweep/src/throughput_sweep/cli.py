@@ -266,7 +266,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         from throughput_sweep.spot_check import finish
 
         finish(campaign)  # before status, which shows its verdict
-        status = campaign_exit_status(campaign)
+        status = campaign_exit_status(campaign, curves)
     print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
     if status == EXIT_BLOCKED:

@@ -26,9 +26,10 @@ def exit_status(curves: list[Curve]) -> int:
     return EXIT_BLOCKED if campaign_done(curves) else EXIT_INCOMPLETE
 
 
-def campaign_exit_status(campaign: Campaign) -> int:
-    """exit_status, and for a complete spot check whose comparison fails, EXIT_SPOT_CHECK_FAILED."""
-    status = exit_status(campaign.curves())
+def campaign_exit_status(campaign: Campaign, curves: list[Curve] | None = None) -> int:
+    """exit_status, and for a complete spot check whose comparison fails, EXIT_SPOT_CHECK_FAILED.
+    `curves`: the campaign's, where the caller has them already."""
+    status = exit_status(campaign.curves() if curves is None else curves)
     if status == EXIT_COMPLETE and campaign.manifest.spot_check is not None:
         from throughput_sweep.spot_check import failed
 

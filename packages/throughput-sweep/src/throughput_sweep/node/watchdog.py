@@ -159,8 +159,9 @@ class Watchdog:
 
     def environment(self, cache_root: Path) -> dict[str, str]:
         env = dict(os.environ)
+        threads = str(thread_count(self.cpus))
         for name in THREAD_VARIABLES:
-            env[name] = str(thread_count(self.cpus))
+            env[name] = threads
         for name, sub in (
             ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
             ("TRITON_CACHE_DIR", "triton"),
