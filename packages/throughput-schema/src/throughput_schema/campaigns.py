@@ -107,6 +107,9 @@ class Manifest(_Record):
     source_root: str = ""
     # A spot check of `parent` (a throughput campaign whose curves walk `inherited_batches`).
     spot_check: SpotCheck | None = None
+    # Slurm campaigns: the variables of the creating shell kept from every Slurm command and
+    # from the jobs (`slurm_env.slurm_environment`), with their values.
+    slurm_environment_removed: dict[str, str] = {}
 
 
 class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):

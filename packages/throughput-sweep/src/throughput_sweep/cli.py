@@ -194,9 +194,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
-        if args.dry_run:
-            return print_plan(plan.preview(), args)
+        from throughput_sweep.preflight import gate
+
+        preview = plan.preview()
+        verdict = gate(preview, dry_run=args.dry_run)  # the profile against the cluster
+        if args.dry_run or verdict.exit_status:
+            shown = print_plan(preview, args) if args.dry_run else 0
+            verdict.print()
+            return verdict.exit_status or shown
         campaign = create(plan)
+        verdict.print()
         print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
     return watch(campaign, args)
 
@@ -244,6 +251,8 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     )
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
+        if getattr(scheduler, "removed", None):
+            print(f"[sweep] kept from Slurm and its jobs (docs/reliability.md): {', '.join(scheduler.removed)}", file=sys.stderr)
         watcher = Watcher(campaign, scheduler, options)
         try:
             try:
@@ -324,6 +333,9 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
         out.append(f"  {c.name:<16} {c.describe}{planned}")
     first = pick(curves, p.max_concurrent_jobs)
     out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
+    from throughput_sweep.preflight import worst_case
+
+    out.append(worst_case(campaign, curves))
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
         out.append(campaign_script(campaign, attempt_request(campaign, first[0])).rstrip("\n"))

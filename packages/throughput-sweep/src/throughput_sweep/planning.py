@@ -8,6 +8,7 @@ manifest; a resumed one is held to what its manifest froze (`check_resume`).
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampaign, Protocol, SpotCheck
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import load_recipe, with_point
+from throughput_schema.slurm_env import slurm_environment
 
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file
@@ -64,6 +66,7 @@ class Plan:
             worker=self.worker,
             source_root=str(self.root),
             spot_check=self.spot_check,
+            slurm_environment_removed=slurm_environment(os.environ)[1] if self.profile.scheduler == "slurm" else {},
         )
 
     def preview(self) -> Campaign:

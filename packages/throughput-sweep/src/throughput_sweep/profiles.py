@@ -96,6 +96,32 @@ def missing_python(profile: ClusterProfile) -> bool:
 _MEM = re.compile(r"[1-9][0-9]*[KMGT]?")
 
 
+# sbatch's long options a campaign cannot follow, and its short ones for two of them.
+_FORBIDDEN_LONG = ("clusters", "array", "requeue")
+_FORBIDDEN_SHORT = frozenset("Ma")
+# sbatch's short options that take no argument: after one of these, the next letter of
+# the same word ("-HM") is another option.
+_NO_ARGUMENT = frozenset("HhIkOQsuVvW")
+
+
+def forbidden_sbatch_args(args: list[str]) -> list[str]:
+    """The items of `args` that are --clusters, --array or --requeue in any spelling sbatch
+    takes: -M x, -Mx, --clusters=x, --clu x (getopt accepts unambiguous prefixes), -a, -Ha1-3."""
+    bad = []
+    for arg in args:
+        if arg.startswith("--"):
+            name = arg[2:].split("=", 1)[0]
+            if len(name) >= 3 and any(full.startswith(name) for full in _FORBIDDEN_LONG):
+                bad.append(arg)
+        elif arg.startswith("-") and len(arg) > 1:
+            for letter in arg[1:]:
+                if letter in _FORBIDDEN_SHORT:
+                    bad.append(arg)
+                if letter not in _NO_ARGUMENT:
+                    break  # an option with an argument: the rest of the word is its value
+    return bad
+
+
 def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str:
     """What makes a profile unusable ('' if nothing), as one line naming the field.
 
@@ -107,6 +133,12 @@ def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str
         return (
             f"watchdog_minutes {profile.watchdog_minutes:g} must be at least one minute below time_limit_minutes "
             f"{profile.time_limit_minutes}, so the watchdog records a timeout before the scheduler kills the job"
+        )
+    forbidden = forbidden_sbatch_args(profile.extra_sbatch_args)
+    if forbidden:
+        return (
+            f"extra_sbatch_args {' '.join(forbidden)}: --clusters/-M, --array/-a and --requeue are not allowed "
+            "(the watcher follows single jobs on this cluster, and a requeued job would measure its point twice); remove them"
         )
     if profile.mem and not _MEM.fullmatch(profile.mem):
         return f"mem {profile.mem!r} is not a positive amount such as 64G, 512M or 65536 (megabytes)"

@@ -30,6 +30,8 @@ by token later. Permanent failures (bad account, partition, QOS, constraints...)
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +42,7 @@ import anyio
 
 from throughput_schema import ClusterProfile
 from throughput_schema.layout import job_log
+from throughput_schema.slurm_env import slurm_environment
 from throughput_sweep.schedulers.base import TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
 from throughput_sweep.schedulers.slurm_text import (
     _TRANSIENT,
@@ -57,6 +60,8 @@ from throughput_sweep.schedulers.slurm_text import (
 )
 
 __all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
+
+_ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 
 
 def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch") -> list[str]:
@@ -88,13 +93,18 @@ class CommandResult:
     returncode: int | None  # None: did not finish within the time-out (killed)
     stdout: str
     stderr: str
+    # sacct before Slurm 23.11.4 exits 0 when slurmdbd is down, saying so only on stderr:
+    # its empty answer would read as "no such job" (and a token as never submitted).
+    reported_error: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0
+        return self.returncode == 0 and not self.reported_error
 
     def describe(self) -> str:
         what = "timed out" if self.returncode is None else f"exit {self.returncode}"
+        if self.reported_error:
+            what += " with an error"
         detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
         return f"{Path(self.argv[0]).name} {what}" + (f": {detail[-1]}" if detail else "")
 
@@ -124,6 +134,9 @@ class SlurmScheduler:
         self._cmd.update(commands or {})
         self.command_counts: Counter[str] = Counter()
         self.commands_last_poll: list[str] = []
+        # Every command runs in the shell's environment less what would change its job or
+        # its answer (docs/reliability.md); `removed` is what was taken out.
+        self.environment, self.removed = slurm_environment(os.environ)
 
     # ------------------------------------------------------------------ commands
 
@@ -132,13 +145,18 @@ class SlurmScheduler:
         self.command_counts[key] += 1
         try:
             with anyio.fail_after(timeout or self.command_timeout):
-                proc = await anyio.run_process(argv, check=False)
+                proc = await anyio.run_process(argv, check=False, env=self.environment)
         except TimeoutError:
             return CommandResult(argv, None, "", f"{key} did not answer within {timeout or self.command_timeout:.0f} s")
         except OSError as exc:  # command missing, not executable
             return CommandResult(argv, 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
+        stderr = proc.stderr.decode(errors="replace")
         return CommandResult(
-            argv, proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+            argv,
+            proc.returncode,
+            proc.stdout.decode(errors="replace"),
+            stderr,
+            reported_error=key == "sacct" and proc.returncode == 0 and bool(_ERROR.search(stderr)),
         )
 
     # -------------------------------------------------------------------- submit
