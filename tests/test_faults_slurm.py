@@ -216,7 +216,7 @@ def test_sbatch_refused_for_good_blocks_with_one_clear_message(local_slurm, tmp_
     plan = write_plan(tmp_path, {})
     out = tmp_path / "camp"
     r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024",
-              "--profile", profile(tmp_path, partition="nosuchpartition"), *FAST, plan=plan, timeout=120)
+              "--profile", profile(tmp_path, partition="nosuchpartition"), *FAST, "--no-preflight", plan=plan, timeout=120)
     assert r.returncode == BLOCKED, r.stderr
     assert "Invalid partition name specified" in r.stderr
     assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "blocked"}

@@ -120,8 +120,8 @@ def test_real_sbatch_with_a_hostile_output_path_and_hostile_profile_strings(loca
 
     bad = tmp_path / "bad"
     prof = profile(tmp_path, "hostile.yaml", account=hostile("acct"), partition=hostile("part"), name=hostile("name"))
-    r = sweep("run", "--output", bad, "--models", "20m", "--contexts", "512", "--profile", prof, *FAST, plan=plan,
-              timeout=120)
+    r = sweep("run", "--output", bad, "--models", "20m", "--contexts", "512", "--profile", prof, *FAST,
+              "--no-preflight", plan=plan, timeout=120)
     assert r.returncode == BLOCKED, r.stderr
     assert "sbatch refused the job" in r.stderr
     assert check_campaign(bad, since) == {"20m-c512": "blocked"}

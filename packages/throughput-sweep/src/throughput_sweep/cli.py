@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="with --spot-check-from: the sample's random seed (default 0)")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
     run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)  # tests of sbatch's own refusals
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr (for logs and scripts)")
 
     status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
@@ -197,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from throughput_sweep.preflight import gate
 
         preview = plan.preview()
-        verdict = gate(preview, dry_run=args.dry_run)  # the profile against the cluster
+        verdict = gate(preview, dry_run=args.dry_run, skip=args.no_preflight)  # the profile against the cluster
         if args.dry_run or verdict.exit_status:
             shown = print_plan(preview, args) if args.dry_run else 0
             verdict.print()

@@ -23,8 +23,8 @@ separate MaxTime check.
 
 from __future__ import annotations
 
-import pwd
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -177,7 +177,11 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
     if "associations" not in enforce and "limits" not in enforce and "safe" not in enforce:
         found.notes.append("the account and QOS limits were not checked (this cluster does not enforce associations)")
         return
-    user = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a container without a passwd entry for us
+        found.notes.append(f"the account and QOS limits were not checked (no user name for uid {os.getuid()})")
+        return
     where = ["where", f"user={user}"] + ([f"cluster={cluster}"] if cluster else [])
     ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "assoc", *where, f"format={','.join(_ASSOC)}"])
     if not ok:
@@ -281,9 +285,14 @@ def _test_only(campaign: Campaign, curves: list[Curve], found: Findings) -> None
         return
     n = first[0]
     folder = attempt_dir(campaign.root, n.model, n.context_length, n.batch_size, n.attempt)
+    try:
+        text = campaign_script(campaign, attempt_request(campaign, n))
+    except ValueError as exc:  # a value the job script cannot carry (a NUL byte, ':' in PYTHONPATH)
+        found.problems.append(f"the first job's batch script cannot be written: {exc}")
+        return
     with tempfile.TemporaryDirectory(prefix="tsw-preflight-") as tmp:
         script = Path(tmp) / JOB_SCRIPT
-        script.write_text(campaign_script(campaign, attempt_request(campaign, n)))
+        script.write_text(text)
         script.chmod(0o755)
         argv = sbatch_argv(profile, script, token="tsw-preflight", workdir=folder)
         ok, _, why = _ask([argv[0], "--test-only", *argv[1:]])
@@ -328,11 +337,15 @@ class Verdict:
             print(line, file=sys.stderr)
 
 
-def gate(campaign: Campaign, *, dry_run: bool) -> Verdict:
-    """The preflight of a campaign about to be created (`campaign` is its preview)."""
+def gate(campaign: Campaign, *, dry_run: bool, skip: bool = False) -> Verdict:
+    """The preflight of a campaign about to be created (`campaign` is its preview).
+
+    `skip` (run's hidden --no-preflight) lets a test reach sbatch's own refusal at submission."""
     from throughput_sweep.curves import derive
 
     profile = campaign.manifest.profile
+    if skip:
+        return Verdict(["[sweep] preflight: skipped (--no-preflight)"])
     if profile.scheduler != "slurm":
         return Verdict([f"[sweep] preflight: does not apply to the {profile.scheduler} scheduler"])
     if dry_run and shutil.which("sbatch") is None:
