@@ -213,7 +213,7 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
     found.checked.append(f"account {account}, QOS {qos}")
     if "limits" not in enforce and "safe" not in enforce:
         return
-    _limits(profile, f"account {account}'s association", row, ("MaxWall", "MaxTRES", "MaxSubmit", "MaxJobs"), found)
+    _limits(profile, f"the association of account {account}", row, ("MaxWall", "MaxTRES", "MaxSubmit", "MaxJobs"), found)
     ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "qos", "where", f"name={qos}", f"format={','.join(_QOS)}"])
     rows = _rows(out, _QOS) if ok else []
     if not rows:
@@ -235,13 +235,13 @@ def _limits(profile: ClusterProfile, whose: str, row: dict[str, str], keys: tupl
     wall = slurm_minutes(row.get(wall_key, ""))
     if wall is not None and profile.time_limit_minutes > wall:
         found.problems.append(
-            f"profile time_limit_minutes={profile.time_limit_minutes} exceeds {whose} MaxWall of {wall:g} minutes: "
+            f"profile time_limit_minutes={profile.time_limit_minutes} exceeds the MaxWall of {whose} ({wall:g} minutes): "
             "lower it (and watchdog_minutes) or use another account or QOS"
         )
     gpus = re.search(r"gres/gpu=(\d+)", row.get(tres_key, ""))
     if gpus and profile.gpus_per_job > int(gpus.group(1)):
         found.problems.append(
-            f"profile gpus_per_job={profile.gpus_per_job} exceeds {whose} MaxTRESPerJob of gres/gpu={gpus.group(1)}: "
+            f"profile gpus_per_job={profile.gpus_per_job} exceeds the MaxTRESPerJob of {whose} (gres/gpu={gpus.group(1)}): "
             "lower it or use another account or QOS"
         )
     cap = profile.max_concurrent_jobs
