@@ -1,7 +1,10 @@
 """Slurm through its command-line tools (sbatch, squeue, sacct, scancel) as anyio subprocesses.
 
 Every command is an argv list; no shell is ever involved, so a profile value can only
-ever be an argument. The output is read by the pure functions of `slurm_text`
+ever be an argument. Every command runs in `throughput_schema.slurm_env.slurm_environment`:
+the shell's environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
+SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell. A
+sacct that exits 0 but prints an error (Slurm before 23.11.4 with slurmdbd down) failed. The output is read by the pure functions of `slurm_text`
 (`parse_squeue`, `parse_sacct`, `classify_sbatch_error`, ...).
 
 Polling (one cycle = one `poll()` call):
