@@ -61,6 +61,10 @@ DB_PASS=slurm-local-only # MariaDB listens on 127.0.0.1 only
 CLUSTER=local
 ACCOUNT=throughput
 PARTITION=gpu
+SHORT_PARTITION=short
+URGENT_PARTITION=urgent
+LIMITED_ACCOUNT=limited
+THROTTLED_ACCOUNT=throttled
 NODE="$(hostname -s)"
 START_TIMEOUT="${LOCAL_SLURM_START_TIMEOUT:-60}"
 GPU_MODE="${LOCAL_SLURM_GPUS:-auto}"
@@ -476,11 +480,22 @@ AccountingStorageHost=$NODE
 AccountingStoragePass=$MUNGE_SOCKET
 AccountingStorageTRES=gres/gpu
 AccountingStoreFlags=job_comment
-AccountingStorageEnforce=associations
+# limits,qos: QOS limits (the restriction accounts below) are enforced, as on real clusters.
+AccountingStorageEnforce=associations,limits,qos
+
+# Preemption, as a shared cluster may do it: a job in partition $URGENT_PARTITION cancels
+# the $PARTITION jobs it needs room from (the preemption test); nothing else preempts.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 
 GresTypes=gpu
 $node_conf
-PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=UNLIMITED State=UP
+PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=UNLIMITED State=UP PriorityTier=1
+# Restrictions of real clusters, each opt-in by naming it in a profile (see tools/README.md):
+# a 5-minute MaxTime (a 14-minute job pends with PartitionTimeLimit), and a high-priority
+# partition whose jobs preempt.
+PartitionName=$SHORT_PARTITION Nodes=$NODE MaxTime=5 State=UP PriorityTier=1
+PartitionName=$URGENT_PARTITION Nodes=$NODE MaxTime=UNLIMITED State=UP PriorityTier=10
 EOF
 
     printf '%s\n' "$gres_conf" >"$ETC/gres.conf"
@@ -630,6 +645,22 @@ setup_accounts() {
     if [[ -z "$(sacctmgr -n -P show assoc where user=root account="$ACCOUNT" cluster="$CLUSTER" format=user)" ]]; then
         sacctmgr -i add user root Account="$ACCOUNT" DefaultAccount="$ACCOUNT" Cluster="$CLUSTER" >/dev/null
     fi
+    # Restriction accounts: a profile naming one gets its QOS's per-user limit; the default
+    # account stays unlimited. AccountingStorageEnforce=limits,qos makes them bite.
+    local spec name qos limit
+    for spec in "$LIMITED_ACCOUNT:submit2:MaxSubmitJobsPerUser=2" "$THROTTLED_ACCOUNT:run2:MaxJobsPerUser=2"; do
+        IFS=: read -r name qos limit <<<"$spec"
+        if [[ -z "$(sacctmgr -n -P show qos "$qos" format=name)" ]]; then
+            sacctmgr -i add qos "$qos" "$limit" >/dev/null
+        fi
+        if [[ -z "$(sacctmgr -n -P show account "$name" format=account)" ]]; then
+            sacctmgr -i add account "$name" Cluster="$CLUSTER" Description="restriction: $limit" \
+                Organization=throughput >/dev/null
+        fi
+        if [[ -z "$(sacctmgr -n -P show assoc where user=root account="$name" cluster="$CLUSTER" format=user)" ]]; then
+            sacctmgr -i add user root Account="$name" Cluster="$CLUSTER" QOS="$qos" DefaultQOS="$qos" >/dev/null
+        fi
+    done
 }
 
 start_slurmctld() {
