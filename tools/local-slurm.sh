@@ -6,6 +6,7 @@
 #   tools/local-slurm.sh status   exit 0 only if sinfo answers and sacct works
 #   tools/local-slurm.sh env      shell lines to eval: eval "$(tools/local-slurm.sh env)"
 #   tools/local-slurm.sh stop-daemon NAME    stop one daemon (slurmctld, slurmdbd or slurmd)
+#   tools/local-slurm.sh dbd-set [OPT=VAL..] slurmdbd.conf site options for a test (none: restore)
 #   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
 #   tools/local-slurm.sh start --offline DIR   start from the .debs in DIR (see "Offline" below)
 #   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
@@ -65,6 +66,7 @@ SHORT_PARTITION=short
 URGENT_PARTITION=urgent
 LIMITED_ACCOUNT=limited
 THROTTLED_ACCOUNT=throttled
+PLAIN_USER=sweeper
 NODE="$(hostname -s)"
 START_TIMEOUT="${LOCAL_SLURM_START_TIMEOUT:-60}"
 GPU_MODE="${LOCAL_SLURM_GPUS:-auto}"
@@ -645,6 +647,13 @@ setup_accounts() {
     if [[ -z "$(sacctmgr -n -P show assoc where user=root account="$ACCOUNT" cluster="$CLUSTER" format=user)" ]]; then
         sacctmgr -i add user root Account="$ACCOUNT" DefaultAccount="$ACCOUNT" Cluster="$CLUSTER" >/dev/null
     fi
+    # An ordinary (non-admin) user: slurmdbd limits such as MaxQueryTimeRange spare root.
+    if ! id "$PLAIN_USER" >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin "$PLAIN_USER"
+    fi
+    if [[ -z "$(sacctmgr -n -P show assoc where user="$PLAIN_USER" account="$ACCOUNT" cluster="$CLUSTER" format=user)" ]]; then
+        sacctmgr -i add user "$PLAIN_USER" Account="$ACCOUNT" DefaultAccount="$ACCOUNT" Cluster="$CLUSTER" >/dev/null
+    fi
     # Restriction accounts: a profile naming one gets its QOS's per-user limit; the default
     # account stays unlimited. AccountingStorageEnforce=limits,qos makes them bite.
     local spec name qos limit
@@ -796,6 +805,25 @@ cmd_start_daemon() {
     if [[ "$1" != slurmdbd ]]; then wait_for_node; fi
 }
 
+# cmd_dbd_set: slurmdbd options of a real site (e.g. MaxQueryTimeRange=1-00:00:00) for one
+# test, then `dbd-set` with no option restores the permissive file; slurmdbd restarts either way.
+DBD_MARK="# --- dbd-set (tests): removed by a plain dbd-set ---"
+cmd_dbd_set() {
+    local conf="$ETC/slurmdbd.conf" kept
+    [[ -f "$conf" ]] || die "no $conf: start first"
+    kept="$(sed "/^$DBD_MARK\$/,\$d" "$conf")"
+    (
+        umask 077
+        printf '%s\n' "$kept" >"$conf.tmp"
+        if (($#)); then
+            printf '%s\n' "$DBD_MARK" "$@" >>"$conf.tmp"
+        fi
+        mv "$conf.tmp" "$conf"
+    )
+    stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
+    start_slurmdbd
+}
+
 cmd_env() {
     printf 'export LOCAL_SLURM_DIR=%q\n' "$STATE_DIR"
     printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
@@ -835,9 +863,10 @@ env) cmd_env ;;
 config) cmd_config ;;
 unpack) cmd_unpack ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
+dbd-set) shift && cmd_dbd_set "$@" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
 *)
-    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME}" >&2
+    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]}" >&2
     exit 2
     ;;
 esac
