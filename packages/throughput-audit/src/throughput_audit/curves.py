@@ -126,6 +126,8 @@ def walk_throughput(
             state, reason = "incomplete", f"batch {b} ({r.rel}) has no result"
         else:
             state, blocked, reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
+            if s == "cancelled":
+                reason += " by someone else, not a boundary: retry it with run --resume --retry-failed"
         break
     else:
         if present:
