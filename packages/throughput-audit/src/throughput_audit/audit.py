@@ -212,7 +212,9 @@ def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
         "receipt.times",
         not bad,
         file,
-        f"{file}: the recorded accounting's " + "; ".join(bad) if bad
+        f"{file}: the recorded accounting's " + "; ".join(bad) + " (times stored by a campaign run with SLURM_TIME_FORMAT "
+        "set; the job's times cannot be read from this receipt)"
+        if bad
         else f"{file}: recorded start {r.accounting.start!r} and end {r.accounting.end!r} are dates and times",
         start=r.accounting.start,
         end=r.accounting.end,

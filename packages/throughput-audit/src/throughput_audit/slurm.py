@@ -190,7 +190,7 @@ def job_time(text: str) -> datetime | None:
             raise ValueError
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not a date and time (was it written with SLURM_TIME_FORMAT set?)") from None
+        raise ValueError(f"{text!r} is not a date and time") from None
     if when.tzinfo is not None:  # compare everything as naive local time
         when = when.astimezone().replace(tzinfo=None)
     return when
