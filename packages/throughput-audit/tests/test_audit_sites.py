@@ -207,3 +207,16 @@ def test_sacct_stderr_without_an_error_is_not_a_failure(campaign):
 
     out = audit(campaign, sacct)
     assert failures(out) == [] and out.report.slurm == "checked"
+
+
+def test_the_command_line_shows_a_preempted_point_with_its_retry_command(campaign, capsys, monkeypatch):
+    from throughput_audit import cli
+
+    sacct = _end(campaign, point(campaign, "20m-c512", 8), "cancelled", "PREEMPTED")
+    monkeypatch.setattr(slurm, "_run", sacct)
+    cli.main(["--output", str(campaign.root)])
+    shown = capsys.readouterr().out
+    assert (
+        "20m-c512 blocked: batch 8 (curves/20m-c512/b8/attempt-1) ended cancelled by someone else, not a boundary: "
+        f"retry it with throughput-sweep run --output {campaign.root} --resume --retry-failed"
+    ) in shown

@@ -127,7 +127,8 @@ def walk_throughput(
         else:
             state, blocked, reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
             if s == "cancelled":
-                reason += " by someone else, not a boundary: retry it with run --resume --retry-failed"
+                shown = f" --output {root}" if root is not None else ""
+                reason += f" by someone else, not a boundary: retry it with throughput-sweep run{shown} --resume --retry-failed"
         break
     else:
         if present:

@@ -75,6 +75,10 @@ def _someone_else(state: str) -> str:
     return f" (the job {m.meaning}: not a boundary; retry the point with run --resume --retry-failed)"
 
 
+def _source(prefix: str) -> str:
+    return "sacct" if prefix == "slurm" else "the local job registry"
+
+
 def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> None:
     receipt = r.attempt.receipt
     recorded = receipt.accounting
@@ -83,7 +87,7 @@ def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks
     file = r.file(RECEIPT)
     fields = AccountingRow.__struct_fields__ if receipt.accounting_final else _NOT_FINAL
     differ = [f for f in fields if getattr(recorded, f) != getattr(row, f)]
-    source = "sacct" if prefix == "slurm" else "the local job registry"
+    source = _source(prefix)
     checks.expect(
         f"{prefix}.receipt_accounting",
         not differ,
@@ -113,7 +117,7 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
     found = _worker_results(r)
     if not found:
         return 0
-    source = "sacct" if prefix == "slurm" else "the local job registry"
+    source = _source(prefix)
     bad = slurm.time_problems(row)
     start, end = slurm.parse_time(row.start), slurm.parse_time(row.end)
     elapsed = timelimit_minutes(row.elapsed)
@@ -157,8 +161,8 @@ def check_worker_times_ran(prefix: str, jobs: int, compared: int, checks: Checks
         checks.fail(
             f"{prefix}.worker_times",
             "",
-            f"none of the campaign's {jobs} jobs has a result its worker wrote: the workers' times were checked against nothing "
-            "(audit with --no-slurm to skip the scheduler's checks)",
+            f"none of the campaign's {jobs} jobs has a result its worker wrote: the workers' times were checked against nothing"
+            + (" (audit with --no-slurm to skip the Slurm checks)" if prefix == "slurm" else ""),
             jobs=jobs,
             compared=0,
         )
@@ -166,7 +170,7 @@ def check_worker_times_ran(prefix: str, jobs: int, compared: int, checks: Checks
 
 def check_peak(prefix: str, rows: list[AccountingRow], limit: int, checks: Checks) -> None:
     peak = slurm.peak_concurrency(rows)
-    source = "sacct" if prefix == "slurm" else "the local job registry"
+    source = _source(prefix)
     name = f"{prefix}.peak_concurrency"
     if peak.unreadable:
         checks.fail(
