@@ -247,7 +247,7 @@ def state_matches(outcome: str, state: str, exit_code: str) -> bool:
 # accounting says NODE_FAIL although the measurement is whole. The controller keeps such
 # a result; the audit accepts the pair only when the result was finished no later than
 # the job's recorded end (a result from after the job cannot be the job's).
-LOST_AFTER_RESULT = ("NODE_FAIL", "BOOT_FAIL")
+LOST_AFTER_RESULT = tuple(s for s, m in slurm_states.STATES.items() if m.outcome == "node_fail")
 
 
 def state_explains(outcome: str, row: AccountingRow, result_finished_at: str) -> bool:
