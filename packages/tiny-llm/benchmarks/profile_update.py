@@ -36,12 +36,11 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(KERNEL_CACHE)
 META = re.compile(r"'kernel_name': '(triton_\w+)'.*?'kernel_num_gb': ([0-9.eE+-]+)")
 
 from throughput_schema.recipe import load_recipe
-from tiny_llm.kernels import Kernels
 from tiny_llm.update import build
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import copy_bandwidth  # noqa: E402
+from peers import copy_bandwidth, parse_kernels  # noqa: E402
 FAMILIES = [
     ("tiny_llm triton", ("_swiglu_", "_cross_entropy_")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
@@ -71,11 +70,6 @@ def own_kernel_gb(recipe) -> dict[str, float]:
         # reads the BF16 logits, writes their gradient (the second read of each row hits L2)
         "_cross_entropy_forward": 2 * tokens * recipe.model.vocab_size * 2 / 1e9,
     }
-
-
-def parse_kernels(choices: list[str]) -> Kernels:
-    pairs = dict(c.split("=", 1) for c in choices)
-    return Kernels(**{k: int(v) if v.isdigit() else v for k, v in pairs.items()})
 
 
 def main() -> None:
