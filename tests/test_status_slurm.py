@@ -7,14 +7,15 @@ replaces it while nothing of the campaign has run."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from campaign_helpers import BLOCKED, SWEEP, ROOT, job_state, profile, start_sweep, sweep, sweep_env, wait_for, write_plan
+from campaign_helpers import (
+    BLOCKED, ROOT, SWEEP, job_state, profile, receipts, start_sweep, sweep, sweep_env, wait_for, write_plan,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -41,6 +42,15 @@ def test_status_asks_slurm_names_a_stale_lock_and_shows_a_job_cancelled_while_no
     with the retry command (`--offline`: still running, as the files say); without squeue,
     status says so in one line; the retry then finishes the campaign."""
     out = tmp_path / "camp"
+    try:
+        _held_job_cancelled_while_no_watcher_ran(out, tmp_path)
+    finally:  # a held job never ends by itself: leave none in the shared queue
+        ids = [r["job_id"] for r in receipts(out)]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True)
+
+
+def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
     held = profile(tmp_path, extra_sbatch_args=["--hold"])  # every job waits for `scontrol release`
     plan = write_plan(tmp_path, {})
     args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--profile", held, *FAST]

@@ -20,6 +20,8 @@ from throughput_sweep.schedulers.base import JobStatus, QueryFailed
 
 # status waits no longer than this for each scheduler command (the watcher waits 60 s).
 STATUS_COMMAND_TIMEOUT = 20.0
+# Jobs not (known to be) over, besides pending ones: what status adds to "running".
+_STILL_OUT = {"RUNNING": "the scheduler says running", "UNKNOWN": "the scheduler does not know it now"}
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,8 @@ class Live:
             return f"running: {where}, job {rec.job_id}"
         if status.state == "PENDING":
             return f"pending: {where}, job {rec.job_id} ({status.reason or 'no reason given'})"
-        if status.state == "RUNNING":
-            return f"running: {where}, job {rec.job_id} (the scheduler says running)"
-        if status.state == "UNKNOWN":
-            return f"running: {where}, job {rec.job_id} (the scheduler does not know it now)"
+        if status.state in _STILL_OUT:
+            return f"running: {where}, job {rec.job_id} ({_STILL_OUT[status.state]})"
         ended = f"ended: {where}, job {rec.job_id} {status.state}"
         if self.watcher_alive:
             return f"{ended}; the watcher records it"
