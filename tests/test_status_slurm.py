@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from throughput_sweep.campaign import open_campaign
+from throughput_sweep.live import ask
+from throughput_sweep.schedulers.slurm import SlurmScheduler
+
 from campaign_helpers import (
     BLOCKED, ROOT, SWEEP, job_state, profile, receipts, start_sweep, sweep, sweep_env, wait_for, write_plan,
 )
@@ -81,6 +85,9 @@ def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
     assert line.strip().startswith(f"ended: batch 1 attempt 1, job {job} CANCELLED while no watcher ran")
     assert line.endswith(f"run --output {out} --resume --retry-failed")
     assert "jobs now: 1 ended (CANCELLED) while no watcher ran" in live.stdout
+    asked = SlurmScheduler(open_campaign(out).manifest.profile)
+    assert ask(open_campaign(out), "sweep", offline=False, scheduler=asked).jobs[job].state == "CANCELLED"
+    assert asked.command_counts["squeue"] == 1 and sum(asked.command_counts.values()) <= 2, asked.command_counts
 
     offline = status(out, "--offline")
     assert offline.returncode == INCOMPLETE

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.locking import probe, watcher_line
-from throughput_sweep.schedulers.base import JobStatus, QueryFailed
+from throughput_sweep.schedulers.base import JobStatus, QueryFailed, Scheduler
 
 # status waits no longer than this for each scheduler command (the watcher waits 60 s).
 STATUS_COMMAND_TIMEOUT = 20.0
@@ -75,8 +75,9 @@ def out_jobs(infos: list[AttemptInfo]) -> list[str]:
     return [i.job_id for i in infos if i.status == "submitted"]
 
 
-def ask(campaign: Campaign, driver: str, *, offline: bool) -> Live:
-    """The watcher's state and, unless `offline`, one scheduler poll of the jobs out."""
+def ask(campaign: Campaign, driver: str, *, offline: bool, scheduler: Scheduler | None = None) -> Live:
+    """The watcher's state and, unless `offline`, one poll of the jobs out (by `scheduler`,
+    else the campaign's own, made here)."""
     from throughput_sweep.status import campaign_done
     from throughput_sweep.watcher import resume_command
 
@@ -91,20 +92,21 @@ def ask(campaign: Campaign, driver: str, *, offline: bool) -> Live:
     if not ids:
         return Live(driver, resume, watcher, alive, {})
     try:
-        jobs = _poll(campaign, ids)
+        jobs = _poll(campaign, ids, scheduler)
     except QueryFailed as exc:
         note = f"cannot ask the scheduler ({exc}); shown from the campaign's files alone"
         return Live(driver, resume, watcher, alive, None, note)
     return Live(driver, resume, watcher, alive, jobs)
 
 
-def _poll(campaign: Campaign, ids: list[str]) -> dict[str, JobStatus]:
+def _poll(campaign: Campaign, ids: list[str], scheduler: Scheduler | None) -> dict[str, JobStatus]:
     import anyio
 
     from throughput_sweep.schedulers import make_scheduler
 
-    profile = campaign.manifest.profile
-    # No GPU detection for the local one: status hands out no slots.
-    kwargs = {"command_timeout": STATUS_COMMAND_TIMEOUT} if profile.scheduler == "slurm" else {"gpus": []}
-    scheduler = make_scheduler(profile, campaign.root, **kwargs)
+    if scheduler is None:
+        profile = campaign.manifest.profile
+        # No GPU detection for the local one: status hands out no slots.
+        kwargs = {"command_timeout": STATUS_COMMAND_TIMEOUT} if profile.scheduler == "slurm" else {"gpus": []}
+        scheduler = make_scheduler(profile, campaign.root, **kwargs)
     return anyio.run(scheduler.poll, ids)
