@@ -118,3 +118,18 @@ def test_resume_with_another_profile_once_jobs_ran_says_the_profile_is_frozen(tm
     readme = _sweep("collect", "--output", out, plan=plan)
     assert readme.returncode == 0, readme.stderr
     assert "GPU-hours so far: 0.00 over 1 job(s)" in (out / "README.md").read_text()
+
+
+def test_a_blocked_curve_gets_the_retry_command_in_status_and_the_readme(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b1@1": "crash"}}))
+    out = tmp_path / "camp"
+    first = _sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--worker",
+                   "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    assert first.returncode == 3, first.stderr
+    retry = f"run --output {out} --resume --retry-failed"
+    shown = _sweep("status", "--output", out, plan=plan)
+    assert shown.stdout.rstrip().splitlines()[-1].endswith(retry) and "blocked curves: 20m-c512" in shown.stdout
+    assert "frozen profile" not in shown.stdout  # a crash is not the profile's fault
+    assert _sweep("collect", "--output", out, plan=plan).returncode == 0
+    assert f"then retry with: throughput-sweep {retry}**" in (out / "README.md").read_text()

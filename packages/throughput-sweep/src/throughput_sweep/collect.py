@@ -24,7 +24,7 @@ from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protoco
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
 from throughput_sweep.faults import crash_point
-from throughput_sweep.frozen_profile import refusal_advice
+from throughput_sweep.frozen_profile import blocked_advice
 from throughput_sweep.recommendations import recommendations
 from throughput_sweep.hardware import hardware_section, measured_hardware
 from throughput_sweep.status import campaign_done, closed_line, is_complete
@@ -253,9 +253,8 @@ def readme(
     if blocked:
         out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")
         out += [f"- {c.name}: {c.blocked_reason}" for c in blocked]
-        advice = refusal_advice(campaign, curves, "throughput-sweep")
-        if advice:
-            out.append(f"\n**{advice[0].upper()}{advice[1:]}**.")
+        advice = blocked_advice(campaign, curves, "throughput-sweep")
+        out.append(f"\n**{advice[0].upper()}{advice[1:]}**.")
     closed = [c for c in curves if c.state == "closed"]
     if closed:
         out.append("\nCurves closed by hand (a closed curve never sets a memory boundary):\n")

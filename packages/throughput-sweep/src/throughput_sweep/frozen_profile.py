@@ -94,7 +94,7 @@ def blocked_advice(campaign: Campaign, curves: list[Curve], driver: str) -> str:
         return advice
     blocked = ", ".join(c.name for c in curves if c.state == "blocked")
     return (
-        f"the campaign ended with blocked curves: {blocked}; investigate the failures above, "
+        f"blocked curves: {blocked}; investigate their failures, "
         f"then retry with: {driver} run --output {shlex.quote(str(campaign.root))} --resume --retry-failed"
     )
 
