@@ -133,3 +133,29 @@ def test_a_blocked_curve_gets_the_retry_command_in_status_and_the_readme(tmp_pat
     assert "frozen profile" not in shown.stdout  # a crash is not the profile's fault
     assert _sweep("collect", "--output", out, plan=plan).returncode == 0
     assert f"then retry with: throughput-sweep {retry}**" in (out / "README.md").read_text()
+
+
+def test_resume_profile_while_nothing_ran_replaces_a_profile_edited_in_place(tmp_path):
+    import msgspec
+
+    from throughput_schema import Protocol, read
+    from throughput_schema.campaigns import Manifest
+    from throughput_sweep.freezing import create
+    from throughput_sweep.frozen_profile import resume_profile
+    from throughput_sweep.planning import plan_throughput
+    from throughput_sweep.profiles import load_profile
+
+    local = load_profile("local", ROOT)
+    before = msgspec.structs.replace(local, cpus_per_task=3)  # what "local" said when the campaign was made
+    campaign = create(plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128], protocol=Protocol(),
+                                      profile=before, max_batch=1, worker="tiny_llm", root=ROOT))
+    dry, replaced = resume_profile(campaign, "local", ROOT, write=False)
+    assert replaced and dry.manifest.profile == local
+    assert read(campaign.root / "manifest.json", Manifest).profile == before  # a dry run writes nothing
+    done, replaced = resume_profile(campaign, "local", ROOT, write=True)
+    manifest = read(campaign.root / "manifest.json", Manifest)
+    assert replaced and manifest == done.manifest and manifest.profile == local
+    [entry] = manifest.profile_replacements
+    assert entry.old == before and entry.new_name == "local" and entry.old_sha256 != entry.new_sha256
+    assert resume_profile(done, "local", ROOT, write=True) == (done, False)  # the same again: nothing to do
+    assert resume_profile(done, None, ROOT, write=True) == (done, False)

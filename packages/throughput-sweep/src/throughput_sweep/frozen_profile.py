@@ -119,18 +119,26 @@ def refuse_other_profile(campaign: Campaign, spec: str | None) -> None:
 def resume_profile(campaign: Campaign, spec: str | None, root: Path, *, write: bool) -> tuple[Campaign, bool]:
     """`--resume --profile SPEC`: the campaign as it runs on, and whether its profile was replaced.
 
-    Naming the frozen profile (or no profile) changes nothing. Another profile replaces the
-    frozen one only while nothing ran, on the same scheduler (the intents name it); the
-    manifest is rewritten under the campaign's lock unless `write` is False (a dry run).
+    Once a job ran, naming the frozen profile keeps it as frozen, and another is refused.
+    While nothing ran, the profile SPEC names replaces the frozen one where they differ
+    (a profile of the frozen name edited in place since, too), on the same scheduler (the
+    intents name it); the manifest is rewritten under the campaign's lock unless `write` is
+    False (a dry run).
     """
     from throughput_sweep.profiles import load_profile
 
     m = campaign.manifest
-    if not spec or spec == m.profile.name:
+    same_name = spec == m.profile.name
+    if not spec or (same_name and not nothing_ran(campaign.infos())):
         return campaign, False
     refuse_other_profile(campaign, spec)
     frozen = _frozen(campaign)
-    new = load_profile(spec, root, need_python=write)
+    try:
+        new = load_profile(spec, root, need_python=write)
+    except CampaignError:
+        if same_name:  # the frozen name without a file of that name (it came from a path): kept
+            return campaign, False
+        raise
     if new == m.profile:
         return campaign, False
     if new.scheduler != m.profile.scheduler:
