@@ -84,7 +84,7 @@ def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_w
               "--max-batch", "2", "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1",
               "--no-progress", plan=write_plan(tmp_path, {}))
     assert r.returncode == 0, r.stderr
-    assert "[sweep] kept from Slurm and its jobs (docs/reliability.md): " in r.stderr
+    assert "[sweep] kept from Slurm and its jobs: SBATCH_QOS, SBATCH_TIMELIMIT, " in r.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["slurm_environment_removed"] == INHERITED
     jobs = receipts(out)

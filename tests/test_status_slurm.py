@@ -123,8 +123,9 @@ def test_a_refusal_of_the_frozen_profile_says_fix_it_and_resume_profile_replaces
     bad = profile(tmp_path, "bad.yaml", partition="nosuch-partition")
     good = profile(tmp_path, "fixed.yaml")
     plan = write_plan(tmp_path, {})
+    # --no-preflight: past the preflight (which refuses this profile before creation), to sbatch's own refusal.
     first = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--profile", bad,
-                  *FAST, plan=plan)
+                  *FAST, "--no-preflight", plan=plan)
     assert first.returncode == BLOCKED, first.stdout + first.stderr
     advice = first.stderr.strip().splitlines()[-1]
     assert "Invalid partition name specified" in first.stdout

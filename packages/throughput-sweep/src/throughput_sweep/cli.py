@@ -20,6 +20,7 @@ from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, o
 from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
+from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.profiles import choose_profile, missing_python, profile_problem
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
@@ -199,8 +200,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
-        from throughput_sweep.preflight import gate
-
         preview = plan.preview()
         verdict = gate(preview, dry_run=args.dry_run, skip=args.no_preflight)  # the profile against the cluster
         if args.dry_run or verdict.exit_status:
@@ -256,8 +255,8 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     )
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
-        if getattr(scheduler, "removed", None):
-            print(f"[sweep] kept from Slurm and its jobs (docs/reliability.md): {', '.join(scheduler.removed)}", file=sys.stderr)
+        if getattr(scheduler, "removed", None):  # docs/reliability.md
+            print(f"[sweep] kept from Slurm and its jobs: {', '.join(scheduler.removed)}", file=sys.stderr)
         watcher = Watcher(campaign, scheduler, options)
         try:
             try:
@@ -336,8 +335,6 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
         out.append(f"  {c.name:<16} {c.describe}{planned}")
     first = pick(curves, p.max_concurrent_jobs)
     out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
-    from throughput_sweep.preflight import worst_case
-
     out.append(worst_case(campaign, curves))
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")

@@ -39,7 +39,6 @@ from throughput_schema.slurm_env import slurm_environment
 
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import TERMINAL, Curve
-from throughput_sweep.schedulers.slurm import sbatch_argv
 from throughput_sweep.schedulers.slurm_text import classify_sbatch_error, slurm_minutes
 
 __all__ = ["Findings", "Verdict", "check", "gate", "worst_case"]
@@ -278,6 +277,7 @@ _SUBMIT_LIMIT = re.compile(r"MaxSubmit|submit limit", re.I)
 def _test_only(campaign: Campaign, curves: list[Curve], found: Findings) -> None:
     from throughput_sweep.attempt import attempt_request, campaign_script
     from throughput_sweep.curves import pick
+    from throughput_sweep.schedulers.slurm import sbatch_argv
 
     profile = campaign.manifest.profile
     first = pick(curves, profile.max_concurrent_jobs)
