@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import uuid
 from datetime import datetime
-from pathlib import Path
 
 import anyio
 import msgspec
