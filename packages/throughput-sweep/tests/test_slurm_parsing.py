@@ -45,7 +45,6 @@ def test_sbatch_argv_leaves_out_empty_values():
         "sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified",
         "sbatch: error: Batch job submission failed: Job has invalid qos",
         "sbatch: error: Batch job submission failed: Invalid qos specification",
-        "sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
         "sbatch: error: Batch job submission failed: Requested node configuration is not available",
         "sbatch: error: Invalid generic resource (gres) specification",
         "sbatch: error: Memory specification can not be satisfied",

@@ -23,11 +23,13 @@ TERMINAL_STATES = frozenset(
 class SubmitFailed(RuntimeError):
     """The scheduler refused the job. `permanent` when retrying cannot help (bad account...)."""
 
-    def __init__(self, message: str, *, permanent: bool, maybe_submitted: bool = False) -> None:
+    def __init__(self, message: str, *, permanent: bool, maybe_submitted: bool = False, limit: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
         # The job may exist anyway: reconcile the intent by token before resubmitting.
         self.maybe_submitted = maybe_submitted
+        # A submit limit: no job was made, and one will be accepted once fewer are queued.
+        self.limit = limit
 
 
 class QueryFailed(RuntimeError):

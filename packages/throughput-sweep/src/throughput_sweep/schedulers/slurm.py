@@ -2,7 +2,7 @@
 
 Every command is an argv list; no shell is ever involved, so a profile value can only
 ever be an argument. The output is read by the pure functions of `slurm_text`
-(`parse_squeue`, `parse_sacct`, `classify_sbatch_error`, ...).
+(`parse_squeue`, `parse_sacct`, ...) and the lists of `slurm_reasons` (`refusal_kind`).
 
 Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never "gone":
@@ -25,7 +25,8 @@ may hide an accepted job, so before every retry the job is looked up by its toke
 job name); if the lookup cannot prove absence the retry is skipped and `SubmitFailed`
 is raised with `maybe_submitted=True`: the caller keeps the intent and reconciles it
 by token later. Permanent failures (bad account, partition, QOS, constraints...) raise
-`SubmitFailed(permanent=True)` at once.
+`SubmitFailed(permanent=True)` at once, and a submit limit `SubmitFailed(limit=True)` at
+once (no job was made; the watcher lowers its slots and waits).
 """
 
 from __future__ import annotations
@@ -41,15 +42,14 @@ import anyio
 from throughput_schema import ClusterProfile
 from throughput_schema.layout import job_log
 from throughput_sweep.schedulers.base import TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
-    _TRANSIENT,
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     QueueEntry,
     _queue_state,
     _slurm_time,
     accounting_is_final,
-    classify_sbatch_error,
     launch_failure_note,
     normalize_state,
     parse_sacct,
@@ -176,14 +176,19 @@ class SlurmScheduler:
                         f"sbatch answered without a job id: {last.stdout.strip()!r}", permanent=False, maybe_submitted=True
                     )
                 return job_id
-            if classify_sbatch_error(last.stderr, last.returncode):
-                raise SubmitFailed(f"sbatch refused the job: {last.describe()}", permanent=True)
+            kind = refusal_kind(last.stderr, last.returncode)
+            said = refusal_text(last.stderr, last.stdout) or last.describe()
+            if kind == "permanent":
+                raise SubmitFailed(f"sbatch refused the job: {said}", permanent=True)
+            if kind == "limit":
+                # Refused outright (no job was made): the watcher waits, not this loop.
+                raise SubmitFailed(f"sbatch refused the job for a submit limit: {said}", permanent=False, limit=True)
         assert last is not None
         # Transient to the end: a time-out may still have submitted it.
         raise SubmitFailed(
-            f"sbatch failed {self.submit_attempts} times: {last.describe()}",
+            f"sbatch failed {self.submit_attempts} times: {refusal_text(last.stderr, last.stdout) or last.describe()}",
             permanent=False,
-            maybe_submitted=last.returncode is None or bool(_TRANSIENT.search(last.stderr)),
+            maybe_submitted=may_hide_a_job(last.stderr, last.returncode),
         )
 
     # ---------------------------------------------------------------------- poll
