@@ -214,6 +214,7 @@ _EXPECTED: dict[str, tuple[tuple[str, int | None], ...]] = {
     "crashed": (("FAILED", None),),
     "cancelled": (("CANCELLED", None), ("FAILED", 8)),
     "node_fail": (("NODE_FAIL", None), ("BOOT_FAIL", None), ("FAILED", 9)),
+    "refused": (("CANCELLED", None),),  # pended for a reason that never clears; the watcher cancelled it
 }
 
 

@@ -32,6 +32,9 @@ class SubmitFailed(RuntimeError):
         self.limit = limit
 
 
+GONE_FROM_SQUEUE = "gone from squeue"
+
+
 class QueryFailed(RuntimeError):
     """squeue/sacct (or the local registry) did not answer: state unknown, not 'gone'."""
 
@@ -44,7 +47,8 @@ class JobStatus:
     accounting: AccountingRow | None = None
     # True once the accounting row is complete (sacct lags a few seconds after the end).
     accounting_final: bool = False
-    # Why a PENDING job waits (squeue's reason), or a short note; informational.
+    # Why a PENDING job waits (squeue's reason), or a short note; for UNKNOWN, starting with
+    # GONE_FROM_SQUEUE when squeue answered without the job (it ended; only sacct can say how).
     reason: str = ""
 
     @property

@@ -41,7 +41,7 @@ import anyio
 
 from throughput_schema import ClusterProfile
 from throughput_schema.layout import job_log
-from throughput_sweep.schedulers.base import TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
 from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
     SACCT_FIELDS,
@@ -234,7 +234,9 @@ class SlurmScheduler:
                 known = statuses.get(job_id)
                 if row is None:
                     if known is None:
-                        statuses[job_id] = JobStatus(job_id, "UNKNOWN")
+                        said = "sacct gave no row" if sa.ok else f"sacct failed: {sa.describe()}"
+                        gone = f"{GONE_FROM_SQUEUE}; {said}" if queue is not None else f"squeue failed; {said}"
+                        statuses[job_id] = JobStatus(job_id, "UNKNOWN", reason=gone)
                     continue
                 state = normalize_state(row.state)
                 if known is not None and known.state in TERMINAL_STATES and state not in TERMINAL_STATES:
