@@ -135,7 +135,7 @@ class NeverStarts(Scripted):
 
 
 def test_a_job_that_can_never_start_is_cancelled_and_refused(tmp_path, capsys):
-    campaign, scheduler, status = two_curves(tmp_path, NeverStarts)
+    campaign, scheduler, status = two_curves(tmp_path, NeverStarts, never_start_after=0.1)
     assert status == 0 and sorted(scheduler.cancelled) == ["1", "2"]
     curves = {c.name: c for c in campaign.curves()}
     assert {n: c.state for n, c in curves.items()} == {"tiny-c128": "blocked", "tiny-c256": "blocked"}

@@ -45,6 +45,8 @@ class WatchOptions:
     # (a slurmctld restart of a few minutes must not block curves).
     settle_patience: float = 600.0
     submit_backoff_max: float = 120.0
+    # A job pending this long for one reason that waiting cannot clear is cancelled and refused.
+    never_start_after: float = 20.0
     # After the cluster's submit limit lowered the slots, try one more slot this often.
     limit_probe: float = 60.0
     # A job that squeue no longer lists while sacct gives no row (slurmdbd down, accounting
@@ -78,6 +80,7 @@ class WatcherState:
     pending: dict[str, str] = field(default_factory=dict)  # job id -> squeue's reason
     refused_cancelled: set[str] = field(default_factory=set)  # never-starting jobs cancelled
     vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
+    never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
 
 
 def _terminal(state: str) -> bool:
@@ -281,7 +284,7 @@ class Watcher:
             receipt = info.attempt.receipt
             status = statuses.get(receipt.job_id)
             self._note_pending(receipt.job_id, status)
-            if status is not None and status.state == "PENDING" and never_starts(status.reason):
+            if self._never_starts(receipt.job_id, status, clock):
                 changed |= await refuse(self, info, status.reason)
                 continue
             if status is not None and status.state == "UNKNOWN":
@@ -324,6 +327,19 @@ class Watcher:
             self.st.pending[job_id] = status.reason
         else:
             self.st.pending.pop(job_id, None)
+
+    def _never_starts(self, job_id: str, status, clock: float) -> bool:
+        """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
+        right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
+        merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
+        if status is None or status.state != "PENDING" or not never_starts(status.reason):
+            self.st.never_since.pop(job_id, None)
+            return False
+        reason, since = self.st.never_since.get(job_id, (None, clock))
+        if reason != status.reason:
+            self.st.never_since[job_id] = (status.reason, clock)
+            since = clock
+        return clock - since >= self.options.never_start_after
 
     # -------------------------------------------------------------- signals
 

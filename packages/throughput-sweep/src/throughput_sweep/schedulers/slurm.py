@@ -19,6 +19,10 @@ Polling (one cycle = one `poll()` call):
     `command_counts` counts every command issued since construction, so a test can
     assert "at most one squeue and one sacct per cycle".
 
+Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at
+most `query_span` (default a day) from the oldest intent (less `since_margin`) to now, so
+no query is wider than slurmdbd's MaxQueryTimeRange allows when the span is set below it.
+
 Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch script has
 no #SBATCH lines). A transient failure (controller unreachable, socket time-out, busy)
 may hide an accepted job, so before every retry the job is looked up by its token (the
@@ -56,7 +60,21 @@ from throughput_sweep.schedulers.slurm_text import (
     parse_squeue,
 )
 
-__all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
+__all__ = ["CommandResult", "SlurmScheduler", "query_windows", "sbatch_argv"]
+
+
+def query_windows(start: datetime, now: datetime, span: timedelta) -> list[tuple[datetime, datetime | None]]:
+    """[start, now] cut into windows of at most `span`, oldest first; the last ends at None ('now').
+
+    sacct selects the jobs that were pending or running at some time in its window, so a
+    job is found in every window its life overlaps; consecutive windows share their edge.
+    """
+    windows: list[tuple[datetime, datetime | None]] = []
+    while now - start > span:
+        windows.append((start, start + span))
+        start += span
+    windows.append((start, None))
+    return windows
 
 
 def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch") -> list[str]:
@@ -112,6 +130,7 @@ class SlurmScheduler:
         backoff_seconds: float = 2.0,
         command_timeout: float = 60.0,
         since_margin: timedelta = timedelta(hours=1),
+        query_span: timedelta = timedelta(days=1),
         commands: dict[str, str] | None = None,
     ) -> None:
         self.profile = profile
@@ -120,6 +139,9 @@ class SlurmScheduler:
         self.backoff_seconds = backoff_seconds
         self.command_timeout = command_timeout
         self.since_margin = since_margin
+        # sacct --name is asked in windows no wider than this: slurmdbd's MaxQueryTimeRange
+        # refuses wider ones from ordinary users, and an old campaign's window would grow forever.
+        self.query_span = max(query_span, timedelta(minutes=1))
         self._cmd = {"sbatch": "sbatch", "squeue": "squeue", "sacct": "sacct", "scancel": "scancel", "scontrol": "scontrol"}
         self._cmd.update(commands or {})
         self.command_counts: Counter[str] = Counter()
@@ -151,7 +173,7 @@ class SlurmScheduler:
                 await anyio.sleep(self.backoff_seconds * 2 ** (attempt - 2))
                 # The failed call may still have reached the controller: look first.
                 try:
-                    found = (await self.find_by_token([token], datetime.now() - timedelta(days=1))).get(token, [])
+                    found = (await self.find_by_token([token], datetime.now() - timedelta(minutes=10))).get(token, [])
                 except QueryFailed:
                     raise SubmitFailed(
                         f"sbatch failed ({last.describe()}) and the job could not be looked up by its token; "
@@ -266,25 +288,27 @@ class SlurmScheduler:
         )
         if not sq.ok:
             raise QueryFailed(f"cannot look up jobs by token: {sq.describe()}")
-        start = _slurm_time(since - self.since_margin)
-        sa = await self._run(
-            "sacct",
-            [
-                "--parsable2",
-                "--noheader",
-                "-X",
-                f"--starttime={start}",
-                "--endtime=now",
-                f"--name={','.join(tokens)}",
-                f"--format={','.join(SACCT_FIELDS)}",
-            ],
-        )
-        if not sa.ok:
-            raise QueryFailed(f"cannot look up jobs by token: {sa.describe()}")
+        rows: dict = {}
+        for start, end in query_windows(since - self.since_margin, datetime.now(), self.query_span):
+            sa = await self._run(
+                "sacct",
+                [
+                    "--parsable2",
+                    "--noheader",
+                    "-X",
+                    f"--starttime={_slurm_time(start)}",
+                    f"--endtime={'now' if end is None else _slurm_time(end)}",
+                    f"--name={','.join(tokens)}",
+                    f"--format={','.join(SACCT_FIELDS)}",
+                ],
+            )
+            if not sa.ok:
+                raise QueryFailed(f"cannot look up jobs by token: {sa.describe()}")
+            rows.update(parse_sacct(sa.stdout))
         for entry in parse_squeue(sq.stdout).values():
             if entry.name in wanted and entry.job_id not in found[entry.name]:
                 found[entry.name].append(entry.job_id)
-        for row in parse_sacct(sa.stdout).values():
+        for row in rows.values():
             for token in {row.job_name, row.comment} & wanted:
                 if row.job_id not in found[token]:
                     found[token].append(row.job_id)

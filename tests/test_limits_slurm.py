@@ -1,0 +1,158 @@
+"""A real cluster's limits on the real local Slurm (tools/local-slurm.sh): a QOS submit limit,
+a partition whose MaxTime is below the profile's time limit, sacct by windows, slurmdbd down.
+
+Uses the restrictions the local Slurm always has: account `limited` (QOS submit2,
+MaxSubmitJobsPerUser=2), partition `short` (MaxTime=5, EnforcePartLimits left at NO so a
+longer job is accepted and pends with PartitionTimeLimit), AccountingStorageEnforce=
+associations,limits,qos.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+import yaml
+
+from throughput_schema import ClusterProfile
+from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, SubmitFailed
+from throughput_sweep.schedulers.slurm import SlurmScheduler
+
+from campaign_helpers import BLOCKED, ROOT, profile, receipts, slurm_tool, sweep, write_plan
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "2"]
+
+
+def _profile(**changes) -> ClusterProfile:
+    raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
+    raw.update(changes)
+    return msgspec.convert(raw, ClusterProfile)
+
+
+def _script(folder: Path, body: str = "sleep 60") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.sh"
+    path.write_text(f"#!/bin/bash\n{body}\n")
+    return path
+
+
+@contextmanager
+def held_job(account: str, tmp_path: Path):
+    """One of the user's other jobs, held in the queue (it counts against a submit limit)."""
+    script = _script(tmp_path / "held")
+    out = subprocess.run(["sbatch", "--parsable", "--hold", f"--account={account}", "--gpus=1", "--time=1",
+                          "-o", "/dev/null", "-J", "held-by-test", str(script)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().split(";")[0]
+    try:
+        yield job_id
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+def test_sbatch_over_the_submit_limit_is_a_limit_not_a_refusal(local_slurm, tmp_path):
+    sched = SlurmScheduler(_profile(account="limited", time_limit_minutes=1), backoff_seconds=0.1)
+
+    async def main():
+        first = await sched.submit(_script(tmp_path / "a"), token=f"tst-{uuid.uuid4().hex[:12]}", workdir=tmp_path)
+        try:
+            with pytest.raises(SubmitFailed) as info:
+                await sched.submit(_script(tmp_path / "b"), token=f"tst-{uuid.uuid4().hex[:12]}", workdir=tmp_path)
+        finally:
+            await sched.cancel(first)
+        return info.value
+
+    with held_job("limited", tmp_path):
+        refusal = anyio.run(main)
+    assert refusal.limit and not refusal.permanent and not refusal.maybe_submitted
+    # The whole of what sbatch said, the reason word included.
+    assert "QOSMaxSubmitJobPerUserLimit / sbatch: error: Batch job submission failed: Job violates" in str(refusal)
+    assert sched.command_counts["sbatch"] == 2  # no blind retry inside submit
+
+
+def test_a_campaign_wider_than_the_submit_limit_completes(local_slurm, tmp_path):
+    """Two curves, cap 8, on account `limited` while one of the user's other jobs is queued:
+    only one more job fits, every curve completes, the limit is said once and shown."""
+    out = tmp_path / "camp"
+    plan = write_plan(tmp_path, {})
+    with held_job("limited", tmp_path):
+        r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--max-batch", "8",
+                  "--profile", profile(tmp_path, account="limited", max_concurrent_jobs=8), *FAST, plan=plan)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("refused a job for a submit limit") == 1, r.stderr
+    assert "submit limit: 1 job(s) at once (the profile allows 8)" in r.stderr
+    status = sweep("status", "--output", out, plan=plan).stdout
+    assert "blocked" not in status and status.count("capped") >= 2, status
+    settled = [json.loads(p.read_text()) for p in out.glob("curves/*/b*/attempt-*/settlement.json")]
+    assert settled and {s["state"] for s in settled} == {"never-submitted"}, settled
+    assert all(r["accounting_final"] for r in receipts(out))
+
+
+def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp_path):
+    """Partition `short` (MaxTime 5) and a 14-minute profile: the job pends with
+    PartitionTimeLimit; the watcher cancels it and the curve blocks, refused, with the fix."""
+    out = tmp_path / "camp"
+    plan = write_plan(tmp_path, {})
+    prof = profile(tmp_path, partition="short", time_limit_minutes=14, watchdog_minutes=13)
+    r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2", "--profile", prof,
+              *FAST, "--no-progress", plan=plan)
+    assert r.returncode == BLOCKED, r.stderr
+    assert "can never start: PartitionTimeLimit; cancelled" in r.stderr
+    result = json.loads((out / "curves/20m-c512/b1/attempt-1/result.json").read_text())
+    assert result["outcome"]["kind"] == "refused" and result["outcome"]["reason"] == "PartitionTimeLimit"
+    assert "time_limit_minutes" in result["outcome"]["fix"]
+    assert "could not create" not in result["outcome"]["message"]
+    [receipt] = receipts(out)
+    assert receipt["accounting"]["state"].startswith("CANCELLED")
+    status = sweep("status", "--output", out, plan=plan)
+    assert "refused" in status.stdout and "PartitionTimeLimit" in status.stdout, status.stdout
+
+
+def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, tmp_path):
+    sched = SlurmScheduler(_profile(time_limit_minutes=1), query_span=timedelta(days=1))
+    token = f"tst-{uuid.uuid4().hex[:12]}"
+
+    async def main():
+        job_id = await sched.submit(_script(tmp_path, "true"), token=token, workdir=tmp_path)
+        before = sched.command_counts["sacct"]
+        found = await sched.find_by_token([token], datetime.now() - timedelta(days=3))
+        return job_id, found, sched.command_counts["sacct"] - before
+
+    job_id, found, calls = anyio.run(main)
+    assert found == {token: [job_id]}
+    assert calls == 4  # three days and the hour's margin, one day at a time
+
+
+@contextmanager
+def slurmdbd_stopped():
+    slurm_tool("stop-daemon", "slurmdbd")
+    try:
+        yield
+    finally:
+        slurm_tool("start-daemon", "slurmdbd")
+        slurm_tool("start")
+
+
+def test_with_slurmdbd_down_a_job_gone_from_squeue_is_reported_so(local_slurm):
+    """What the watcher settles from the attempt folder after its grace
+    (packages/throughput-sweep/tests/test_cluster_limits.py): squeue answered without the job
+    and sacct failed, said apart from a squeue that did not answer."""
+    sched = SlurmScheduler(_profile(), command_timeout=20)
+
+    async def main():
+        return await sched.poll(["99999997"])
+
+    with slurmdbd_stopped():
+        statuses = anyio.run(main)
+    status = statuses["99999997"]
+    assert status.state == "UNKNOWN" and status.reason.startswith(GONE_FROM_SQUEUE), status
+    assert "sacct failed" in status.reason
