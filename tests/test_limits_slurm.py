@@ -26,6 +26,7 @@ from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, SubmitFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
 from campaign_helpers import BLOCKED, ROOT, profile, receipts, slurm_tool, sweep, write_plan
+from optimizer_campaigns import audit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -95,6 +96,9 @@ def test_a_campaign_wider_than_the_submit_limit_completes(local_slurm, tmp_path)
     settled = [json.loads(p.read_text()) for p in out.glob("curves/*/b*/attempt-*/settlement.json")]
     assert settled and {s["state"] for s in settled} == {"never-submitted"}, settled
     assert all(r["accounting_final"] for r in receipts(out))
+    assert sweep("collect", "--output", out, plan=plan).returncode == 0
+    checked = audit(out)
+    assert checked.returncode == 0 and "0 failed" in checked.stdout, checked.stdout + checked.stderr
 
 
 def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp_path):
@@ -115,6 +119,9 @@ def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp
     assert receipt["accounting"]["state"].startswith("CANCELLED")
     status = sweep("status", "--output", out, plan=plan)
     assert "refused" in status.stdout and "PartitionTimeLimit" in status.stdout, status.stdout
+    assert sweep("collect", "--output", out, plan=plan).returncode == 0
+    checked = audit(out)  # the refused job had no allocation to check; its state agrees
+    assert checked.returncode == 0 and "0 failed" in checked.stdout, checked.stdout + checked.stderr
 
 
 def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, tmp_path):

@@ -10,7 +10,7 @@ from throughput_schema import AccountingRow
 from throughput_schema.layout import INTENT, MANIFEST, RECEIPT
 
 from throughput_audit import slurm
-from throughput_audit.campaign import AttemptRecord, Loaded
+from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak
 
@@ -62,6 +62,8 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
         problems = slurm.allocation_problems(row, profile)
+        if kind(r.attempt.result) == "refused" and not row.alloc_tres:
+            problems = []  # cancelled while pending for a reason that never clears: no allocation to check
         checks.expect(
             "slurm.allocation",
             not problems,
