@@ -13,7 +13,7 @@ import json
 import subprocess
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import anyio
@@ -132,7 +132,11 @@ def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, t
         job_id = await sched.submit(_script(tmp_path, "true"), token=token, workdir=tmp_path)
         before = sched.command_counts["sacct"]
         found = await sched.find_by_token([token], datetime.now() - timedelta(days=3))
-        return job_id, found, sched.command_counts["sacct"] - before
+        calls = sched.command_counts["sacct"] - before
+        # An intent's time is UTC with its offset (settle_intents): the same windows.
+        aware = await sched.find_by_token([token], datetime.now(timezone.utc) - timedelta(days=3))
+        assert aware == found and sched.command_counts["sacct"] - before == 2 * calls
+        return job_id, found, calls
 
     job_id, found, calls = anyio.run(main)
     assert found == {token: [job_id]}

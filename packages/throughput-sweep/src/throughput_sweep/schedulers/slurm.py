@@ -289,6 +289,8 @@ class SlurmScheduler:
         if not sq.ok:
             raise QueryFailed(f"cannot look up jobs by token: {sq.describe()}")
         rows: dict = {}
+        if since.tzinfo is not None:  # an intent's time (UTC): sacct reads local times
+            since = since.astimezone().replace(tzinfo=None)
         for start, end in query_windows(since - self.since_margin, datetime.now(), self.query_span):
             sa = await self._run(
                 "sacct",
