@@ -25,7 +25,16 @@ from throughput_schema import ClusterProfile
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, SubmitFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
-from campaign_helpers import BLOCKED, ROOT, profile, receipts, slurm_tool, sweep, write_plan
+from campaign_helpers import (
+    BLOCKED,
+    ROOT,
+    assert_exactly_one_job_per_point,
+    profile,
+    receipts,
+    slurm_tool,
+    sweep,
+    write_plan,
+)
 from optimizer_campaigns import audit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -46,9 +55,21 @@ def _script(folder: Path, body: str = "sleep 60") -> Path:
     return path
 
 
+def enforced_limits() -> None:
+    """The QOS limits bite only with AccountingStorageEnforce=...limits,qos: a Slurm started by
+    an older tools/local-slurm.sh lacks them, and the limit tests would check nothing."""
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    line = next((x for x in config.splitlines() if x.startswith("AccountingStorageEnforce")), "")
+    enforce = line.split("=", 1)[-1].strip()
+    if not {"limits", "qos"} <= set(enforce.replace(" ", "").split(",")):
+        pytest.fail(f"the local Slurm has AccountingStorageEnforce={enforce}, not limits,qos: restart it with "
+                    "tools/local-slurm.sh of a checkout that has the restrictions", pytrace=False)
+
+
 @contextmanager
 def held_job(account: str, tmp_path: Path):
     """One of the user's other jobs, held in the queue (it counts against a submit limit)."""
+    enforced_limits()
     script = _script(tmp_path / "held")
     out = subprocess.run(["sbatch", "--parsable", "--hold", f"--account={account}", "--gpus=1", "--time=1",
                           "-o", "/dev/null", "-J", "held-by-test", str(script)], capture_output=True, text=True)
@@ -83,6 +104,7 @@ def test_sbatch_over_the_submit_limit_is_a_limit_not_a_refusal(local_slurm, tmp_
 def test_a_campaign_wider_than_the_submit_limit_completes(local_slurm, tmp_path):
     """Two curves, cap 8, on account `limited` while one of the user's other jobs is queued:
     only one more job fits, every curve completes, the limit is said once and shown."""
+    since = datetime.now() - timedelta(seconds=5)
     out = tmp_path / "camp"
     plan = write_plan(tmp_path, {})
     with held_job("limited", tmp_path):
@@ -96,6 +118,7 @@ def test_a_campaign_wider_than_the_submit_limit_completes(local_slurm, tmp_path)
     settled = [json.loads(p.read_text()) for p in out.glob("curves/*/b*/attempt-*/settlement.json")]
     assert settled and {s["state"] for s in settled} == {"never-submitted"}, settled
     assert all(r["accounting_final"] for r in receipts(out))
+    assert_exactly_one_job_per_point(out, since)  # no job behind a refused intent, none twice
     assert sweep("collect", "--output", out, plan=plan).returncode == 0
     checked = audit(out)
     assert checked.returncode == 0 and "0 failed" in checked.stdout, checked.stdout + checked.stderr
