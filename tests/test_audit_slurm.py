@@ -146,7 +146,7 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted"]
     msg = failed[0].message
     assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {other} ")
-    assert "cpu '2', profile requires 8" in msg and "mem '2G', profile requires '64G'" in msg
+    assert "cpu '2', profile requires at least 8" in msg and "mem '2G', profile requires at least 64G" in msg
     assert failed[1].values["job_id"] == jobs[folder]
 
 
@@ -233,6 +233,6 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted", "slurm.unreceipted"]
     assert failed[0].file == "curves/20m-c512/b2/attempt-1/receipt.json"
-    assert f"job {other} cpu '2', profile requires 8" in failed[0].message
+    assert f"job {other} cpu '2', profile requires at least 8" in failed[0].message
     # The job the receipt named before, and the duplicate.
     assert sorted(c.values["job_id"] for c in failed[1:]) == sorted([receipt.job_id, extra], key=int)

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from throughput_audit import slurm
+from throughput_audit.allocation import mem_mib, timelimit_minutes
 from throughput_audit.audit import write_outputs
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_throughput
@@ -41,8 +42,8 @@ def test_receipt_pointing_at_a_job_with_other_resources_is_caught(campaign):
     assert len(bad) == 1
     msg = bad[0].message
     assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {job} ")
-    for part in ("gres/gpu None, profile requires 1", "cpu '2', profile requires 8", "mem '2G', profile requires '64G'",
-                 "timelimit '00:05:00', profile requires '00:14:00'"):
+    for part in ("gres/gpu None, profile requires 1", "cpu '2', profile requires at least 8", "mem '2G', profile requires at least 64G",
+                 "timelimit '00:05:00', profile requires at least 00:14:00"):
         assert part in msg
     assert failures(out, "slurm.identity")
 
@@ -94,8 +95,8 @@ def test_sacct_parsing_keeps_pipes_in_comments():
                      "2026-01-01T00:01:00", "00:01:00", "n1", "a|b"])
     (row,) = slurm.parse(line + "\n")
     assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 14
-    assert slurm.timelimit_minutes("1-00:00:00") == 1440 and slurm.timelimit_minutes("14:00") == 14
-    assert slurm.mem_mib("65536M") == slurm.mem_mib("64G")
+    assert timelimit_minutes("1-00:00:00") == 1440 and timelimit_minutes("14:00") == 14
+    assert mem_mib("65536M") == mem_mib("64G")
 
 
 def test_local_campaign_concurrency_comes_from_recorded_accounting(tmp_path):
@@ -249,7 +250,10 @@ def test_token_lookup_with_sacct_unavailable_is_one_line(campaign):
     out = audit(campaign, sacct)
     bad = failures(out)
     assert [c.name for c in bad] == ["slurm.sacct"]
-    assert bad[0].message == "sacct: sacct not found: the Slurm client tools are needed to audit a Slurm campaign"
+    assert bad[0].message.startswith(
+        "Slurm accounting not available: sacct not found: the Slurm client tools are needed to audit a Slurm campaign; "
+    )
+    assert out.report.slurm == "not_available"
     assert "# sacct by token failed: sacct not found" in out.accounting
 
 

@@ -10,12 +10,14 @@ from throughput_schema import AccountingRow
 from throughput_schema.layout import INTENT, MANIFEST, RECEIPT
 
 from throughput_audit import slurm
+from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks
-from throughput_audit.jobs import check_job, check_peak
+from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
 
 
-def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, settle_seconds: float) -> str:
+def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, settle_seconds: float) -> tuple[str, bool]:
+    """accounting.txt's text, and whether Slurm's accounting answered."""
     m = loaded.manifest
     profile = m.profile
     jobs: dict[str, AttemptRecord] = {}
@@ -40,8 +42,8 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         rows, queries = slurm.query(jobs, runner=runner)
         rows, more = _settle(rows, runner, settle_seconds)
     except slurm.AccountingUnavailable as exc:
-        checks.fail("slurm.sacct", "", f"sacct: {exc}")
-        return f"# sacct failed: {exc}\n"
+        unavailable(checks, exc)
+        return f"# Slurm accounting not available: {exc}\n", False
     checks.expect(
         "slurm.queries",
         len(queries) == -(-len(jobs) // slurm.BATCH),
@@ -53,6 +55,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
     )
     queries = queries + more
     used: list[AccountingRow] = []
+    compared = 0
     for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
         row = rows.get(job_id)
@@ -61,7 +64,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             continue
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
-        problems = slurm.allocation_problems(row, profile)
+        problems = allocation_problems(row, profile)
         if kind(r.attempt.result) == "refused" and not row.alloc_tres:
             problems = []  # cancelled while pending for a reason that never clears: no allocation to check
         checks.expect(
@@ -70,7 +73,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             file,
             f"{file}: job {job_id} "
             + (
-                "; ".join(f"{what} {actual!r}, profile requires {expected!r}" for what, expected, actual in problems)
+                "; ".join(f"{what} {actual!r}, profile requires {expected}" for what, expected, actual in problems)
                 if problems
                 else f"AllocTRES {row.alloc_tres}, Timelimit {row.timelimit}, account {row.account}, partition {row.partition}"
             ),
@@ -81,7 +84,8 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             partition=row.partition,
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
-        check_job("slurm", r, row, checks)
+        compared += check_job("slurm", r, row, checks)
+    check_worker_times_ran("slurm", len(used), compared, checks)
     check_peak("slurm", used, profile.max_concurrent_jobs, checks)
     unreceipted: list[AccountingRow] = []
     failed = ""
@@ -89,7 +93,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner)
         queries = queries + by_token
     except slurm.AccountingUnavailable as exc:
-        checks.fail("slurm.sacct", "", f"sacct: {exc}")
+        unavailable(checks, exc)
         failed = f"# sacct by token failed: {exc}"
     text = [f"# {m.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
     for q in queries:
@@ -98,7 +102,17 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         text.append(failed)
     if unreceipted:
         text.append(f"# {len(unreceipted)} jobs named by the campaign's tokens without a receipt (listed last)")
-    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted)
+    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted), not failed
+
+
+def unavailable(checks: Checks, exc: Exception) -> None:
+    checks.fail(
+        "slurm.sacct",
+        "",
+        f"Slurm accounting not available: {exc}; the jobs were not checked against it "
+        "(fix sacct/slurmdbd and audit again, or pass --no-slurm to skip the Slurm checks)",
+        error=str(exc),
+    )
 
 
 def check_unreceipted(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None) -> tuple[list[AccountingRow], list[slurm.Query]]:

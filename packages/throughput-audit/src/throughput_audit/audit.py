@@ -105,8 +105,8 @@ def run_audit(
             accounting += check_local(loaded, checks)
         slurm_state = "not_applicable"
     else:
-        accounting = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
-        slurm_state = "checked"
+        accounting, available = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
+        slurm_state = "checked" if available else "not_available"
 
     notes = provenance.notes(loaded, test_worker)
     if test_worker:
@@ -200,14 +200,29 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
 
 
 def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
-    """The accounting the controller recorded in the receipt agrees with the outcome."""
+    """The accounting the controller recorded in the receipt has readable times (a campaign
+    run with SLURM_TIME_FORMAT=relative stored "19:19:41") and agrees with the outcome."""
     a = record.attempt
     r = a.receipt
-    if r is None or r.accounting is None or a.result is None or not r.accounting_final:
+    if r is None or r.accounting is None:
+        return
+    file = record.file(RECEIPT)
+    bad = slurm.time_problems(r.accounting)
+    checks.expect(
+        "receipt.times",
+        not bad,
+        file,
+        f"{file}: the recorded accounting's " + "; ".join(bad) + " (times stored by a campaign run with SLURM_TIME_FORMAT "
+        "set; the job's times cannot be read from this receipt)"
+        if bad
+        else f"{file}: recorded start {r.accounting.start!r} and end {r.accounting.end!r} are dates and times",
+        start=r.accounting.start,
+        end=r.accounting.end,
+    )
+    if a.result is None or not r.accounting_final:
         return
     k = kind(a.result)
     row = r.accounting
-    file = record.file(RECEIPT)
     checks.expect(
         "receipt.state",
         slurm.state_explains(k, row, a.result.finished_at),

@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     for note in report.notes[1 if report.test_worker else 0 :]:
         print(note)
     print("curves: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
+    for c in report.curves:
+        if c.state == "blocked" and "--retry-failed" in c.blocked_reason:  # ended by someone else
+            print(f"{c.curve} blocked: {c.blocked_reason}")
     failures = [c for c in report.checks if c.status == "fail"]
     for c in failures[:SHOWN_FAILURES]:
         print(f"FAIL {c.name}: {c.message}")

@@ -126,6 +126,9 @@ def walk_throughput(
             state, reason = "incomplete", f"batch {b} ({r.rel}) has no result"
         else:
             state, blocked, reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
+            if s == "cancelled":
+                shown = f" --output {root}" if root is not None else ""
+                reason += f" by someone else, not a boundary: retry it with throughput-sweep run{shown} --resume --retry-failed"
         break
     else:
         if present:

@@ -50,7 +50,8 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     audited_at: str
     tool_version: str
-    slurm: Literal["checked", "not_applicable"]
+    # "not_available": sacct did not answer (missing, failing, slurmdbd down); a failed check says so.
+    slurm: Literal["checked", "not_applicable", "not_available"]
     summary: Summary
     curves: list[CurveFinding]
     checks: list[Check]
