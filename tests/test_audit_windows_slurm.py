@@ -23,6 +23,7 @@ import pytest
 from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit
+from throughput_audit.query_windows import Window
 from campaign_builder.complete import build_throughput
 from test_audit_slurm import local_profile, sbatch, submit_campaign_jobs, wait_accounted
 
@@ -113,6 +114,16 @@ def test_an_old_campaign_is_audited_in_windows_under_max_query_time_range(old_ca
         assert check.values == {"jobs": 3, "tokens": 6, "windows": 3, "queries": 3, "span_seconds": 86400}, check.message
         accounted = [c for c in out.report.checks if c.name == "slurm.accounted" and c.status == "pass"]
         assert len(accounted) == len(jobs) == 6
+
+        # A token needing 30 hours: two windows, the first exactly a day, which slurmdbd
+        # allows (it refuses only wider ones).
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        times = {receipt.token: (now - timedelta(hours=29), now + timedelta(hours=1))}
+        rows, queries, found = slurm.query_tokens(times, runner=as_sweeper)
+        assert [w.end - w.start for w in found] == [timedelta(days=1), timedelta(hours=6)] and len(queries) == 2
+        assert [row.job_id for row in rows.values()] == [jobs[folder]]
+        wider = Window(now - timedelta(days=1, seconds=1), now)
+        assert TOO_WIDE in as_sweeper(slurm.token_argv([receipt.token], wider)).stderr
 
         # A second real job under one recent intent's token, which no receipt names.
         p = built.manifest.profile
