@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import Manifest, SchemaError, read
+from throughput_schema.audit import CurveFinding
 from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind, load, sha256
 from throughput_audit.curves import group, planned_grid, walk_grid, walk_throughput
-from throughput_audit.findings import Checks, CurveFinding
+from throughput_audit.findings import Checks
 from throughput_audit.points import CV_REL, RATE_REL
 from throughput_audit.stats import close, median, sample_cv, weighted_mean
 
