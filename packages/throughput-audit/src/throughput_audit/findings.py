@@ -6,9 +6,12 @@ The records themselves (`Check`, `CurveFinding`, `AuditReport`) are the schema's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from throughput_schema.audit import AuditSummary, Check
+
+from throughput_audit.stats import agree
 
 
 class Checks:
@@ -20,6 +23,39 @@ class Checks:
     def expect(self, name: str, ok: bool, file: str = "", message: str = "", **values: Any) -> bool:
         self.items.append(Check(name=name, status="pass" if ok else "fail", file=file, message=message, values=values))
         return ok
+
+    def figure(
+        self,
+        name: str,
+        file: str,
+        recomputed: Any,
+        reported: Any,
+        *,
+        what: str = "",
+        how: str = "",
+        suffix: str = "",
+        show: Callable[[Any], str] = repr,
+        message: str = "",
+        same: bool | None = None,
+        rel: float = 1e-9,
+        abs_: float = 1e-12,
+        given: dict[str, Any] | None = None,
+        **values: Any,
+    ) -> bool:
+        """The audit's own figure against the one the result records, as one check.
+
+        It reads "<file>: <what> recomputed <figure><how>, result says <figure><suffix>",
+        or "<file>: <message>" where one phrase does not say it. The two agree as
+        `stats.agree` has it, or as `same` says where they are not compared as figures.
+        `values` records them as recomputed and reported, after the inputs in `given`.
+        """
+        if same is None:
+            same = agree(recomputed, reported, rel=rel, abs_=abs_)
+        if not message:
+            message = f"{what} recomputed {show(recomputed)}{how}, result says {show(reported)}{suffix}"
+        return self.expect(
+            name, same, file, f"{file}: {message}", **(given or {}), recomputed=recomputed, reported=reported, **values
+        )
 
     def fail(self, name: str, file: str, message: str, **values: Any) -> None:
         self.expect(name, False, file, message, **values)
