@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import SchemaError, write_atomic
+from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
 
 from throughput_audit import __version__, optimizer, provenance, query_windows, slurm, spot_check
@@ -20,7 +21,7 @@ from throughput_audit.accounting import check_slurm
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
-from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
+from throughput_audit.findings import Checks
 from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.published import check_published_accounting
