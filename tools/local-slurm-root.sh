@@ -2,7 +2,7 @@
 # A real single-node Slurm 24.11 (Debian 13's packages) beside the 22.05 of
 # tools/local-slurm.sh, on the same Debian 12 machine, at the same time.
 #
-#   tools/local-slurm-root.sh start|stop|status|env|config|stop-daemon NAME|start-daemon NAME
+#   tools/local-slurm-root.sh start|stop|status|env|config|stop-daemon NAME|start-daemon NAME|dbd-set
 #   (the same as LOCAL_SLURM_VERSION=24.11 tools/local-slurm.sh ...)
 #
 # Debian 13's Slurm needs a newer C library than Debian 12 has, so `start` makes a Debian 13
@@ -16,8 +16,9 @@
 #   state dir    $LOCAL_SLURM_2411_DIR, default /var/lib/throughput-local-slurm-2411
 #                (its own variable: a shell that evaluated 22.05's `env` has LOCAL_SLURM_DIR)
 #   ports        slurmctld 6917, slurmd 6918, slurmdbd 6919, MariaDB 3308; cluster local2411
-#   job ids      from 24110001: both slurmds put job cgroups under the same
-#                /sys/fs/cgroup/*/slurm/uid_0/job_<id> (cgroup v1), so ids must never meet
+#   job ids      from 24110001, so that the two clusters' ids never meet: an scancel or
+#                squeue sent to the wrong Slurm finds nothing rather than someone else's job
+#   cgroups      v1, the host's: 24.11 puts jobs under slurm_<node>/, 22.05 under slurm/
 #   munge        its own munged, key and socket, inside the root
 #
 # Mounts: all of them live in a private mount namespace (persisted at <state>/ns/mnt) that
@@ -58,7 +59,8 @@ NS_DIR="$STATE_DIR/ns"
 NS="$NS_DIR/mnt"
 BIN="$STATE_DIR/bin"
 MARKER=/etc/throughput-local-slurm-root # inside the root: "you are in it"
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
+# libffi8: the project's Python (pyenv's, built on Debian 12) needs it for ctypes in jobs.
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server libffi8)
 # What the root sees from the host, at the same paths.
 HOST_BINDS=(/work /root /tmp "$STATE_DIR")
 NEED_MB=1500 # debootstrap (214 MB) and the packages (about 850 MB), with room for logs
@@ -116,7 +118,7 @@ make_root() {
     check_space "$NEED_MB"
     if ! command -v debootstrap >/dev/null 2>&1; then
         log "installing debootstrap"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap \
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends debootstrap \
             >"$LOG/debootstrap-install.log" 2>&1 ||
             die "apt-get install debootstrap failed (see $LOG/debootstrap-install.log)"
     fi
@@ -139,7 +141,8 @@ install_packages() {
     cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
     printf 'Slurm %s root of tools/local-slurm-root.sh\n' "$VERSION" >"$ROOT$MARKER"
     ns_up
-    if [[ ! -f "$ROOT/.packages-done" ]]; then
+    # The stamp lists what was installed, so that a package added here is installed next start.
+    if [[ "$(cat "$ROOT/.packages-done" 2>/dev/null)" != "${PACKAGES[*]}" ]]; then
         check_space "$NEED_MB"
         log "installing ${PACKAGES[*]} in the root"
         printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
@@ -149,7 +152,7 @@ install_packages() {
                 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
         } >"$LOG/apt-root.log" 2>&1 ||
             die "apt-get install in the $SUITE root failed (archive unreachable? no space?): see $LOG/apt-root.log"
-        touch "$ROOT/.packages-done"
+        echo "${PACKAGES[*]}" >"$ROOT/.packages-done"
     fi
     make_wrappers
     in_root id mysql >/dev/null 2>&1 || die "user mysql missing in the root (mariadb-server not installed?)"
@@ -218,7 +221,7 @@ root_start() {
     check_state_dir
     # After a stop (or a reboot) the namespace is gone: cmd_start's quick check would
     # otherwise run the wrappers against nothing.
-    ns_alive || install_packages
+    ns_alive && [[ "$(cat "$ROOT/.packages-done" 2>/dev/null)" == "${PACKAGES[*]}" ]] || install_packages
     cmd_start
 }
 
@@ -251,8 +254,9 @@ env) root_env ;;
 config) cmd_config ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
+dbd-set) shift && cmd_dbd_set "$@" ;;
 *)
-    echo "usage: $0 {start|stop|status|env|config|stop-daemon NAME|start-daemon NAME}" >&2
+    echo "usage: $0 {start|stop|status|env|config|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]}" >&2
     exit 2
     ;;
 esac
