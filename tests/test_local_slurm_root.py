@@ -55,10 +55,12 @@ def test_config_is_the_22_05_generator_with_its_own_ports_names_and_device_files
     assert {k: v for k, v in a.items() if k not in moved} == {k: v for k, v in b.items() if k not in moved}
     assert "DbdPort=6919" in (new / "etc/slurmdbd.conf").read_text()
     assert "port=3308" in (new / "etc/my.cnf").read_text()
-    # 24.11 drops a GPU whose File= is a symlink: each fake GPU is a character device (1, 3).
-    gpus = sorted((new / "dev").iterdir())
-    assert len(gpus) == 16 and all(p.is_char_device() and not p.is_symlink() for p in gpus)
-    assert os.major(gpus[0].stat().st_rdev) == 1 and os.minor(gpus[0].stat().st_rdev) == 3
+    # The same 16 fake GPUs: File= symlinks to /dev/null, which 24.11 takes too (only a GPU
+    # without File= is dropped, on both).
+    gres = [(state / "gres.conf").read_text().replace(str(state.parent), "STATE") for state in (old / "etc", new / "etc")]
+    assert gres[0].replace("2205", "X") == gres[1].replace("2411", "X")
+    assert sorted(p.name for p in (new / "dev").iterdir()) == [f"nvidia{i}" for i in sorted(range(16), key=str)]
+    assert all(os.readlink(p) == "/dev/null" for p in (new / "dev").iterdir())
 
 
 @needs_root

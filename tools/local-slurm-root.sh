@@ -187,14 +187,6 @@ EOF
     export PATH="$BIN:$PATH"
 }
 
-# fake_gpu_file (replaces local-slurm.sh's): 24.11 ignores a GPU whose File= is a symlink
-# ("Ignoring file-less GPU") and the node goes INVAL; a character device like /dev/null works.
-fake_gpu_file() {
-    [[ -c "$1" && ! -L "$1" ]] && return 0
-    rm -f "$1"
-    mknod -m 666 "$1" c 1 3
-}
-
 # link_etc_slurm_conf (replaces local-slurm.sh's): the root's /etc/slurm/slurm.conf, never
 # the host's (that one is 22.05's).
 link_etc_slurm_conf() {

@@ -379,9 +379,6 @@ gpu_cgroup() {
 
 # --- configuration ---------------------------------------------------------------------
 
-# fake_gpu_file PATH: a symlink to /dev/null (22.05; 24.11 needs more, local-slurm-root.sh).
-fake_gpu_file() { ln -sfn /dev/null "$1"; }
-
 write_configs() {
     mkdir -p "$ETC" "$LOG" "$RUN" "$STATE_DIR/spool/ctld" "$STATE_DIR/spool/d" \
         "$STATE_DIR/munge" "$STATE_DIR/dev"
@@ -390,10 +387,10 @@ write_configs() {
     chmod 700 "$STATE_DIR/munge"
 
     # Fake GPUs: count-only GRES makes slurmd drop the GPUs and drain the node in 22.05,
-    # so each GPU gets a File= that is a device file (fake_gpu_file).
+    # so each GPU gets a File= that is a symlink to /dev/null.
     local i
     for i in $(seq 0 15); do
-        fake_gpu_file "$STATE_DIR/dev/nvidia$i"
+        ln -sfn /dev/null "$STATE_DIR/dev/nvidia$i"
     done
 
     # What differs between the fake GPUs (tests, CI) and the machine's real ones.
