@@ -82,6 +82,21 @@ def test_an_unknown_version_is_refused_with_one_line(tmp_path):
 
 
 @needs_root
+def test_start_without_the_space_for_the_root_fails_with_one_line(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    # A 50 MB tmpfs as the state dir, mounted in a mount namespace of its own (the host sees nothing).
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         'mount -t tmpfs -o size=50m tmpfs "$1" && exec "$2" start', "sh", str(state), str(SCRIPT)],
+        capture_output=True, text=True, timeout=120, env=_env(state),
+    )
+    assert result.returncode == 1
+    assert _lines(result.stderr) == [f"[local-slurm] ERROR: only 50 MB free under {state}; Slurm 24.11's root needs 1500 MB"]
+
+
+@needs_root
+@pytest.mark.slow
 def test_start_with_the_archive_unreachable_fails_with_one_line_and_the_tests_fail_under_require_slurm(tmp_path):
     state = tmp_path / "state"
     result = _run(state, "start", LOCAL_SLURM_2411_MIRROR=UNREACHABLE)
