@@ -79,8 +79,6 @@ ns_up() {
     mount --make-private "$NS_DIR"
     touch "$NS"
     unshare --mount="$NS" --propagation private true || die "unshare --mount failed (needs root and util-linux)"
-    local binds="" b
-    for b in "${HOST_BINDS[@]}"; do binds+=" $(printf '%q' "$b")"; done
     nsenter --mount="$NS" -- /bin/bash -euc '
         root=$1; shift
         mount -t proc proc "$root/proc"
@@ -162,10 +160,10 @@ install_packages() {
 }
 
 # make_wrappers: one script per command in $BIN; outside the root it enters the namespace and
-# the root and runs the command in the same folder (which must be visible there).
+# the root and runs the command in the same folder (which must be visible there). Each is
+# renamed into place: a `start` while tests run must not take a wrapper away under them.
 make_wrappers() {
     local name path
-    rm -rf "$BIN"
     mkdir -p "$BIN"
     for name in sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol sdiag sinfo sprio \
         squeue sreport srun sshare sstat strigger slurmctld slurmd slurmdbd munge unmunge munged \
@@ -174,7 +172,7 @@ make_wrappers() {
         [[ -e "$ROOT/usr/bin/$name" ]] && path=/usr/bin/$name
         [[ -e "$ROOT/usr/sbin/$name" ]] && path=/usr/sbin/$name
         [[ -n "$path" ]] || die "$name is missing from the root (packages incomplete: rm $ROOT/.packages-done and start again)"
-        cat >"$BIN/$name" <<EOF
+        cat >"$BIN/.$name.tmp" <<EOF
 #!/bin/sh
 # Written by tools/local-slurm-root.sh: Slurm $VERSION's $name, run in its Debian 13 root.
 SLURM_CONF='$SLURM_CONF_FILE'
@@ -182,7 +180,8 @@ export SLURM_CONF
 if [ -e '$MARKER' ]; then exec '$path' "\$@"; fi
 exec nsenter --mount='$NS' -- chroot '$ROOT' /bin/sh -c 'cd "\$1" 2>/dev/null || { echo "$name (Slurm $VERSION): folder \$1 is not visible in its root (only ${HOST_BINDS[*]} are)" >&2; exit 1; }; shift; exec "\$@"' sh "\$PWD" '$path' "\$@"
 EOF
-        chmod 755 "$BIN/$name"
+        chmod 755 "$BIN/.$name.tmp"
+        mv -f "$BIN/.$name.tmp" "$BIN/$name"
     done
     export PATH="$BIN:$PATH"
 }
