@@ -120,3 +120,27 @@ def test_start_with_the_archive_unreachable_fails_with_one_line_and_the_tests_fa
     assert "archive unreachable?" in required.stdout
     optional = pytest_24_11()
     assert optional.returncode == 0 and "1 skipped" in optional.stdout, optional.stdout
+
+
+@pytest.mark.slurm
+@pytest.mark.slurm2411
+def test_start_names_a_venv_whose_python_cannot_run_in_the_root(local_slurm, tmp_path):
+    """Jobs run the checkout's .venv/bin/python in the Debian 13 root: one made from Debian
+    12's /usr/bin/python3.11 cannot, and `start` says so (the running Slurm is left as it is)."""
+    if local_slurm.version != "24.11":
+        pytest.skip("about Slurm 24.11's root")
+    if not Path("/usr/bin/python3.11").exists():
+        pytest.skip("no Debian 12 /usr/bin/python3.11 here")
+    checkout = tmp_path / "checkout"
+    (checkout / "tools").mkdir(parents=True)
+    for name in ("local-slurm.sh", "local-slurm-root.sh"):
+        (checkout / "tools" / name).write_bytes((SCRIPT.parent / name).read_bytes())
+        (checkout / "tools" / name).chmod(0o755)
+    subprocess.run(["/usr/bin/python3.11", "-m", "venv", "--without-pip", str(checkout / ".venv")], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_SLURM_2411_DIR", "LOCAL_SLURM_DIR")}
+    result = subprocess.run([str(checkout / "tools/local-slurm.sh"), "start"], capture_output=True, text=True,
+                            timeout=300, env=dict(env, LOCAL_SLURM_VERSION="24.11", LOCAL_SLURM_2411_DIR=str(local_slurm.state_dir)))
+    assert result.returncode == 1
+    assert _lines(result.stderr)[-1].startswith(
+        f"[local-slurm] ERROR: {checkout}/.venv/bin/python (/usr/bin/python3.11) does not run in the Debian 13 root"
+    ), result.stderr

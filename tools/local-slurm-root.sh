@@ -61,8 +61,12 @@ BIN="$STATE_DIR/bin"
 MARKER=/etc/throughput-local-slurm-root # inside the root: "you are in it"
 # libffi8: the project's Python (pyenv's, built on Debian 12) needs it for ctypes in jobs.
 PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server libffi8)
-# What the root sees from the host, at the same paths.
+# What the root sees from the host, at the same paths: the checkouts and their .venv (/work,
+# and this checkout wherever it is), the Pythons those point at (pyenv's and uv's under
+# /root), pytest's folders (/tmp) and the state dir.
+REPO="$(cd "$TOOLS/.." && pwd)"
 HOST_BINDS=(/work /root /tmp "$STATE_DIR")
+case "$REPO/" in /work/* | /root/* | /tmp/*) ;; *) HOST_BINDS+=("$REPO") ;; esac
 NEED_MB=1500 # debootstrap (214 MB) and the packages (about 850 MB), with room for logs
 
 # --- the root and its mount namespace ----------------------------------------------------
@@ -214,6 +218,18 @@ root_start() {
     # otherwise run the wrappers against nothing.
     ns_alive && [[ "$(cat "$ROOT/.packages-done" 2>/dev/null)" == "${PACKAGES[*]}" ]] || install_packages
     cmd_start
+    check_venv_python
+}
+
+# check_venv_python: jobs run this checkout's .venv/bin/python inside the root, so the Python
+# it points at must live under a bound path and run with Debian 13's libraries. A venv made
+# from Debian 12's /usr/bin/python3.11 cannot (the root has no such file).
+check_venv_python() {
+    local venv="$REPO/.venv/bin/python" real
+    [[ -e "$venv" ]] || return 0
+    real="$(readlink -f "$venv")"
+    in_root "$venv" -c 'import ctypes, ssl, sqlite3, lzma, bz2' >/dev/null 2>&1 ||
+        die "$venv ($real) does not run in the Debian 13 root: make the venv from a Python under /root (pyenv, or uv python install 3.11 && uv sync --python-preference only-managed)"
 }
 
 root_stop() {
