@@ -826,7 +826,7 @@ cmd_start_daemon() {
 }
 
 # cmd_dbd_set: slurmdbd options of a real site (e.g. MaxQueryTimeRange=1-00:00:00) for one
-# test, then `dbd-set` with no option restores the permissive file; slurmdbd restarts either way.
+# test, then `dbd-set` with no option restores the permissive file; slurmdbd re-reads it either way.
 DBD_MARK="# --- dbd-set (tests): removed by a plain dbd-set ---"
 cmd_dbd_set() {
     local conf="$ETC/slurmdbd.conf" kept
@@ -840,8 +840,9 @@ cmd_dbd_set() {
         fi
         mv "$conf.tmp" "$conf"
     )
-    stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
-    start_slurmdbd
+    # SIGHUP through sacctmgr: the slurmdbd that answers re-reads its file, whichever pid it
+    # has (a restart could leave an untracked old daemon holding the port).
+    sacctmgr -i reconfigure >/dev/null || die "slurmdbd did not take the new options (sacctmgr reconfigure failed)"
 }
 
 cmd_env() {
