@@ -26,7 +26,7 @@ from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from campaign_builder.complete import build_throughput
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
 ROOT = Path(__file__).resolve().parents[1]
 

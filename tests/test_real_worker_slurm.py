@@ -19,7 +19,7 @@ import pytest
 from campaign_helpers import ROOT
 from optimizer_campaigns import audit
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm2411]
 
 # Tiny shapes and short windows; each job still starts Python, imports torch and trains.
 PROTOCOL = ["--window-seconds", "0.5", "--warmup", "2", "--windows", "3"]
