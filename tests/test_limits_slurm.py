@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from throughput_schema import ClusterProfile
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, SubmitFailed
+from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, QueryFailed, SubmitFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
 from campaign_helpers import (
@@ -172,6 +172,28 @@ def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, t
     job_id, found, calls = anyio.run(main)
     assert found == {token: [job_id]}
     assert calls == 4  # three days and the hour's margin, one day at a time
+
+
+def test_sacct_windows_pass_max_query_time_range_where_one_wide_window_is_refused(local_slurm, tmp_path):
+    """slurmdbd's MaxQueryTimeRange binds ordinary users (root is exempt), so sacct runs as the
+    local Slurm's plain user `sweeper`: real sacct, another uid."""
+    sacct = tmp_path / "sacct-as-sweeper"
+    sacct.write_text('#!/bin/sh\nexec runuser -u sweeper -- sacct "$@"\n')
+    sacct.chmod(0o755)
+    token = f"tst-{uuid.uuid4().hex[:12]}"
+    since = datetime.now(timezone.utc) - timedelta(days=3)
+
+    def lookup(span: timedelta) -> dict[str, list[str]]:
+        sched = SlurmScheduler(_profile(time_limit_minutes=1), query_span=span, commands={"sacct": str(sacct)})
+        return anyio.run(sched.find_by_token, [token], since)
+
+    slurm_tool("dbd-set", "MaxQueryTimeRange=1-00:00:00")
+    try:
+        assert lookup(timedelta(days=1)) == {token: []}
+        with pytest.raises(QueryFailed, match="Too wide of a date range"):
+            lookup(timedelta(days=7))
+    finally:
+        slurm_tool("dbd-set")
 
 
 @contextmanager
