@@ -16,7 +16,7 @@ import pytest
 from campaign_helpers import late_finish_is_caught, profile, receipt_edit_is_caught, scripted_campaign, write_plan
 from throughput_audit.audit import run_audit
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
 POINT = Path("curves/20m-c512/b1/attempt-1")
 

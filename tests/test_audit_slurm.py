@@ -15,17 +15,18 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from throughput_schema import ClusterProfile, Receipt, WorkerResult, read, write_atomic
+from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from campaign_builder.complete import build_throughput
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,6 +62,10 @@ def submit_campaign_jobs(built) -> dict[Path, str]:
         for folder in points.values():
             receipt = read(folder / "receipt.json", Receipt)
             code = receipt.accounting.exit_code.split(":")[0]
+            # The intent was written just before its job, as the controller's are: the
+            # audit looks for the token's jobs around that time.
+            intent = read(folder / "intent.json", SubmissionIntent)
+            write_atomic(folder / "intent.json", msgspec.structs.replace(intent, created_at=datetime.now(timezone.utc).isoformat()))
             job = sbatch(
                 f"--job-name={receipt.token}",
                 f"--comment={receipt.token}",

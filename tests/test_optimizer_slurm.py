@@ -33,7 +33,7 @@ from optimizer_campaigns import (
     throughput_campaign,
 )
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
 PARENT_PLAN = {"20m-c512-b4": "cuda_oom", "20m-c1024-b8": "cuda_oom"}
 GRID = {"20m-c512": [1, 2], "20m-c1024": [1, 2, 4]}

@@ -35,6 +35,7 @@ def sweep(cwd: Path, *args, plan: Path | None = None, rc: int = 0) -> subprocess
     return proc
 
 
+@pytest.mark.slurm2411
 def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_report(local_slurm, tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -17,7 +17,7 @@ from throughput_report.report import FIGURE_FILES, REPORT_FILES
 
 from optimizer_campaigns import audit, pair, report
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
 
 def test_report_of_a_real_slurm_campaign_pair(local_slurm, tmp_path):

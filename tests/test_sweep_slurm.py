@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm2411]
 
 from campaign_helpers import (
     BLOCKED,

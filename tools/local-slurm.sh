@@ -12,6 +12,10 @@
 #   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
 #   tools/local-slurm.sh config   write the config into a state dir that is not running, print it
 #
+# LOCAL_SLURM_VERSION=24.11 (default 22.05): every subcommand acts on Slurm 24.11 instead,
+# run from a Debian 13 root by tools/local-slurm-root.sh, which reuses this file's config
+# generator and daemon steps (it sources this file).
+#
 # Must run as root on Debian 12 without systemd: daemons are started directly.
 # All config, state, logs, pid files, the munge key and the MariaDB datadir live under
 # one state dir, $LOCAL_SLURM_DIR (default /var/lib/throughput-local-slurm), so several
@@ -48,6 +52,12 @@
 # `unpack` does the unpacking and an ldd check only, and starts nothing.
 set -euo pipefail
 
+case "${LOCAL_SLURM_VERSION:-22.05}" in
+22.05) ;;
+24.11) if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then exec "$(dirname "$0")/local-slurm-root.sh" "$@"; fi ;;
+*) printf '[local-slurm] ERROR: LOCAL_SLURM_VERSION=%s: 22.05 or 24.11\n' "$LOCAL_SLURM_VERSION" >&2; exit 2 ;;
+esac
+
 STATE_DIR="${LOCAL_SLURM_DIR:-/var/lib/throughput-local-slurm}"
 ETC="$STATE_DIR/etc"
 LOG="$STATE_DIR/log"
@@ -57,6 +67,11 @@ MUNGE_SOCKET="$RUN/munge.socket"
 MYSQL_RUN="$STATE_DIR/mysql-run" # owned by mysql: socket and pid file
 MYSQL_SOCKET="$MYSQL_RUN/mysqld.sock"
 MYSQL_PORT=3307
+# Slurm's default ports; tools/local-slurm-root.sh moves 24.11's beside them.
+SLURMCTLD_PORT=6817
+SLURMD_PORT=6818
+DBD_PORT=6819
+FIRST_JOB_ID=1
 DB_USER=slurm
 DB_PASS=slurm-local-only # MariaDB listens on 127.0.0.1 only
 CLUSTER=local
@@ -164,6 +179,8 @@ install_packages() {
     } || rc=$?
     ((created_policy)) && rm -f /usr/sbin/policy-rc.d
     ((rc == 0)) || die "apt-get install failed (exit $rc)"
+    command -v mariadbd >/dev/null || die "mariadbd not found after install"
+    id mysql >/dev/null 2>&1 || die "user mysql missing (mariadb-server not installed?)"
 }
 
 # --- offline mode: packages unpacked, not installed ---------------------------------------
@@ -445,6 +462,9 @@ ConstrainSwapSpace=no"
 # Written by tools/local-slurm.sh; edits are overwritten on the next start.
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE
+SlurmctldPort=$SLURMCTLD_PORT
+SlurmdPort=$SLURMD_PORT
+FirstJobId=$FIRST_JOB_ID
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -478,6 +498,7 @@ MinJobAge=300
 # Accounting through slurmdbd (Slurm 22.05 has no file-based storage that sacct reads).
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$NODE
+AccountingStoragePort=$DBD_PORT
 # For slurmdbd connections Slurm takes the munge socket from here, not from AuthInfo.
 AccountingStoragePass=$MUNGE_SOCKET
 AccountingStorageTRES=gres/gpu
@@ -514,6 +535,7 @@ EOF
 AuthType=auth/munge
 AuthInfo=socket=$MUNGE_SOCKET
 DbdHost=$NODE
+DbdPort=$DBD_PORT
 SlurmUser=root
 PidFile=$RUN/slurmdbd.pid
 LogFile=$LOG/slurmdbd.log
@@ -751,8 +773,6 @@ cmd_start() {
     else
         install_packages
     fi
-    command -v mariadbd >/dev/null || die "mariadbd not found after install"
-    id mysql >/dev/null 2>&1 || die "user mysql missing (mariadb-server not installed?)"
     if real_gpus; then
         mount_cgroup2_if_absent
         prepare_cgroup_v2
@@ -806,7 +826,7 @@ cmd_start_daemon() {
 }
 
 # cmd_dbd_set: slurmdbd options of a real site (e.g. MaxQueryTimeRange=1-00:00:00) for one
-# test, then `dbd-set` with no option restores the permissive file; slurmdbd restarts either way.
+# test, then `dbd-set` with no option restores the permissive file; slurmdbd re-reads it either way.
 DBD_MARK="# --- dbd-set (tests): removed by a plain dbd-set ---"
 cmd_dbd_set() {
     local conf="$ETC/slurmdbd.conf" kept
@@ -820,8 +840,9 @@ cmd_dbd_set() {
         fi
         mv "$conf.tmp" "$conf"
     )
-    stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
-    start_slurmdbd
+    # SIGHUP through sacctmgr: the slurmdbd that answers re-reads its file, whichever pid it
+    # has (a restart could leave an untracked old daemon holding the port).
+    sacctmgr -i reconfigure >/dev/null || die "slurmdbd did not take the new options (sacctmgr reconfigure failed)"
 }
 
 cmd_env() {
@@ -845,6 +866,9 @@ cmd_config() {
     cat "$ETC/slurm.conf" "$ETC/gres.conf"
     if [[ -f "$ETC/cgroup.conf" ]]; then cat "$ETC/cgroup.conf"; fi
 }
+
+# Sourced (by tools/local-slurm-root.sh): the functions above, no subcommand.
+if [[ "${BASH_SOURCE[0]}" != "$0" ]]; then return 0; fi
 
 # `start --offline DIR` and `unpack --offline DIR` are LOCAL_SLURM_OFFLINE_DEBS=DIR.
 if [[ "${2:-}" == --offline ]]; then

@@ -45,7 +45,6 @@ def test_sbatch_argv_leaves_out_empty_values():
         "sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified",
         "sbatch: error: Batch job submission failed: Job has invalid qos",
         "sbatch: error: Batch job submission failed: Invalid qos specification",
-        "sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
         "sbatch: error: Batch job submission failed: Requested node configuration is not available",
         "sbatch: error: Invalid generic resource (gres) specification",
         "sbatch: error: Memory specification can not be satisfied",
@@ -141,3 +140,17 @@ def test_captured_squeue_text():
     assert {k: e.state for k, e in queue.items()} == {
         "32": "COMPLETED", "33": "FAILED", "34": "RUNNING", "35": "OUT_OF_MEMORY"}
     assert queue["35"].reason == "OutOfMemory" and queue["34"].name == "tok-sleep"
+
+
+def test_sacct_windows_are_no_wider_than_the_span():
+    from datetime import datetime, timedelta
+
+    from throughput_sweep.schedulers.slurm import query_windows
+
+    now, day = datetime(2026, 12, 10, 12), timedelta(days=1)
+    assert query_windows(now - timedelta(hours=2), now, day) == [(now - timedelta(hours=2), None)]
+    windows = query_windows(now - timedelta(days=30, hours=1), now, day)
+    assert len(windows) == 31 and windows[-1][1] is None
+    assert all(end - start == day for start, end in windows[:-1])
+    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))  # consecutive, no gap
+    assert now - windows[-1][0] <= day

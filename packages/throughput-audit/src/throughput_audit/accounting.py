@@ -5,18 +5,26 @@ text. (Local campaigns: `local_registry`.)"""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 
 from throughput_schema import AccountingRow
-from throughput_schema.layout import INTENT, MANIFEST, RECEIPT
+from throughput_schema.layout import INTENT, RECEIPT
 
-from throughput_audit import slurm
+from throughput_audit import query_windows, slurm
 from throughput_audit.allocation import allocation_problems
-from throughput_audit.campaign import AttemptRecord, Loaded
+from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
 
 
-def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, settle_seconds: float) -> tuple[str, bool]:
+def check_slurm(
+    loaded: Loaded,
+    checks: Checks,
+    *,
+    runner: slurm.Runner | None,
+    settle_seconds: float,
+    sacct_window: timedelta = query_windows.DEFAULT_SPAN,
+) -> tuple[str, bool]:
     """accounting.txt's text, and whether Slurm's accounting answered."""
     m = loaded.manifest
     profile = m.profile
@@ -65,6 +73,8 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
         problems = allocation_problems(row, profile)
+        if kind(r.attempt.result) == "refused" and not row.alloc_tres:
+            problems = []  # cancelled while pending for a reason that never clears: no allocation to check
         checks.expect(
             "slurm.allocation",
             not problems,
@@ -88,7 +98,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
     unreceipted: list[AccountingRow] = []
     failed = ""
     try:
-        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner)
+        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner, span=sacct_window)
         queries = queries + by_token
     except slurm.AccountingUnavailable as exc:
         unavailable(checks, exc)
@@ -113,24 +123,36 @@ def unavailable(checks: Checks, exc: Exception) -> None:
     )
 
 
-def check_unreceipted(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None) -> tuple[list[AccountingRow], list[slurm.Query]]:
+def check_unreceipted(
+    loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, span: timedelta = query_windows.DEFAULT_SPAN
+) -> tuple[list[AccountingRow], list[slurm.Query]]:
     """Every job sacct holds under one of the campaign's intent tokens has a receipt: a
     second submission of one intent, or a job left by a controller that died between sbatch
     and the receipt and never adopted it, used the allocation and may have written figures.
-    Returns those jobs' rows and the queries."""
+    Each token is looked for around its intent's time, in windows no wider than `span`
+    (slurmdbd's MaxQueryTimeRange refuses wider ones). Returns those jobs' rows and the queries."""
     owners: dict[str, AttemptRecord] = {}
     for r in loaded.attempts:
         for rec in (r.attempt.intent, r.attempt.receipt):
             if rec is not None:
                 owners.setdefault(rec.token, r)
     receipted = {r.attempt.receipt.job_id for r in loaded.attempts if r.attempt.receipt is not None}
-    created = loaded.manifest.created_at
-    try:
-        since = slurm.since_argument(created)
-    except ValueError:
-        checks.fail("slurm.unreceipted", MANIFEST, f"{MANIFEST}: created_at {created!r} is not a time; jobs without a receipt cannot be looked up")
-        return [], []
-    rows, queries = slurm.query_tokens(owners, since, runner=runner)
+    times: dict[str, tuple[datetime, datetime]] = {}
+    unreadable = 0
+    for token, r in owners.items():
+        # When the intent was written, the job was submitted; a receipt without an intent
+        # (a finding of its own) says when it was written instead.
+        intent = r.attempt.intent
+        if intent is not None:
+            file, field, when = r.file(INTENT), "created_at", intent.created_at
+        else:
+            file, field, when = r.file(RECEIPT), "submitted_at", r.attempt.receipt.submitted_at
+        try:
+            times[token] = query_windows.around(when)
+        except ValueError:
+            unreadable += 1
+            checks.fail("slurm.unreceipted", file, f"{file}: {field} {when!r} is not a time; jobs under its token cannot be looked up")
+    rows, queries, windows = slurm.query_tokens(times, span, runner=runner)
     orphans = sorted((row for job_id, row in rows.items() if job_id not in receipted), key=lambda row: slurm._job_sort_key(row.job_id))
     for row in orphans:
         r = owners[row.job_name]
@@ -152,15 +174,22 @@ def check_unreceipted(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | 
             state=row.state,
             attempt=r.rel,
         )
-    if not orphans:
+    if not times:
+        if not unreadable:
+            checks.not_applicable("slurm.unreceipted", "no intents: no job can have been submitted under the campaign's tokens")
+    elif not orphans and not unreadable:
         checks.expect(
             "slurm.unreceipted",
             True,
             "",
-            f"sacct holds {len(rows)} jobs named by the campaign's {len(owners)} tokens since {since}; each has a receipt",
+            f"sacct holds {len(rows)} jobs named by the campaign's {len(times)} tokens, asked in {len(windows)} windows "
+            f"of at most {query_windows.span_text(span)} around the intents' times, with {len(queries)} sacct calls "
+            f"({windows[0].start.isoformat()} to {windows[-1].end.isoformat()}); each has a receipt",
             jobs=len(rows),
-            tokens=len(owners),
+            tokens=len(times),
+            windows=len(windows),
             queries=len(queries),
+            span_seconds=int(span.total_seconds()),
         )
     return orphans, queries
 

@@ -13,10 +13,11 @@ import msgspec
 from throughput_schema import Manifest
 from pathlib import Path
 
+from throughput_schema.audit import CurveFinding
 from throughput_schema.layout import CURVES, RESULT, closure_path, curve_name, read_file
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
-from throughput_audit.findings import Checks, CurveFinding
+from throughput_audit.findings import Checks
 
 
 def final_attempts(records: list[AttemptRecord]) -> dict[int, AttemptRecord]:

@@ -1,7 +1,8 @@
 """Slurm accounting: batched sacct queries, the allocation and state checks, peak concurrency.
 
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
-one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names.
+one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
+within each of the time windows around the intents (`query_windows`).
 Rows are kept as Slurm printed them (`AccountingRow`) and written to accounting.txt.
 """
 
@@ -10,11 +11,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from throughput_schema import AccountingRow, slurm_states
+
+from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 
 # sacct columns, in order; Comment is last because it is free text and may hold "|".
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -75,37 +78,38 @@ def query(job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = 
     return _batched(sorted(set(job_ids), key=_job_sort_key), sacct_argv, runner=runner, batch=batch)
 
 
-# Intent tokens are unique, so a wide window finds no stranger's job; it covers a login
-# node's clock against slurmctld's and a created_at written without its offset.
-SINCE_MARGIN = timedelta(days=1)
-
-
-def since_argument(created_at: str) -> str:
-    """Slurm's -S for jobs since a campaign's creation (an ISO time; naive is UTC, as the
-    controller writes it), in local time as sacct reads it. ValueError if not a time."""
-    when = datetime.fromisoformat(created_at)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (when - SINCE_MARGIN).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def token_argv(tokens: Sequence[str], since: str, sacct: str = "sacct") -> list[str]:
+def token_argv(tokens: Sequence[str], window: Window, sacct: str = "sacct") -> list[str]:
     # --allusers: without -j sacct shows only the caller's jobs, and the auditor need not be
     # the user who ran the campaign.
-    return _argv([f"--starttime={since}", "--endtime=now", "--name=" + ",".join(tokens)], sacct, users=("--allusers",))
+    return _argv([*window.sacct_args(), "--name=" + ",".join(tokens)], sacct, users=("--allusers",))
 
 
 def query_tokens(
-    tokens: Iterable[str], since: str, *, runner: Runner | None = None, batch: int = BATCH
-) -> tuple[dict[str, AccountingRow], list[Query]]:
-    """Rows by job id of every job named by one of `tokens` since `since`, one sacct call per `batch` tokens."""
-    return _batched(
-        sorted(set(tokens)),
-        lambda chunk: token_argv(chunk, since),
-        runner=runner,
-        batch=batch,
-        keep=lambda row, chunk: row.job_name in chunk,
-    )
+    times: Mapping[str, tuple[datetime, datetime]],
+    span: timedelta = DEFAULT_SPAN,
+    *,
+    runner: Runner | None = None,
+    batch: int = BATCH,
+) -> tuple[dict[str, AccountingRow], list[Query], list[Window]]:
+    """Rows by job id of every job named by one of the tokens, each looked for in the
+    windows (none wider than `span`) that overlap its times (`query_windows.around`): one
+    sacct call per `batch` tokens within each window. Also the queries and the windows."""
+    found = windows(times.values(), span)
+    rows: dict[str, AccountingRow] = {}
+    queries: list[Query] = []
+    for window in found:
+        inside = sorted(token for token, (start, end) in times.items() if window.overlaps(start, end))
+        more, asked = _batched(
+            inside,
+            lambda chunk, window=window: token_argv(chunk, window),
+            runner=runner,
+            batch=batch,
+            keep=lambda row, chunk: row.job_name in chunk,
+        )
+        for job_id, row in more.items():
+            rows.setdefault(job_id, row)
+        queries += asked
+    return rows, queries, found
 
 
 def _batched(

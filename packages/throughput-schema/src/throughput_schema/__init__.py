@@ -21,6 +21,7 @@ from throughput_schema.outcomes import (
     NonFinite,
     Ok,
     Outcome,
+    Refused,
     Timeout,
     outcome_kind,
 )

@@ -56,6 +56,9 @@ class Receipt(_Record):
     adopted: bool = False
     accounting: AccountingRow | None = None
     accounting_final: bool = False
+    # Why Slurm's accounting is not in this receipt although the job was settled (sacct
+    # failing or accounting disabled while squeue no longer knew the job); '' otherwise.
+    accounting_missing: str = ""
 
 
 # -------------------------------------------------------------------------- campaign

@@ -1,7 +1,7 @@
 """How a point ended: a tagged union, so a decoder picks the type from `kind`.
 
 Only `cuda_oom` may establish a curve's memory boundary; every other failure
-blocks the curve. `capped` is not a failure: the quick-start curve reached its
+blocks the curve (`refused`: a job that could never start, cancelled by the controller). `capped` is not a failure: the quick-start curve reached its
 `--max-batch` cap without an OOM.
 """
 
@@ -53,11 +53,20 @@ class NodeFail(_Outcome, tag="node_fail"):
     pass
 
 
+class Refused(_Outcome, tag="refused"):
+    """The scheduler accepted the job, but it pended for a reason that waiting cannot clear
+    (PartitionTimeLimit, InvalidQOS...): the controller cancelled it before it started.
+    `message` says what happened, `reason` is the scheduler's word, `fix` what to change."""
+
+    reason: str = ""
+    fix: str = ""
+
+
 class Capped(_Outcome, tag="capped"):
     max_batch: int = 0
 
 
-Outcome = Union[Ok, CudaOom, Timeout, HostOom, CompileError, NonFinite, Crashed, Cancelled, NodeFail, Capped]
+Outcome = Union[Ok, CudaOom, Timeout, HostOom, CompileError, NonFinite, Crashed, Cancelled, NodeFail, Refused, Capped]
 
 
 

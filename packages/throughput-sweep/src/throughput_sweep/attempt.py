@@ -139,8 +139,10 @@ def new_token(point: NextPoint) -> str:
 class Submitted:
     """What happened to one submission: the job id, or why there is none."""
 
-    def __init__(self, job_id: str = "", error: str = "", retry_later: bool = False) -> None:
+    def __init__(self, job_id: str = "", error: str = "", retry_later: bool = False, limit: bool = False) -> None:
         self.job_id, self.error, self.retry_later = job_id, error, retry_later
+        # Refused for a submit limit: settled never-submitted, the point waits for a free slot.
+        self.limit = limit
 
 
 async def submit_attempt(campaign: Campaign, scheduler: Scheduler, point: NextPoint) -> Submitted:
@@ -176,7 +178,7 @@ async def submit_attempt(campaign: Campaign, scheduler: Scheduler, point: NextPo
         else:
             state = "refused" if exc.permanent else "never-submitted"
         write_atomic(directory / SETTLEMENT, Settlement(token=token, state=state, reason=message, decided_at=now()))
-        return Submitted(error=message, retry_later=not exc.permanent)
+        return Submitted(error=message, retry_later=not exc.permanent, limit=exc.limit and not exc.permanent)
     crash_point("after-submit")
     write_atomic(directory / RECEIPT, Receipt(token=token, job_id=job_id, submitted_at=now(), scheduler=scheduler.name))
     crash_point("after-receipt")

@@ -39,7 +39,8 @@ from throughput_schema.slurm_env import slurm_environment
 
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import TERMINAL, Curve
-from throughput_sweep.schedulers.slurm_text import classify_sbatch_error, slurm_minutes
+from throughput_sweep.schedulers.slurm_reasons import refusal_kind, refusal_text
+from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
 __all__ = ["Findings", "Verdict", "check", "gate", "worst_case"]
 
@@ -55,7 +56,8 @@ class Findings:
 
 
 def _ask(argv: list[str]) -> tuple[bool, str, str]:
-    """(answered, stdout, what went wrong); the environment is the watcher's."""
+    """(answered, stdout, stderr or what went wrong); the environment is the watcher's.
+    A note or problem quotes it on one line (`refusal_text`)."""
     env, _ = slurm_environment(os.environ)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
@@ -63,9 +65,7 @@ def _ask(argv: list[str]) -> tuple[bool, str, str]:
         return False, "", f"{argv[0]} did not answer within {TIMEOUT:.0f} s"
     except OSError as exc:
         return False, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
-    lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-    return proc.returncode == 0, proc.stdout, lines[-1] if lines else f"exit {proc.returncode}"
-
+    return proc.returncode == 0, proc.stdout, proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
 
 def _fields(line: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in line.split() if "=" in item)
@@ -82,7 +82,7 @@ def _minutes(text: str) -> str:
 def _partition(profile: ClusterProfile, found: Findings) -> dict[str, str] | None:
     ok, out, why = _ask(["scontrol", "--all", "show", "partition", "-o"])
     if not ok:
-        found.notes.append(f"the partitions were not checked (scontrol: {why})")
+        found.notes.append(f"the partitions were not checked (scontrol: {refusal_text(why)})")
         return None
     parts = {f.get("PartitionName", ""): f for f in map(_fields, out.splitlines()) if f.get("PartitionName")}
     names = ", ".join(sorted(parts))
@@ -126,7 +126,7 @@ def _node_gpus(gres: str) -> int:
 def _gpus(profile: ClusterProfile, partition: str, found: Findings) -> None:
     ok, out, why = _ask(["sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%N|%G"])
     if not ok:
-        found.notes.append(f"the partition's GPUs were not checked (sinfo: {why})")
+        found.notes.append(f"the partition's GPUs were not checked (sinfo: {refusal_text(why)})")
         return
     most = max((_node_gpus(line.split("|", 1)[1]) for line in out.splitlines() if "|" in line), default=0)
     if most < profile.gpus_per_job:
@@ -184,7 +184,7 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
     where = ["where", f"user={user}"] + ([f"cluster={cluster}"] if cluster else [])
     ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "assoc", *where, f"format={','.join(_ASSOC)}"])
     if not ok:
-        found.notes.append(f"the account and QOS limits were not checked (sacctmgr: {why})")
+        found.notes.append(f"the account and QOS limits were not checked (sacctmgr: {refusal_text(why)})")
         return
     assocs = _rows(out, _ASSOC)
     account = profile.account
@@ -192,7 +192,7 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
         ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "user", user, "format=DefaultAccount"])
         account = out.strip().splitlines()[0].strip() if ok and out.strip() else ""
         if not account:
-            found.notes.append(f"the account was not checked (no default account of user {user} found: {why})")
+            found.notes.append(f"the account was not checked (no default account of user {user} found: {refusal_text(why)})")
             return
     mine = [a for a in assocs if a["Account"] == account]
     row = next((a for a in mine if a["Partition"] == partition), None) or next((a for a in mine if not a["Partition"]), None)
@@ -216,7 +216,7 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
     ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "qos", "where", f"name={qos}", f"format={','.join(_QOS)}"])
     rows = _rows(out, _QOS) if ok else []
     if not rows:
-        found.notes.append(f"the limits of QOS {qos} were not checked (sacctmgr: {why if not ok else 'no such QOS'})")
+        found.notes.append(f"the limits of QOS {qos} were not checked (sacctmgr: {refusal_text(why) if not ok else 'no such QOS'})")
         return
     _limits(profile, f"QOS {qos}", rows[0], ("MaxWall", "MaxTRES", "MaxSubmitPU", "MaxJobsPU"), found)
 
@@ -270,8 +270,6 @@ _REFUSAL_FIELDS = (
     (re.compile(r"node configuration|gres|generic resource|memory|cpu|processors", re.I),
      "gpus_per_job, cpus_per_task or mem"),
 )
-# A submit limit already reached by the user's other jobs: the campaign waits, it is not refused.
-_SUBMIT_LIMIT = re.compile(r"MaxSubmit|submit limit", re.I)
 
 
 def _test_only(campaign: Campaign, curves: list[Curve], found: Findings) -> None:
@@ -299,11 +297,11 @@ def _test_only(campaign: Campaign, curves: list[Curve], found: Findings) -> None
     if ok:
         found.checked.append("sbatch --test-only accepted the first job")
         return
-    if not classify_sbatch_error(why) or _SUBMIT_LIMIT.search(why):
-        found.notes.append(f"sbatch --test-only could not place the first job now ({why}): a wait, not a refusal; the watcher retries")
+    if refusal_kind(why) != "permanent":  # a submit limit the user's other jobs fill, a busy controller
+        found.notes.append(f"sbatch --test-only could not place the first job now ({refusal_text(why)}): a wait, not a refusal; the watcher retries")
         return
     fields = next((f for pattern, f in _REFUSAL_FIELDS if pattern.search(why)), "account, partition, resources or extra_sbatch_args")
-    found.problems.append(f"profile {fields}: sbatch --test-only refused the first job: {why}; fix the profile")
+    found.problems.append(f"profile {fields}: sbatch --test-only refused the first job: {refusal_text(why)}; fix the profile")
 
 
 # ---------------------------------------------------------------------- entry

@@ -24,7 +24,7 @@ import msgspec
 
 from throughput_schema import AccountingRow, Receipt, Settlement, WorkerIdentity, WorkerRequest, WorkerResult, read, write_atomic
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
-from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
+from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
 from throughput_schema.recipe import parameter_count
 from throughput_schema.slurm_states import outcome_of_state
 
@@ -33,6 +33,7 @@ from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.faults import should_crash
 from throughput_sweep.schedulers.base import QueryFailed, Scheduler
+from throughput_sweep.schedulers.slurm_reasons import pending_fix
 
 
 def parse_time(text: str) -> datetime:
@@ -156,6 +157,7 @@ def write_missing_result(
     accounting: AccountingRow | None,
     *,
     launch_failure: str | None = None,
+    outcome=None,
 ) -> Path | None:
     """A result derived from the scheduler's final word for a job that wrote none.
 
@@ -177,7 +179,8 @@ def write_missing_result(
         recipe = point_recipe(campaign, a.model, a.context_length, a.batch_size)
         protocol, deadline = m.protocol, m.profile.watchdog_minutes * 60
         worker = m.worker
-    outcome = outcome_from_state(state, accounting, deadline, launch_failure=launch_failure)
+    if outcome is None:
+        outcome = outcome_from_state(state, accounting, deadline, launch_failure=launch_failure)
     code = _exit_code(accounting.exit_code) if accounting else None
     result = WorkerResult(
         outcome=outcome,
@@ -198,8 +201,22 @@ def write_missing_result(
     return path
 
 
-def record_accounting(info: AttemptInfo, accounting: AccountingRow | None, final: bool) -> None:
+def write_refused_result(campaign: Campaign, info: AttemptInfo, reason: str) -> Path | None:
+    """The result of a job that pends for a reason waiting cannot clear, written before the
+    watcher cancels it: the point is settled as refused, with the reason and the fix."""
+    job = info.attempt.receipt.job_id if info.attempt.receipt else "?"
+    fix = pending_fix(reason)
+    message = f"job {job} pended with reason {reason}, which waiting cannot clear; cancelled before it started. Fix: {fix}"
+    outcome = Refused(phase="slurm", message=message, reason=reason, fix=fix)
+    return write_missing_result(campaign, info, "CANCELLED", None, outcome=outcome)
+
+
+def record_accounting(info: AttemptInfo, accounting: AccountingRow | None, final: bool, missing: str = "") -> None:
+    """`missing`: why there is no accounting to record (written into the receipt once)."""
     receipt = info.attempt.receipt
+    if receipt is not None and accounting is None and missing and not receipt.accounting_missing:
+        write_atomic(info.attempt.path / RECEIPT, msgspec.structs.replace(receipt, accounting_missing=missing))
+        return
     if receipt is None or accounting is None:
         return
     if receipt.accounting_final or (receipt.accounting == accounting and receipt.accounting_final == final):

@@ -10,7 +10,6 @@ Ctrl-C leaves submitted jobs running and prints the resume command.
 
 from __future__ import annotations
 
-import math
 import shlex
 import signal
 import sys
@@ -25,9 +24,11 @@ from throughput_schema.layout import job_log
 
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign
+from throughput_sweep.cluster_limits import SlotLimit, refuse, settle_vanished
 from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
+from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
-from throughput_sweep.schedulers.slurm_text import slurm_minutes
+from throughput_sweep.schedulers.slurm_reasons import never_starts
 from throughput_sweep.submission import record_accounting, settle_intents, write_missing_result
 
 
@@ -44,6 +45,16 @@ class WatchOptions:
     # (a slurmctld restart of a few minutes must not block curves).
     settle_patience: float = 600.0
     submit_backoff_max: float = 120.0
+    # A job pending this long for one reason that waiting cannot clear is cancelled and refused.
+    never_start_after: float = 20.0
+    # After the cluster's submit limit lowered the slots, try one more slot this often.
+    limit_probe: float = 60.0
+    # A job that squeue no longer lists while sacct gives no row (slurmdbd down, accounting
+    # disabled) is settled from its attempt folder after this long (`cluster_limits.settle_vanished`).
+    accounting_down_grace: float = 300.0
+    # ...and, without a result there, only once its time limit has passed since its
+    # submission by this much.
+    vanished_margin: float = 300.0
     progress: bool = True
     resume_command: str = ""
 
@@ -66,6 +77,10 @@ class WatcherState:
     submit_error: str = ""
     interrupted: bool = False
     last_line: str = ""
+    pending: dict[str, str] = field(default_factory=dict)  # job id -> squeue's reason
+    refused_cancelled: set[str] = field(default_factory=set)  # never-starting jobs cancelled
+    vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
+    never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
 
 
 def _terminal(state: str) -> bool:
@@ -85,6 +100,8 @@ def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
             continue
         if receipt.job_id in finished or (receipt.accounting and _terminal(receipt.accounting.state)):
             continue
+        if receipt.accounting_missing and info.attempt.result is not None:
+            continue  # settled without Slurm's accounting (`cluster_limits.settle_vanished`)
         out += 1
     return out
 
@@ -120,6 +137,7 @@ class Watcher:
         self.retry: frozenset[Path] = frozenset()  # set by startup(), once the recorded jobs are known
         self.st = WatcherState()
         self.slots = getattr(scheduler, "slots", campaign.manifest.profile.max_concurrent_jobs)
+        self.limit = SlotLimit(allowed=self.slots, slots=self.slots, probe_every=options.limit_probe)
 
     # ----------------------------------------------------------------- main
 
@@ -180,9 +198,10 @@ class Watcher:
                 self.st.done = True
                 self.st.wake_poller.set()
                 return
-            free = self.slots - jobs_out(infos, self.st.finished)
+            self.slots = self.limit.probe(time.monotonic())
+            out = jobs_out(infos, self.st.finished)
             submitted = 0
-            for point in pick(curves, free):
+            for point in pick(curves, self.slots - out):
                 with anyio.CancelScope(shield=True):
                     async with self.st.lock:
                         outcome = await submit_attempt(self.campaign, self.scheduler, point)
@@ -191,7 +210,15 @@ class Watcher:
                     backoff = 0.0
                     continue
                 self.st.submit_error = outcome.error
-                self._say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
+                if outcome.limit:
+                    self.slots = self.limit.lower(out + submitted, time.monotonic())
+                    if not self.limit.said:
+                        self.limit.said = True
+                        self._say(f"the cluster refused a job for a submit limit with {out + submitted} of ours "
+                                  f"queued; submitting at most {self.slots} at once, raising that again later "
+                                  f"({outcome.error})")
+                else:
+                    self._say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
                 if outcome.retry_later:
                     backoff = min(self.options.submit_backoff_max, max(2.0, backoff * 2))
                 break
@@ -256,6 +283,14 @@ class Watcher:
         for info in wanted:
             receipt = info.attempt.receipt
             status = statuses.get(receipt.job_id)
+            self._note_pending(receipt.job_id, status)
+            if self._never_starts(receipt.job_id, status, clock):
+                changed |= await refuse(self, info, status.reason)
+                continue
+            if status is not None and status.state == "UNKNOWN":
+                changed |= settle_vanished(self, info, status, clock)
+                continue
+            self.st.vanished_since.pop(receipt.job_id, None)
             if status is None or not status.finished:
                 continue
             if receipt.job_id not in self.st.finished:
@@ -263,7 +298,7 @@ class Watcher:
                 self.st.first_seen_finished[receipt.job_id] = clock
                 changed = True
                 if status.accounting and status.accounting.elapsed:
-                    self.st.durations.append(_seconds(status.accounting.elapsed))
+                    self.st.durations.append(seconds(status.accounting.elapsed))
             if info.attempt.result is None:
                 log = info.attempt.path / job_log(receipt.job_id)
                 launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
@@ -280,11 +315,31 @@ class Watcher:
                 clock - self.st.first_seen_finished[receipt.job_id] >= 10 * grace
             )
             if status.accounting_final or overdue:
-                record_accounting(info, status.accounting, status.accounting_final)
+                missing = "" if status.accounting is not None else "Slurm's accounting gave no row for this job"
+                record_accounting(info, status.accounting, status.accounting_final, missing=missing)
                 if not status.accounting_final:
                     self.st.accounting_given_up.add(receipt.job_id)
                 changed = True
         return changed
+
+    def _note_pending(self, job_id: str, status) -> None:
+        if status is not None and status.state == "PENDING":
+            self.st.pending[job_id] = status.reason
+        else:
+            self.st.pending.pop(job_id, None)
+
+    def _never_starts(self, job_id: str, status, clock: float) -> bool:
+        """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
+        right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
+        merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
+        if status is None or status.state != "PENDING" or not never_starts(status.reason):
+            self.st.never_since.pop(job_id, None)
+            return False
+        reason, since = self.st.never_since.get(job_id, (None, clock))
+        if reason != status.reason:
+            self.st.never_since[job_id] = (status.reason, clock)
+            since = clock
+        return clock - since >= self.options.never_start_after
 
     # -------------------------------------------------------------- signals
 
@@ -307,30 +362,9 @@ class Watcher:
     def _progress(self, infos: list[AttemptInfo], curves: list[Curve]) -> None:
         if not self.options.progress:
             return
-        done = sum(1 for i in infos if i.status in ("ok", "oom", "failed"))
-        # Points without a result yet: a job whose result is in but whose accounting is
-        # still awaited is not work ahead of the user.
-        running = sum(len(c.running) for c in curves)
-        blocked = sum(1 for c in curves if c.state == "blocked")
-        ended = sum(1 for c in curves if c.done)
-        ahead = sum(len(c.next) for c in curves if c.state == "pending") + running
-        eta = ""
-        if self.st.durations and ahead:
-            mean = sum(self.st.durations) / len(self.st.durations)
-            waves = math.ceil(ahead / max(1, self.slots))
-            eta = f", at least {ahead} point(s) ahead, ~{_fmt(waves * mean)} at {_fmt(mean)}/point"
-        elif ahead:
-            eta = f", at least {ahead} point(s) ahead"
-        line = (
-            f"[sweep] {done} points done, {running} running, {blocked} curve(s) blocked, "
-            f"{ended}/{len(curves)} curves ended{eta}"
-        )
-        if line != self.st.last_line:
-            self.st.last_line = line
-            if sys.stderr.isatty():
-                print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
-            else:
-                print(line, file=sys.stderr, flush=True)
+        line = progress_line(infos, curves, pending=self.st.pending, durations=self.st.durations, slots=self.slots,
+                             limit_note=self.limit.note)
+        self.st.last_line = show(line, self.st.last_line)
 
     def _end_progress(self) -> None:
         if sys.stderr.isatty() and self.st.last_line:
@@ -339,22 +373,6 @@ class Watcher:
     def _say(self, message: str) -> None:
         self._end_progress()
         print(f"[sweep] {message}", file=sys.stderr, flush=True)
-
-
-def _seconds(elapsed: str) -> float:
-    """sacct's Elapsed in seconds (0 when it cannot be read)."""
-    try:
-        return 60.0 * (slurm_minutes(elapsed) or 0.0)
-    except ValueError:
-        return 0.0
-
-
-def _fmt(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def resume_command(output: Path, driver: str = "throughput-sweep") -> str:

@@ -22,11 +22,16 @@ from throughput_schema.slurm_states import TERMINAL_STATES as TERMINAL_STATES
 class SubmitFailed(RuntimeError):
     """The scheduler refused the job. `permanent` when retrying cannot help (bad account...)."""
 
-    def __init__(self, message: str, *, permanent: bool, maybe_submitted: bool = False) -> None:
+    def __init__(self, message: str, *, permanent: bool, maybe_submitted: bool = False, limit: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
         # The job may exist anyway: reconcile the intent by token before resubmitting.
         self.maybe_submitted = maybe_submitted
+        # A submit limit: no job was made, and one will be accepted once fewer are queued.
+        self.limit = limit
+
+
+GONE_FROM_SQUEUE = "gone from squeue"
 
 
 class QueryFailed(RuntimeError):
@@ -41,7 +46,8 @@ class JobStatus:
     accounting: AccountingRow | None = None
     # True once the accounting row is complete (sacct lags a few seconds after the end).
     accounting_final: bool = False
-    # Why a PENDING job waits (squeue's reason), or a short note; informational.
+    # Why a PENDING job waits (squeue's reason), or a short note; for UNKNOWN, starting with
+    # GONE_FROM_SQUEUE when squeue answered without the job (it ended; only sacct can say how).
     reason: str = ""
 
     @property

@@ -1,11 +1,12 @@
 """Slurm through its command-line tools (sbatch, squeue, sacct, scancel) as anyio subprocesses.
 
 Every command is an argv list; no shell is ever involved, so a profile value can only
-ever be an argument. Every command runs in `throughput_schema.slurm_env.slurm_environment`:
-the shell's environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
+ever be an argument. The output is read by the pure functions of `slurm_text`
+(`parse_squeue`, `parse_sacct`, ...) and the lists of `slurm_reasons` (`refusal_kind`).
+Every command runs in `throughput_schema.slurm_env.slurm_environment`: the shell's
+environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
 SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell. A
-sacct that exits 0 but prints an error (Slurm before 23.11.4 with slurmdbd down) failed. The output is read by the pure functions of `slurm_text`
-(`parse_squeue`, `parse_sacct`, `classify_sbatch_error`, ...).
+sacct that exits 0 but prints an error (Slurm before 23.11.4 with slurmdbd down) failed.
 
 Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never "gone":
@@ -22,13 +23,18 @@ Polling (one cycle = one `poll()` call):
     `command_counts` counts every command issued since construction, so a test can
     assert "at most one squeue and one sacct per cycle".
 
+Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at
+most `query_span` (default a day) from the oldest intent (less `since_margin`) to now, so
+no query is wider than slurmdbd's MaxQueryTimeRange allows when the span is set below it.
+
 Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch script has
 no #SBATCH lines). A transient failure (controller unreachable, socket time-out, busy)
 may hide an accepted job, so before every retry the job is looked up by its token (the
 job name); if the lookup cannot prove absence the retry is skipped and `SubmitFailed`
 is raised with `maybe_submitted=True`: the caller keeps the intent and reconciles it
 by token later. Permanent failures (bad account, partition, QOS, constraints...) raise
-`SubmitFailed(permanent=True)` at once.
+`SubmitFailed(permanent=True)` at once, and a submit limit `SubmitFailed(limit=True)` at
+once (no job was made; the watcher lowers its slots and waits).
 """
 
 from __future__ import annotations
@@ -46,23 +52,36 @@ import anyio
 from throughput_schema import ClusterProfile
 from throughput_schema.layout import job_log
 from throughput_schema.slurm_env import slurm_environment
-from throughput_sweep.schedulers.base import TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
-    _TRANSIENT,
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     QueueEntry,
     _queue_state,
     _slurm_time,
     accounting_is_final,
-    classify_sbatch_error,
     launch_failure_note,
     normalize_state,
     parse_sacct,
     parse_squeue,
 )
 
-__all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
+__all__ = ["CommandResult", "SlurmScheduler", "query_windows", "sbatch_argv"]
+
+
+def query_windows(start: datetime, now: datetime, span: timedelta) -> list[tuple[datetime, datetime | None]]:
+    """[start, now] cut into windows of at most `span`, oldest first; the last ends at None ('now').
+
+    sacct selects the jobs that were pending or running at some time in its window, so a
+    job is found in every window its life overlaps; consecutive windows share their edge.
+    """
+    windows: list[tuple[datetime, datetime | None]] = []
+    while now - start > span:
+        windows.append((start, start + span))
+        start += span
+    windows.append((start, None))
+    return windows
 
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 
@@ -125,6 +144,7 @@ class SlurmScheduler:
         backoff_seconds: float = 2.0,
         command_timeout: float = 60.0,
         since_margin: timedelta = timedelta(hours=1),
+        query_span: timedelta = timedelta(days=1),
         commands: dict[str, str] | None = None,
     ) -> None:
         self.profile = profile
@@ -133,6 +153,9 @@ class SlurmScheduler:
         self.backoff_seconds = backoff_seconds
         self.command_timeout = command_timeout
         self.since_margin = since_margin
+        # sacct --name is asked in windows no wider than this: slurmdbd's MaxQueryTimeRange
+        # refuses wider ones from ordinary users, and an old campaign's window would grow forever.
+        self.query_span = max(query_span, timedelta(minutes=1))
         self._cmd = {"sbatch": "sbatch", "squeue": "squeue", "sacct": "sacct", "scancel": "scancel", "scontrol": "scontrol"}
         self._cmd.update(commands or {})
         self.command_counts: Counter[str] = Counter()
@@ -172,7 +195,7 @@ class SlurmScheduler:
                 await anyio.sleep(self.backoff_seconds * 2 ** (attempt - 2))
                 # The failed call may still have reached the controller: look first.
                 try:
-                    found = (await self.find_by_token([token], datetime.now() - timedelta(days=1))).get(token, [])
+                    found = (await self.find_by_token([token], datetime.now() - timedelta(minutes=10))).get(token, [])
                 except QueryFailed:
                     raise SubmitFailed(
                         f"sbatch failed ({last.describe()}) and the job could not be looked up by its token; "
@@ -197,14 +220,19 @@ class SlurmScheduler:
                         f"sbatch answered without a job id: {last.stdout.strip()!r}", permanent=False, maybe_submitted=True
                     )
                 return job_id
-            if classify_sbatch_error(last.stderr, last.returncode):
-                raise SubmitFailed(f"sbatch refused the job: {last.describe()}", permanent=True)
+            kind = refusal_kind(last.stderr, last.returncode)
+            said = refusal_text(last.stderr, last.stdout) or last.describe()
+            if kind == "permanent":
+                raise SubmitFailed(f"sbatch refused the job: {said}", permanent=True)
+            if kind == "limit":
+                # Refused outright (no job was made): the watcher waits, not this loop.
+                raise SubmitFailed(f"sbatch refused the job for a submit limit: {said}", permanent=False, limit=True)
         assert last is not None
         # Transient to the end: a time-out may still have submitted it.
         raise SubmitFailed(
-            f"sbatch failed {self.submit_attempts} times: {last.describe()}",
+            f"sbatch failed {self.submit_attempts} times: {refusal_text(last.stderr, last.stdout) or last.describe()}",
             permanent=False,
-            maybe_submitted=last.returncode is None or bool(_TRANSIENT.search(last.stderr)),
+            maybe_submitted=may_hide_a_job(last.stderr, last.returncode),
         )
 
     # ---------------------------------------------------------------------- poll
@@ -250,7 +278,9 @@ class SlurmScheduler:
                 known = statuses.get(job_id)
                 if row is None:
                     if known is None:
-                        statuses[job_id] = JobStatus(job_id, "UNKNOWN")
+                        said = "sacct gave no row" if sa.ok else f"sacct failed: {sa.describe()}"
+                        gone = f"{GONE_FROM_SQUEUE}; {said}" if queue is not None else f"squeue failed; {said}"
+                        statuses[job_id] = JobStatus(job_id, "UNKNOWN", reason=gone)
                     continue
                 state = normalize_state(row.state)
                 if known is not None and known.state in TERMINAL_STATES and state not in TERMINAL_STATES:
@@ -280,25 +310,29 @@ class SlurmScheduler:
         )
         if not sq.ok:
             raise QueryFailed(f"cannot look up jobs by token: {sq.describe()}")
-        start = _slurm_time(since - self.since_margin)
-        sa = await self._run(
-            "sacct",
-            [
-                "--parsable2",
-                "--noheader",
-                "-X",
-                f"--starttime={start}",
-                "--endtime=now",
-                f"--name={','.join(tokens)}",
-                f"--format={','.join(SACCT_FIELDS)}",
-            ],
-        )
-        if not sa.ok:
-            raise QueryFailed(f"cannot look up jobs by token: {sa.describe()}")
+        rows: dict = {}
+        if since.tzinfo is not None:  # an intent's time (UTC): sacct reads local times
+            since = since.astimezone().replace(tzinfo=None)
+        for start, end in query_windows(since - self.since_margin, datetime.now(), self.query_span):
+            sa = await self._run(
+                "sacct",
+                [
+                    "--parsable2",
+                    "--noheader",
+                    "-X",
+                    f"--starttime={_slurm_time(start)}",
+                    f"--endtime={'now' if end is None else _slurm_time(end)}",
+                    f"--name={','.join(tokens)}",
+                    f"--format={','.join(SACCT_FIELDS)}",
+                ],
+            )
+            if not sa.ok:
+                raise QueryFailed(f"cannot look up jobs by token: {sa.describe()}")
+            rows.update(parse_sacct(sa.stdout))
         for entry in parse_squeue(sq.stdout).values():
             if entry.name in wanted and entry.job_id not in found[entry.name]:
                 found[entry.name].append(entry.job_id)
-        for row in parse_sacct(sa.stdout).values():
+        for row in rows.values():
             for token in {row.job_name, row.comment} & wanted:
                 if row.job_id not in found[token]:
                     found[token].append(row.job_id)

@@ -10,19 +10,20 @@ the pure functions here (tested on captured text, no Slurm needed):
   * `accounting_is_final`: sacct lags ~5 s after a job ends and shows JobName
     `allocation` with empty fields meanwhile, so a terminal row counts only once
     JobName, Partition, Timelimit, AllocTRES and End are filled in.
-  * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or transient
-    (controller unreachable, time-out, busy).
+  * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or a wait
+    (submit limit, rate limit, controller unreachable, busy), from the explicit lists of
+    `slurm_reasons`.
   * `slurm_minutes` / `_slurm_time`: Slurm's durations and its -S/-E time format.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from throughput_schema import AccountingRow
 from throughput_sweep.schedulers.base import TERMINAL_STATES
+from throughput_sweep.schedulers.slurm_reasons import WAITS, never_starts, refusal_kind
 
 __all__ = [
     "SACCT_FIELDS",
@@ -76,43 +77,10 @@ SQUEUE_FORMAT = "%i|%T|%r|%j"
 # squeue/sacct states that mean "waiting to run" (everything else non-terminal runs).
 _PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"})
 
-_PERMANENT = re.compile(
-    r"invalid account|invalid partition|invalid qos|qos|association|"
-    r"invalid generic resource|invalid gres|gres specification|"
-    r"requested node configuration is not available|node count specification invalid|"
-    r"memory specification can not be satisfied|invalid feature specification|"
-    r"invalid time limit|requested time limit is invalid|time limit specification|"
-    r"access/permission denied|not permitted|permission denied|invalid user|"
-    r"unrecognized option|invalid option|unable to open file|no such file|"
-    r"invalid --|invalid job|batch job submission failed: invalid|"
-    r"more processors requested than permitted|cpu count per node can not be satisfied|"
-    r"account has insufficient|partition .* not available",
-    re.IGNORECASE,
-)
-_TRANSIENT = re.compile(
-    r"socket timed out|timed out|unable to contact slurm controller|"
-    r"slurm controller not responding|connection refused|connection reset|"
-    r"temporarily unavailable|temporarily unable|try again|busy|zero bytes were transmitted|"
-    r"transport endpoint|communication connection failure|slurm_persist_conn|"
-    r"slurmctld.*(down|not responding)|resource temporarily unavailable|"
-    r"job submit/allocate failed: (slurm )?(temporarily|controller)",
-    re.IGNORECASE,
-)
-
-
 def classify_sbatch_error(stderr: str, returncode: int | None = 1) -> bool:
-    """True when the failure is permanent (retrying cannot help), False when transient.
-
-    Transient wins over permanent only for clear communication failures; an error we
-    do not recognise is permanent (a clear message beats blind retries).
-    `returncode=None` means sbatch itself did not finish in time: transient.
-    """
-    if returncode is None:
-        return False
-    text = stderr.strip()
-    if _TRANSIENT.search(text) and not re.search(r"invalid account|invalid partition|invalid qos", text, re.I):
-        return False
-    return True
+    """True when the failure is permanent (retrying cannot help), False when it is a wait
+    (a submit limit, a rate limit, a controller that did not answer): `slurm_reasons`."""
+    return refusal_kind(stderr, returncode) == "permanent"
 
 
 def normalize_state(raw: str) -> str:
@@ -216,12 +184,20 @@ def launch_failure_note(scontrol_text: str) -> str:
 
     sacct (22.05) keeps neither the reason nor the output path; scontrol still knows both
     for MinJobAge seconds after the end, which is when the watcher first sees the job over.
+    The output folder is blamed only when the job reached a node (NodeList or BatchHost
+    set) and its reason is not one a pending job has: a job cancelled while pending has a
+    StartTime (its end) but no NodeList, and it never tried to open its output file.
     """
     fields = dict(item.split("=", 1) for item in scontrol_text.split() if "=" in item)
     reason, stdout = fields.get("Reason", ""), fields.get("StdOut", "")
+    node = fields.get("BatchHost", "") or fields.get("NodeList", "")
+    pending_reason = never_starts(reason) or reason.split(",")[0] in WAITS
+    started = node not in ("", "(null)", "None") and not pending_reason
     parts = []
     if reason and reason != "None":
         parts.append(f"Slurm gives the reason {reason}")
-    if stdout:
+    if not started:
+        parts.append("the job never reached a node")
+    elif stdout:
         parts.append(f"its output file was to be {stdout}, which the node could not create (does that folder exist there?)")
     return "; ".join(parts)

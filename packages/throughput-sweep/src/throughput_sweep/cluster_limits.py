@@ -1,0 +1,102 @@
+"""What the watcher does where a real cluster's limits and gaps show: a submit limit, a job
+that can never start, a job gone from squeue while Slurm's accounting is not available.
+
+  * `SlotLimit`: sbatch refused a job for a submit limit (`slurm_reasons`: "limit"); the
+    refused intent is settled never-submitted (no job was made, the point waits for its
+    turn). The watcher keeps at most as many jobs out as it had when the limit hit (one,
+    when the user's other jobs fill the limit), says so once, shows it in the progress
+    line, and allows one more job every `WatchOptions.limit_probe` seconds until it is
+    back at the profile's max_concurrent_jobs. No curve is blocked by a limit.
+  * `refuse`: a job pending for a reason in `slurm_reasons.NEVER_STARTS` gets a `refused`
+    result (the reason and the fix), then is cancelled; the curve blocks with the reason.
+  * `settle_vanished`: squeue answered without the job and sacct gave no row (slurmdbd
+    down, accounting disabled) for `accounting_down_grace`: the job is settled from its
+    attempt folder (its result.json), or, without one, as lost once its time limit has
+    passed since its submission (plus `vanished_margin`). Its slot is freed and its
+    receipt says why it has no accounting (`Receipt.accounting_missing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from throughput_schema.layout import RESULT
+from throughput_schema.outcomes import Crashed
+
+from throughput_sweep.curves import AttemptInfo
+from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
+from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
+
+
+@dataclass
+class SlotLimit:
+    allowed: int  # the profile's max_concurrent_jobs
+    slots: int
+    probe_every: float
+    since: float | None = None  # when the slots were last lowered or probed; None: not lowered
+    said: bool = False
+
+    def lower(self, out: int, now: float) -> int:
+        """Refused for a submit limit with `out` of ours queued: the slots to keep."""
+        self.slots = max(1, min(self.slots, out))
+        self.since = now
+        return self.slots
+
+    def probe(self, now: float) -> int:
+        """One more slot once a probe interval has passed since the last refusal or probe."""
+        if self.since is not None and now - self.since >= self.probe_every:
+            self.slots = min(self.allowed, self.slots + 1)
+            self.since = None if self.slots == self.allowed else now
+        return self.slots
+
+    @property
+    def note(self) -> str:
+        if self.slots >= self.allowed:
+            return ""
+        return f"submit limit: {self.slots} job(s) at once (the profile allows {self.allowed})"
+
+
+async def refuse(w, info: AttemptInfo, reason: str) -> bool:
+    """A job pending for a reason that waiting cannot clear: settle the point as refused
+    (its result first, so a crash in between still blocks the curve), then cancel it."""
+    job_id = info.attempt.receipt.job_id
+    wrote = write_refused_result(w.campaign, info, reason) is not None
+    if job_id not in w.st.refused_cancelled:
+        try:
+            await w.scheduler.cancel(job_id)
+        except QueryFailed as exc:
+            w._say(f"cannot cancel job {job_id}, which can never start ({reason}): {exc}; retrying")
+            return wrote
+        w.st.refused_cancelled.add(job_id)
+        w._say(f"job {job_id} ({info.attempt.path.relative_to(w.campaign.root)}) can never start: "
+              f"{reason}; cancelled")
+    return wrote
+
+
+def settle_vanished(w, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
+    """A job that squeue no longer lists while Slurm's accounting gives no row: after
+    `accounting_down_grace`, settle it from its attempt folder (its result, or, once its
+    time limit has surely passed, as lost), free its slot and say so in the receipt."""
+    receipt = info.attempt.receipt
+    if not status.reason.startswith(GONE_FROM_SQUEUE):
+        return False  # squeue did not answer either: nothing is known
+    first = w.st.vanished_since.setdefault(receipt.job_id, clock)
+    if clock - first < w.options.accounting_down_grace:
+        return False
+    has_result = (info.attempt.path / RESULT).exists()
+    if not has_result:
+        limit = w.campaign.manifest.profile.time_limit_minutes * 60 + w.options.vanished_margin
+        if (datetime.now(timezone.utc) - parse_time(receipt.submitted_at)).total_seconds() < limit:
+            return False
+        note = ("squeue no longer lists the job and Slurm's accounting is not available; its time limit "
+                "has passed since its submission and it left no result.json")
+        write_missing_result(w.campaign, info, "UNKNOWN", None, outcome=Crashed(phase="slurm", message=note))
+    w.st.finished[receipt.job_id] = "UNKNOWN"
+    w.st.accounting_given_up.add(receipt.job_id)
+    why = f"Slurm's accounting was not available ({status.reason}); " + (
+        "settled from result.json" if has_result else "settled as lost after its time limit"
+    )
+    record_accounting(info, None, False, missing=why)
+    w._say(f"job {receipt.job_id}: {why}")
+    return True
