@@ -134,8 +134,9 @@ def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp
     out = tmp_path / "camp"
     plan = write_plan(tmp_path, {})
     prof = profile(tmp_path, partition="short", time_limit_minutes=14, watchdog_minutes=13)
+    # --no-preflight: past the preflight, which refuses this profile before creation (test_preflight_slurm.py).
     r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2", "--profile", prof,
-              *FAST, "--no-progress", plan=plan)
+              *FAST, "--no-progress", "--no-preflight", plan=plan)
     assert r.returncode == BLOCKED, r.stderr
     assert "can never start: PartitionTimeLimit; cancelled" in r.stderr
     result = json.loads((out / "curves/20m-c512/b1/attempt-1/result.json").read_text())
