@@ -136,13 +136,18 @@ class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):
     message: str = ""
 
 
+# Where a curve can stand; the states in CURVE_ENDED take no more points.
+CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "complete", "closed"]
+CURVE_ENDED: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete", "closed"})
+
+
 class CurveSummary(_Record):
     """Where a curve stands; derived from the files under `curves/`, never stored state."""
 
     curve: str
     model: str
     context_length: PositiveInt
-    state: Literal["pending", "running", "blocked", "bounded", "capped", "complete", "closed"]
+    state: CurveState
     fitting_batches: list[int] = []
     fastest_stable_batch: int | None = None
     fastest_tokens_per_second: float | None = None

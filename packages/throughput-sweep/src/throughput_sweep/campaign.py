@@ -98,3 +98,13 @@ def open_campaign(output: Path) -> Campaign:
     if not (output / MANIFEST).exists():
         raise CampaignError(f"{output}: not a campaign (no {MANIFEST})")
     return Campaign(root=output, manifest=load_manifest(output))
+
+
+def verify_frozen(campaign: Campaign) -> list[str]:
+    """Frozen files whose content no longer matches the manifest's hash (should be none)."""
+    bad = []
+    for f in campaign.manifest.frozen_files:
+        path = campaign.frozen / f.path
+        if not path.is_file() or sha256_file(path) != f.sha256:
+            bad.append(f.path)
+    return bad

@@ -27,7 +27,8 @@ from throughput_sweep.faults import crash_point
 from throughput_sweep.frozen_profile import blocked_advice
 from throughput_sweep.recommendations import recommendations
 from throughput_sweep.hardware import hardware_section, measured_hardware
-from throughput_sweep.status import campaign_done, closed_line, is_complete
+from throughput_sweep.curves import campaign_done, is_complete
+from throughput_sweep.status import closed_line
 from throughput_sweep.usage import gpu_hours
 
 WALL_CHANGE_FLAG = 0.05

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Iterable, Literal
 
 from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest, Settlement, WorkerResult, outcome_kind
+from throughput_schema.campaigns import CURVE_ENDED, CurveState
 from throughput_schema.layout import Attempt, curve_name
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
-CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "complete", "closed"]
-TERMINAL: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete", "closed"})
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ class Curve:
 
     @property
     def done(self) -> bool:
-        return self.state in TERMINAL and not self.running
+        return self.state in CURVE_ENDED and not self.running
 
     @property
     def fastest_stable(self) -> tuple[int, float] | None:
@@ -208,6 +207,15 @@ class Curve:
                 for f in self.failed
             ],
         )
+
+
+def campaign_done(curves: list[Curve]) -> bool:
+    return all(c.done for c in curves)
+
+
+def is_complete(curves: list[Curve]) -> bool:
+    """Every curve ended with a result: bounded, capped or complete (none blocked, none running)."""
+    return all(c.done and c.state != "blocked" for c in curves)
 
 
 DOUBLING_LIMIT = 1 << 20  # no single GPU fits a million sequences: a curve this long is broken

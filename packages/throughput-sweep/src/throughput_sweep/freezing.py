@@ -3,7 +3,7 @@
 Everything is written into a temporary sibling folder and renamed into place, so bad
 input leaves nothing behind. Jobs run from `frozen/`, the copy of the package sources,
 drivers, resolved configs and `uv.lock` taken here, so editing the repository never
-changes a campaign; `verify_frozen` tells whether the copy is still what was taken.
+changes a campaign; `campaign.verify_frozen` tells whether the copy is still what was taken.
 """
 
 from __future__ import annotations
@@ -94,13 +94,3 @@ def create(plan: Plan) -> Campaign:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Campaign(root=output, manifest=manifest)
-
-
-def verify_frozen(campaign: Campaign) -> list[str]:
-    """Frozen files whose content no longer matches the manifest's hash (should be none)."""
-    bad = []
-    for f in campaign.manifest.frozen_files:
-        path = campaign.frozen / f.path
-        if not path.is_file() or sha256_file(path) != f.sha256:
-            bad.append(f.path)
-    return bad

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.curves import AttemptInfo
+from throughput_sweep.curves import AttemptInfo, campaign_done
 from throughput_sweep.locking import probe, watcher_line
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, Scheduler
 
@@ -78,7 +78,7 @@ def out_jobs(infos: list[AttemptInfo]) -> list[str]:
 def ask(campaign: Campaign, driver: str, *, offline: bool, scheduler: Scheduler | None = None) -> Live:
     """The watcher's state and, unless `offline`, one poll of the jobs out (by `scheduler`,
     else the campaign's own, made here)."""
-    from throughput_sweep.status import campaign_done
+
     from throughput_sweep.watcher import resume_command
 
     resume = resume_command(campaign.root, driver)

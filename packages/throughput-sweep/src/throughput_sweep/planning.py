@@ -19,8 +19,7 @@ from throughput_schema.recipe import load_recipe, with_point
 from throughput_schema.slurm_env import slurm_environment
 
 from throughput_sweep import __version__
-from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file
-from throughput_sweep.freezing import verify_frozen
+from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
 from throughput_sweep.frozen_profile import refuse_other_profile
 
 DEFAULT_MODELS = ("20m", "90m", "250m", "500m")
@@ -154,7 +153,7 @@ def plan_optimizer(
     if models and sorted(models) != sorted(pm.models):
         raise CampaignError("--models: an optimizer campaign inherits the parent's models; drop --models")
     curves = parent.curves()
-    unfinished = [c for c in curves if c.state not in ("bounded", "capped", "blocked", "closed") or c.running]
+    unfinished = [c for c in curves if not c.done]
     if unfinished:
         raise CampaignError(
             f"--optimizer-timing-from {parent_dir}: the throughput campaign is not complete "

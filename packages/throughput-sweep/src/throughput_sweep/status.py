@@ -7,7 +7,7 @@ from throughput_schema.recommendation import recommendation_text
 from throughput_schema.provenance import protocol_deviation, worker_warning
 
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.curves import Curve
+from throughput_sweep.curves import Curve, campaign_done, is_complete
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
 from throughput_sweep.live import Live
 from throughput_sweep.recommendations import recommendations
@@ -40,15 +40,6 @@ def campaign_exit_status(campaign: Campaign, curves: list[Curve] | None = None) 
 
         return EXIT_SPOT_CHECK_FAILED if failed(campaign) else status
     return status
-
-
-def campaign_done(curves: list[Curve]) -> bool:
-    return all(c.done for c in curves)
-
-
-def is_complete(curves: list[Curve]) -> bool:
-    """Every curve ended with a result: bounded, capped or complete (none blocked, none running)."""
-    return all(c.done and c.state != "blocked" for c in curves)
 
 
 def closed_line(closure: CurveClosure) -> str:
