@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from throughput_schema import ClusterProfile
+from throughput_schema.campaigns import CURVE_ENDED
 from throughput_schema.layout import JOB_SCRIPT, attempt_dir
 from throughput_schema.slurm_env import slurm_environment
 
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.curves import TERMINAL, Curve
+from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers.slurm_reasons import refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
@@ -365,7 +366,7 @@ def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
     """The dry run's bound: jobs at most, and those jobs each running to the time limit."""
     m, p = campaign.manifest, campaign.manifest.profile
     hours = p.time_limit_minutes * p.gpus_per_job / 60
-    open_curves = [c for c in curves if c.state not in TERMINAL or c.running]
+    open_curves = [c for c in curves if c.state not in CURVE_ENDED or c.running]
     each = f"of up to {p.time_limit_minutes} min on {p.gpus_per_job} GPU(s)"
     if any(c.planned is None for c in open_curves) and m.max_batch is None:
         n = len(open_curves)
