@@ -24,3 +24,8 @@ def test_job_changing_and_allocation_variables_are_removed_and_reported():
 def test_a_clean_shell_loses_nothing():
     env, removed = slurm_environment({"PATH": "/usr/bin", "SLURM_TIME_FORMAT": "standard"})
     assert env == {"PATH": "/usr/bin", "SLURM_TIME_FORMAT": "standard"} and removed == {}
+
+
+def test_the_users_jwt_token_is_kept_and_never_recorded():
+    env, removed = slurm_environment({"SLURM_JWT": "secret", "SBATCH_QOS": "nosuch"})
+    assert env["SLURM_JWT"] == "secret" and removed == {"SBATCH_QOS": "nosuch"}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from throughput_schema import AccountingRow, slurm_states
+from throughput_schema.slurm_env import slurm_environment
 
 from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 
@@ -45,14 +46,11 @@ class AccountingUnavailable(RuntimeError):
     """sacct could not be run, failed, or said it had no answer; the message is one line."""
 
 
-# The user's shell may export SLURM_TIME_FORMAT=relative (or a strftime format), which makes
-# sacct print "19:19:41" without a date; the audit reads only Slurm's standard ISO times.
-SLURM_ENV = {"SLURM_TIME_FORMAT": "standard"}
-
-
 def slurm_env() -> dict[str, str]:
-    """The environment every Slurm client call of the audit runs with."""
-    return {**os.environ, **SLURM_ENV}
+    """The environment every Slurm client call of the audit runs with: the schema's policy
+    (SLURM_TIME_FORMAT=standard, so a shell's `relative` cannot hide dates; no inherited
+    SACCT_*/SLURM_* option that would change what sacct selects or prints)."""
+    return slurm_environment(os.environ)[0]
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:

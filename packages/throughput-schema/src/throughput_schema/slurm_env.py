@@ -9,7 +9,8 @@ variables it took out (recorded in the manifest as `slurm_environment_removed`):
     SBATCH_EXCLUSIVE, SBATCH_RESERVATION, SBATCH_WAIT, SBATCH_EXPORT, ...), and sbatch's
     environment is also the job's;
   * every `SLURM_*` variable but `SLURM_CONF` (which says which cluster the client talks
-    to): an enclosing allocation's SLURM_JOB_ID, SLURM_CPUS_ON_NODE, ... would otherwise
+    to) and `SLURM_JWT` (the user's token on sites with auth/jwt; a secret, never recorded):
+    an enclosing allocation's SLURM_JOB_ID, SLURM_CPUS_ON_NODE, ... would otherwise
     reach the job, and SLURM_CLUSTERS would send the commands to another cluster;
   * the other commands' own option variables (SQUEUE_*, SACCT_*, SCANCEL_*, SINFO_*,
     SCONTROL_*, SACCTMGR_*): the argv of every query says all it means;
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 __all__ = ["TIME_FORMAT", "slurm_environment"]
 
 TIME_FORMAT = "standard"
-_KEPT = frozenset({"SLURM_CONF"})
+_KEPT = frozenset({"SLURM_CONF", "SLURM_JWT"})
 _PREFIXES = ("SBATCH_", "SLURM_", "SQUEUE_", "SACCT_", "SCANCEL_", "SINFO_", "SCONTROL_", "SACCTMGR_")
 
 
