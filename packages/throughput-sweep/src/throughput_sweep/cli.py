@@ -22,7 +22,7 @@ from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
 from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
-from throughput_sweep.profiles import choose_profile, missing_python, profile_problem
+from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
 PROG = "throughput-sweep"
@@ -162,14 +162,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             parent=args.optimizer_timing_from or args.spot_check_from,
             protocol=_protocol(args, campaign.manifest.protocol),
         )
-        campaign, replaced = resume_profile(campaign, args.profile, find_repo_root(), write=not args.dry_run)
+        campaign, replaced = resume_profile(campaign, args.profile, find_repo_root(), write=False)
+        verdict = gate(campaign, dry_run=args.dry_run, skip=args.no_preflight) if replaced else None
+        if args.dry_run or (verdict and verdict.exit_status):
+            shown = print_plan(campaign, args) if args.dry_run else 0
+            if verdict:
+                verdict.print()
+            return (verdict.exit_status if verdict else 0) or shown
+        if replaced:  # the new profile passed the preflight: now it replaces the frozen one
+            campaign, _ = resume_profile(open_campaign(output), args.profile, find_repo_root(), write=True)
+            verdict.print()
         args.retry_failed = args.retry_failed or replaced
-        if args.dry_run:
-            return print_plan(campaign, args)
     else:
         root = find_repo_root()
         profile = choose_profile(
-            args.profile, root, inherited=_parent_profile(args.optimizer_timing_from or args.spot_check_from), need_python=not args.dry_run
+            args.profile, root, inherited=parent_profile(args.optimizer_timing_from or args.spot_check_from), need_python=not args.dry_run
         )
         if args.spot_check_from:
             from throughput_sweep.spot_check import plan_spot_check
@@ -210,20 +217,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         verdict.print()
         print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
     return watch(campaign, args)
-
-
-def _parent_profile(parent: Path | None):
-    """A follow-up runs where its parent ran unless told otherwise."""
-    if parent is None:
-        return None
-    try:
-        profile = open_campaign(parent).manifest.profile
-    except CampaignError:
-        return None  # plan_optimizer says what is wrong with the parent
-    problem = profile_problem(profile)
-    if problem:
-        raise CampaignError(f"{parent}: the parent campaign's profile {profile.name!r}: {problem}; or choose one with --profile")
-    return profile
 
 
 def driver_name() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import ClusterProfile, SchemaError, convert_input, read_yaml
-from throughput_sweep.campaign import CampaignError
+from throughput_sweep.campaign import CampaignError, open_campaign
 
 __all__ = ["PROFILE_ENV", "available_profiles", "choose_profile", "embedded_local_profile", "load_profile"]
 
@@ -157,4 +157,18 @@ def _absolute_python(profile: ClusterProfile, root: Path) -> ClusterProfile:
     if not py.is_absolute() and ("/" in profile.python):
         py = root / py
         return msgspec.structs.replace(profile, python=str(py))
+    return profile
+
+
+def parent_profile(parent: Path | None):
+    """A follow-up runs where its parent ran unless told otherwise."""
+    if parent is None:
+        return None
+    try:
+        profile = open_campaign(parent).manifest.profile
+    except CampaignError:
+        return None  # plan_optimizer says what is wrong with the parent
+    problem = profile_problem(profile)
+    if problem:
+        raise CampaignError(f"{parent}: the parent campaign's profile {profile.name!r}: {problem}; or choose one with --profile")
     return profile
