@@ -68,7 +68,7 @@ def test_cpu_optimizer_timing_from_host_clock_events(tmp_path):
 
 
 def test_python_m_guide_style_command(tmp_path):
-    """`python -m tiny_llm` itself, as the guide runs it (here on the CPU, tiny recipe)."""
+    """`python -m tiny_llm` itself, as the guide (docs/guide.md) runs it (here on the CPU, tiny recipe)."""
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "tiny_llm", "benchmark-throughput-worker", *TINY,

@@ -1,4 +1,4 @@
-"""The measurement protocol, as the guide fixes it.
+"""The measurement protocol, as the guide (docs/guide.md) fixes it.
 
 After setup: `warmup` updates, then `calibration_updates` (5) timed updates choose a
 fixed N updates per window targeting `window_seconds` (at least

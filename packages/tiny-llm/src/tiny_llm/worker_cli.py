@@ -1,7 +1,7 @@
 """`python -m tiny_llm benchmark-throughput-worker`: measure one point, write its result.
 
 The recipe and the protocol come either from `--config` with `--set` overrides and the
-protocol flags (a person's command line, as in the guide) or from `--request PATH`, an
+protocol flags (a person's command line, as in docs/guide.md) or from `--request PATH`, an
 attempt's `WorkerRequest` (a campaign job's command line), never from both.
 
 Exit status: 0 ok, 1 crashed, 2 bad input, 3 cuda_oom, 4 compile_error, 5 nonfinite
