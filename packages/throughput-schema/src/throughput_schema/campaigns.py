@@ -9,6 +9,7 @@ import msgspec
 
 from throughput_schema.comparison import Recommendation
 from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
+from throughput_schema.curve_names import curve_name
 from throughput_schema.provenance import PRODUCTION_WORKER
 
 
@@ -107,6 +108,10 @@ class Manifest(_Record):
     source_root: str = ""
     # A spot check of `parent` (a throughput campaign whose curves walk `inherited_batches`).
     spot_check: SpotCheck | None = None
+
+    def curves(self) -> list[str]:
+        """The campaign's curve names, model by model, each model's contexts in order."""
+        return [curve_name(m, c) for m in self.models for c in self.contexts]
 
 
 class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):
