@@ -353,6 +353,7 @@ def test_variants_are_judged_against_the_rebuilt_baselines_drift():
     assert not judge(0.0, None, drift)[0]  # weights that never moved cannot be compared
 
 
+@pytest.mark.slow  # the benchmark script end to end
 def test_variants_benchmark_smoke_on_cpu(tmp_path):
     """benchmarks/variants.py end to end on the CPU: baseline, a variant, a recorded failure, JSON."""
     import json

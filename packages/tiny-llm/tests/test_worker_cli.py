@@ -67,6 +67,7 @@ def test_cpu_optimizer_timing_from_host_clock_events(tmp_path):
     assert (tmp_path / "bursts.jsonl").read_text().count("\n") == len(t.bursts)
 
 
+@pytest.mark.slow  # a worker process end to end
 def test_python_m_guide_style_command(tmp_path):
     """`python -m tiny_llm` itself, as the guide (docs/guide.md) runs it (here on the CPU, tiny recipe)."""
     out = tmp_path / "r.json"
