@@ -15,12 +15,13 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from throughput_schema import ClusterProfile, Receipt, WorkerResult, read, write_atomic
+from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from campaign_builder.complete import build_throughput
@@ -61,6 +62,10 @@ def submit_campaign_jobs(built) -> dict[Path, str]:
         for folder in points.values():
             receipt = read(folder / "receipt.json", Receipt)
             code = receipt.accounting.exit_code.split(":")[0]
+            # The intent was written just before its job, as the controller's are: the
+            # audit looks for the token's jobs around that time.
+            intent = read(folder / "intent.json", SubmissionIntent)
+            write_atomic(folder / "intent.json", msgspec.structs.replace(intent, created_at=datetime.now(timezone.utc).isoformat()))
             job = sbatch(
                 f"--job-name={receipt.token}",
                 f"--comment={receipt.token}",
@@ -146,7 +151,7 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted"]
     msg = failed[0].message
     assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {other} ")
-    assert "cpu '2', profile requires 8" in msg and "mem '2G', profile requires '64G'" in msg
+    assert "cpu '2', profile requires at least 8" in msg and "mem '2G', profile requires at least 64G" in msg
     assert failed[1].values["job_id"] == jobs[folder]
 
 
@@ -233,6 +238,6 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted", "slurm.unreceipted"]
     assert failed[0].file == "curves/20m-c512/b2/attempt-1/receipt.json"
-    assert f"job {other} cpu '2', profile requires 8" in failed[0].message
+    assert f"job {other} cpu '2', profile requires at least 8" in failed[0].message
     # The job the receipt named before, and the duplicate.
     assert sorted(c.values["job_id"] for c in failed[1:]) == sorted([receipt.job_id, extra], key=int)

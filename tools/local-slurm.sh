@@ -6,6 +6,7 @@
 #   tools/local-slurm.sh status   exit 0 only if sinfo answers and sacct works
 #   tools/local-slurm.sh env      shell lines to eval: eval "$(tools/local-slurm.sh env)"
 #   tools/local-slurm.sh stop-daemon NAME    stop one daemon (slurmctld, slurmdbd or slurmd)
+#   tools/local-slurm.sh dbd-set [OPT=VAL..] slurmdbd.conf site options for a test (none: restore)
 #   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
 #   tools/local-slurm.sh start --offline DIR   start from the .debs in DIR (see "Offline" below)
 #   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
@@ -61,6 +62,11 @@ DB_PASS=slurm-local-only # MariaDB listens on 127.0.0.1 only
 CLUSTER=local
 ACCOUNT=throughput
 PARTITION=gpu
+SHORT_PARTITION=short
+URGENT_PARTITION=urgent
+LIMITED_ACCOUNT=limited
+THROTTLED_ACCOUNT=throttled
+PLAIN_USER=sweeper
 NODE="$(hostname -s)"
 START_TIMEOUT="${LOCAL_SLURM_START_TIMEOUT:-60}"
 GPU_MODE="${LOCAL_SLURM_GPUS:-auto}"
@@ -476,11 +482,22 @@ AccountingStorageHost=$NODE
 AccountingStoragePass=$MUNGE_SOCKET
 AccountingStorageTRES=gres/gpu
 AccountingStoreFlags=job_comment
-AccountingStorageEnforce=associations
+# limits,qos: QOS limits (the restriction accounts below) are enforced, as on real clusters.
+AccountingStorageEnforce=associations,limits,qos
+
+# Preemption, as a shared cluster may do it: a job in partition $URGENT_PARTITION cancels
+# the $PARTITION jobs it needs room from (the preemption test); nothing else preempts.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 
 GresTypes=gpu
 $node_conf
-PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=UNLIMITED State=UP
+PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=UNLIMITED State=UP PriorityTier=1
+# Restrictions of real clusters, each opt-in by naming it in a profile (see tools/README.md):
+# a 5-minute MaxTime (a 14-minute job pends with PartitionTimeLimit), and a high-priority
+# partition whose jobs preempt.
+PartitionName=$SHORT_PARTITION Nodes=$NODE MaxTime=5 State=UP PriorityTier=1
+PartitionName=$URGENT_PARTITION Nodes=$NODE MaxTime=UNLIMITED State=UP PriorityTier=10
 EOF
 
     printf '%s\n' "$gres_conf" >"$ETC/gres.conf"
@@ -630,6 +647,29 @@ setup_accounts() {
     if [[ -z "$(sacctmgr -n -P show assoc where user=root account="$ACCOUNT" cluster="$CLUSTER" format=user)" ]]; then
         sacctmgr -i add user root Account="$ACCOUNT" DefaultAccount="$ACCOUNT" Cluster="$CLUSTER" >/dev/null
     fi
+    # An ordinary (non-admin) user: slurmdbd limits such as MaxQueryTimeRange spare root.
+    if ! id "$PLAIN_USER" >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin "$PLAIN_USER"
+    fi
+    if [[ -z "$(sacctmgr -n -P show assoc where user="$PLAIN_USER" account="$ACCOUNT" cluster="$CLUSTER" format=user)" ]]; then
+        sacctmgr -i add user "$PLAIN_USER" Account="$ACCOUNT" DefaultAccount="$ACCOUNT" Cluster="$CLUSTER" >/dev/null
+    fi
+    # Restriction accounts: a profile naming one gets its QOS's per-user limit; the default
+    # account stays unlimited. AccountingStorageEnforce=limits,qos makes them bite.
+    local spec name qos limit
+    for spec in "$LIMITED_ACCOUNT:submit2:MaxSubmitJobsPerUser=2" "$THROTTLED_ACCOUNT:run2:MaxJobsPerUser=2"; do
+        IFS=: read -r name qos limit <<<"$spec"
+        if [[ -z "$(sacctmgr -n -P show qos "$qos" format=name)" ]]; then
+            sacctmgr -i add qos "$qos" "$limit" >/dev/null
+        fi
+        if [[ -z "$(sacctmgr -n -P show account "$name" format=account)" ]]; then
+            sacctmgr -i add account "$name" Cluster="$CLUSTER" Description="restriction: $limit" \
+                Organization=throughput >/dev/null
+        fi
+        if [[ -z "$(sacctmgr -n -P show assoc where user=root account="$name" cluster="$CLUSTER" format=user)" ]]; then
+            sacctmgr -i add user root Account="$name" Cluster="$CLUSTER" QOS="$qos" DefaultQOS="$qos" >/dev/null
+        fi
+    done
 }
 
 start_slurmctld() {
@@ -765,6 +805,26 @@ cmd_start_daemon() {
     if [[ "$1" != slurmdbd ]]; then wait_for_node; fi
 }
 
+# cmd_dbd_set: slurmdbd options of a real site (e.g. MaxQueryTimeRange=1-00:00:00) for one
+# test, then `dbd-set` with no option restores the permissive file; slurmdbd re-reads it either way.
+DBD_MARK="# --- dbd-set (tests): removed by a plain dbd-set ---"
+cmd_dbd_set() {
+    local conf="$ETC/slurmdbd.conf" kept
+    [[ -f "$conf" ]] || die "no $conf: start first"
+    kept="$(sed "/^$DBD_MARK\$/,\$d" "$conf")"
+    (
+        umask 077
+        printf '%s\n' "$kept" >"$conf.tmp"
+        if (($#)); then
+            printf '%s\n' "$DBD_MARK" "$@" >>"$conf.tmp"
+        fi
+        mv "$conf.tmp" "$conf"
+    )
+    # SIGHUP through sacctmgr: the slurmdbd that answers re-reads its file, whichever pid it
+    # has (a restart could leave an untracked old daemon holding the port).
+    sacctmgr -i reconfigure >/dev/null || die "slurmdbd did not take the new options (sacctmgr reconfigure failed)"
+}
+
 cmd_env() {
     printf 'export LOCAL_SLURM_DIR=%q\n' "$STATE_DIR"
     printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
@@ -804,9 +864,10 @@ env) cmd_env ;;
 config) cmd_config ;;
 unpack) cmd_unpack ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
+dbd-set) shift && cmd_dbd_set "$@" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
 *)
-    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME}" >&2
+    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]}" >&2
     exit 2
     ;;
 esac

@@ -205,6 +205,39 @@ def accounting_unreachable(p: Planted) -> None:
     p.sacct = _UnreachableSacct(p.sacct.rows)
 
 
+class _SilentlyFailingSacct(FakeSacct):
+    def __call__(self, argv):
+        from subprocess import CompletedProcess
+
+        # Slurm before 23.11.4 with slurmdbd down: exit 0, no rows, the error on stderr only.
+        return CompletedProcess(list(argv), 0, "", "sacct: error: Problem talking to the database: Connection refused\n")
+
+
+def accounting_error_with_exit_0(p: Planted) -> None:
+    p.sacct = _SilentlyFailingSacct(p.sacct.rows)
+
+
+def _dateless(iso: str) -> str:
+    """What SLURM_TIME_FORMAT=relative prints for a time of today: '19:19:41'."""
+    return iso[11:19]
+
+
+def receipt_times_without_a_date(p: Planted) -> None:
+    # A campaign run with SLURM_TIME_FORMAT=relative stored its receipts' times so.
+    p.edit_point("20m-c512", 1, "receipt.json", lambda d: d["accounting"].update(
+        start=_dateless(d["accounting"]["start"]), end=_dateless(d["accounting"]["end"])))
+
+
+def sacct_times_without_a_date(p: Planted) -> None:
+    row = p.sacct.rows[p.job("20m-c512", 1)]
+    p.sacct_row("20m-c512", 1, start=_dateless(row.start), end=_dateless(row.end))
+
+
+def job_with_less_memory_in_another_unit(p: Planted) -> None:
+    row = p.sacct.rows[p.job("20m-c512", 1)]
+    p.sacct_row("20m-c512", 1, alloc_tres=row.alloc_tres.replace("mem=64G", "mem=32768M"))
+
+
 def never_submitted_attempt_with_a_result(p: Planted) -> None:
     # Attempt 1 is said never to have reached the scheduler, yet holds a receipt and a
     # result; the point's counted attempt is a genuine attempt 2.

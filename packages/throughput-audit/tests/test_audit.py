@@ -94,7 +94,7 @@ def test_timeout_result_with_oom_accounting_is_caught(campaign):
     names = {c.name for c in failures(out)}
     assert {"receipt.state", "slurm.state", "summary.curve"} <= names
     state = failures(out, "slurm.state")[0]
-    assert "ended FAILED exit 3:0; result.json outcome timeout implies TIMEOUT or FAILED with exit 6" in state.message
+    assert "ended FAILED exit 3:0; result.json outcome timeout implies TIMEOUT or DEADLINE or FAILED with exit 6" in state.message
 
 
 def test_recipe_differing_from_frozen_is_caught(campaign):
@@ -261,3 +261,17 @@ def test_optimizer_bursts_from_result_when_bursts_file_is_absent(tmp_path, campa
     edit(folder / "result.json", lambda d: d["optimizer_timing"]["bursts"][0].update(optimizer_ms=99.0))
     bad = failures(audit(opt), "optimizer.window_ms")
     assert len(bad) == 1 and bad[0].file == "curves/20m-c512/b4/attempt-1/result.json"
+
+
+def test_a_recomputed_figure_is_one_check_with_both_sides_named():
+    from throughput_audit.findings import Checks
+
+    checks = Checks()
+    assert checks.figure("x.median", "r.json", 1.0, 1.0 + 1e-12, what="median", how=" tok/s")
+    # A series one window short differs, though every pair that zip would give agrees.
+    assert not checks.figure("x.windows", "r.json", [1.0, 2.0], [1.0, 2.0, 3.0], what="windows")
+    assert not checks.figure("x.flag", "r.json", False, True, message="flag", given={"cv": 0.1})
+    median, windows, flag = checks.items
+    assert (median.status, median.message) == ("pass", "r.json: median recomputed 1.0 tok/s, result says 1.000000000001")
+    assert windows.message == "r.json: windows recomputed [1.0, 2.0], result says [1.0, 2.0, 3.0]"
+    assert list(flag.values) == ["cv", "recomputed", "reported"] and flag.message == "r.json: flag"

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 
 import msgspec
 import pytest
 
-from throughput_audit import slurm
+from throughput_audit import query_windows, slurm
+from throughput_audit.allocation import mem_mib, timelimit_minutes
 from throughput_audit.audit import write_outputs
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_throughput
@@ -41,8 +43,8 @@ def test_receipt_pointing_at_a_job_with_other_resources_is_caught(campaign):
     assert len(bad) == 1
     msg = bad[0].message
     assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {job} ")
-    for part in ("gres/gpu None, profile requires 1", "cpu '2', profile requires 8", "mem '2G', profile requires '64G'",
-                 "timelimit '00:05:00', profile requires '00:14:00'"):
+    for part in ("gres/gpu None, profile requires 1", "cpu '2', profile requires at least 8", "mem '2G', profile requires at least 64G",
+                 "timelimit '00:05:00', profile requires at least 00:14:00"):
         assert part in msg
     assert failures(out, "slurm.identity")
 
@@ -94,8 +96,8 @@ def test_sacct_parsing_keeps_pipes_in_comments():
                      "2026-01-01T00:01:00", "00:01:00", "n1", "a|b"])
     (row,) = slurm.parse(line + "\n")
     assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 14
-    assert slurm.timelimit_minutes("1-00:00:00") == 1440 and slurm.timelimit_minutes("14:00") == 14
-    assert slurm.mem_mib("65536M") == slurm.mem_mib("64G")
+    assert timelimit_minutes("1-00:00:00") == 1440 and timelimit_minutes("14:00") == 14
+    assert mem_mib("65536M") == mem_mib("64G")
 
 
 def test_local_campaign_concurrency_comes_from_recorded_accounting(tmp_path):
@@ -176,14 +178,19 @@ def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
     out = audit(campaign, sacct)
     assert failures(out) == []
     (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]
-    assert check.status == "pass" and check.values == {"jobs": 8, "tokens": 8, "queries": 1}
-    assert check.message.startswith("sacct holds 8 jobs named by the campaign's 8 tokens since ")
-    assert check.message.endswith("; each has a receipt")
+    assert check.status == "pass"
+    assert check.values == {"jobs": 8, "tokens": 8, "windows": 1, "queries": 1, "span_seconds": 86400}
+    # The intents were written from 12:00:00 to 12:05:01 (naive, so UTC), an hour's margin each side.
+    assert check.message == (
+        "sacct holds 8 jobs named by the campaign's 8 tokens, asked in 1 windows of at most 1-00:00:00 around the "
+        "intents' times, with 1 sacct calls (2026-10-08T11:00:00+00:00 to 2026-10-08T13:05:01+00:00); each has a receipt"
+    )
     (argv,) = sacct.by_name()
     assert argv[:3] == ["sacct", "-X", "--allusers"] and "--parsable2" in argv and "--noheader" in argv
     assert f"--format={','.join(name for name, _ in slurm.FIELDS)}" in argv
-    # A day before the manifest's created_at (naive, so UTC), in the auditor's local time.
-    assert f"--starttime={slurm.since_argument(campaign.manifest.created_at)}" in argv
+    # In the auditor's local time, as sacct reads it.
+    local = [datetime(2026, 10, 8, h, m, s, tzinfo=timezone.utc).astimezone() for h, m, s in ((11, 0, 0), (13, 5, 1))]
+    assert argv[-3:-1] == [f"--starttime={local[0]:%Y-%m-%dT%H:%M:%S}", f"--endtime={local[1]:%Y-%m-%dT%H:%M:%S}"]
     names = next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(",")
     assert sorted(names) == sorted(_token(campaign, c, b) for c, pts in campaign.points.items() for b in pts)
 
@@ -233,8 +240,9 @@ def test_token_lookup_is_batched(tmp_path):
     by_name = sacct.by_name()
     sizes = [len(next(a for a in argv if a.startswith("--name=")).split(",")) for argv in by_name]
     assert sizes == [100, 100]
-    rows, queries = slurm.query_tokens([f"t{i}" for i in range(250)], "2026-10-07T12:00:00", runner=sacct)
-    assert rows == {} and [len(q.argv[-1].split(",")) for q in queries] == [100, 100, 50]
+    one = query_windows.around("2026-10-07T12:00:00+00:00")
+    rows, queries, windows = slurm.query_tokens({f"t{i}": one for i in range(250)}, runner=sacct)
+    assert rows == {} and len(windows) == 1 and [len(q.argv[-1].split(",")) for q in queries] == [100, 100, 50]
 
 
 def test_token_lookup_with_sacct_unavailable_is_one_line(campaign):
@@ -249,11 +257,20 @@ def test_token_lookup_with_sacct_unavailable_is_one_line(campaign):
     out = audit(campaign, sacct)
     bad = failures(out)
     assert [c.name for c in bad] == ["slurm.sacct"]
-    assert bad[0].message == "sacct: sacct not found: the Slurm client tools are needed to audit a Slurm campaign"
+    assert bad[0].message.startswith(
+        "Slurm accounting not available: sacct not found: the Slurm client tools are needed to audit a Slurm campaign; "
+    )
+    assert out.report.slurm == "not_available"
     assert "# sacct by token failed: sacct not found" in out.accounting
 
 
-def test_unreadable_creation_time_is_one_line(campaign):
-    edit(campaign.root / "manifest.json", lambda d: d.update(created_at="yesterday"))
-    bad = failures(audit(campaign), "slurm.unreceipted")
-    assert [c.message for c in bad] == ["manifest.json: created_at 'yesterday' is not a time; jobs without a receipt cannot be looked up"]
+def test_unreadable_intent_time_is_one_line_and_the_other_tokens_are_still_looked_up(campaign):
+    intent = "curves/20m-c512/b2/attempt-1/intent.json"
+    edit(campaign.root / intent, lambda d: d.update(created_at="yesterday"))
+    sacct = campaign.sacct()
+    out = audit(campaign, sacct)
+    bad = failures(out, "slurm.unreceipted")
+    assert [c.message for c in bad] == [f"{intent}: created_at 'yesterday' is not a time; jobs under its token cannot be looked up"]
+    (argv,) = sacct.by_name()
+    assert len(next(a for a in argv if a.startswith("--name=")).split(",")) == 7
+    assert not [c for c in out.report.checks if c.name == "slurm.unreceipted" and c.status == "pass"]

@@ -176,3 +176,33 @@ def test_a_manifest_names_its_curves_and_each_name_parses_back():
     for bad in ("20m", "20m-c0", "20m-c", "-c512", "20m-c512/x"):
         with pytest.raises(ValueError, match="not a curve folder name"):
             parse_curve_name(bad)
+
+
+def test_audit_report_is_a_record_the_writer_and_the_reader_share(tmp_path, capsys):
+    from throughput_schema import AuditReport, AuditSummary, Check, CurveFinding
+
+    report = AuditReport(
+        audit_version=1,
+        campaign="/c",
+        name="c",
+        kind="throughput",
+        audited_at="2026-01-01T00:00:00+00:00",
+        tool_version="0.1.0",
+        slurm="not_applicable",
+        summary=AuditSummary(passed=1, failed=0, not_applicable=1),
+        curves=[CurveFinding(curve="20m-c512", state="bounded", batches=[1, 2], first_oom_batch=2)],
+        checks=[Check(name="slurm", status="not_applicable"), Check(name="a", status="pass", file="f", values={"z": 1, "a": 2})],
+    )
+    # The audit encodes with msgspec's plain encoder: fields in declared order, a check's
+    # and a curve's defaults left out, a check's values in the order the audit gave them.
+    data = msgspec.json.encode(report)
+    assert data.startswith(b'{"audit_version":1,"campaign":"/c","name":"c","kind":"throughput","audited_at"')
+    assert b'"curves":[{"curve":"20m-c512","state":"bounded","batches":[1,2],"first_oom_batch":2}]' in data
+    assert b'"checks":[{"name":"slurm","status":"not_applicable"},{"name":"a","status":"pass","file":"f","values":{"z":1,"a":2}}]' in data
+    assert data.endswith(b'"local_registry":"not_applicable","test_worker":"","notes":[]}')
+    assert decode(data, AuditReport) == report
+    (tmp_path / "audit.json").write_bytes(data)
+    assert main(["validate", "audit-report", str(tmp_path / "audit.json")]) == 0
+    (tmp_path / "audit.json").write_bytes(data.replace(b'"status":"pass"', b'"status":"maybe"'))
+    assert main(["validate", "audit-report", str(tmp_path / "audit.json")]) == 1
+    assert "status" in capsys.readouterr().err

@@ -15,7 +15,8 @@ side (`optimizer_kernels` in each point; `--optimizer-only` skips the update cas
 Each case runs in try/except and a failure is recorded, not fatal. Usage:
 
     python packages/tiny-llm/benchmarks/peers.py --output runs/peers-h200.json [--quick] \
-        [--points 250m@2048x16 500m@2048x16] [--optimizer-kernels fused triton [--optimizer-only]]
+        [--points 250m@2048x16 500m@2048x16] [--optimizer-kernels fused triton [--optimizer-only]] \
+        [--kernel cross_entropy=triton]      # ours with other kernel choices, recorded in its "kernels"
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from throughput_schema.recipe import flops_per_token, load_recipe, parameter_cou
 from tiny_llm import hardware  # noqa: E402
 from tiny_llm.arena_adamw import KERNELS, ArenaAdamW  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
+from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.update import build, make_inputs  # noqa: E402
 
@@ -86,12 +88,19 @@ def free():
     torch.cuda.empty_cache()
 
 
-def case_ours(recipe, seconds, windows) -> dict:
+def parse_kernels(choices: list[str]) -> Kernels:
+    """`Kernels` from FIELD=VALUE pairs (`--kernel`), e.g. ["cross_entropy=triton"]."""
+    pairs = dict(c.split("=", 1) for c in choices)
+    return Kernels(**{k: int(v) if v.isdigit() else v for k, v in pairs.items()})
+
+
+def case_ours(recipe, seconds, windows, kernels: Kernels = Kernels()) -> dict:
     t0 = time.perf_counter()
-    built = build(recipe, CUDA)
+    built = build(recipe, CUDA, kernels=kernels)
     setup = time.perf_counter() - t0
     out = timed_rate(built.run, recipe.training.batch_tokens, seconds, windows)
     out["setup_seconds"] = setup
+    out["kernels"] = built.ran().record()
     # ArenaAdamW.step alone, as its own graph (clip, finite check, AdamW, counters).
     g = capture(built.optimizer.step)
     out["optimizer_ms"] = statistics.median(time_replays(g.replay, 20, 5))
@@ -261,7 +270,10 @@ def main(argv=None) -> int:
     ap.add_argument("--triton-blocks", nargs="*", type=int, default=[], metavar="N",
                     help="with --optimizer-kernels: also the triton kernel with update blocks of N elements")
     ap.add_argument("--optimizer-only", action="store_true", help="only the ceilings and --optimizer-kernels")
+    ap.add_argument("--kernel", action="append", default=[], metavar="FIELD=VALUE",
+                    help="ours with this kernel choice, repeatable, e.g. cross_entropy=triton (default: Kernels())")
     args = ap.parse_args(argv)
+    kernels = parse_kernels(args.kernel)
     if not torch.cuda.is_available():
         print("peers.py: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -292,7 +304,7 @@ def main(argv=None) -> int:
                                                          point["optimizer_floor_ms"])
             free()
         if not args.optimizer_only:
-            point["ours"] = run_case("ours", case_ours, recipe, seconds, windows)
+            point["ours"] = run_case("ours", case_ours, recipe, seconds, windows, kernels)
             point["peer_a"] = run_case("peer_a", case_peer_a, recipe, seconds, windows)
             if have_hf:
                 point["peer_b"] = run_case("peer_b", case_peer_b, recipe, seconds, windows)

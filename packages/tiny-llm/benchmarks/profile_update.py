@@ -36,14 +36,13 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(KERNEL_CACHE)
 META = re.compile(r"'kernel_name': '(triton_\w+)'.*?'kernel_num_gb': ([0-9.eE+-]+)")
 
 from throughput_schema.recipe import load_recipe
-from tiny_llm.kernels import Kernels
 from tiny_llm.update import build
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import copy_bandwidth  # noqa: E402
+from peers import copy_bandwidth, parse_kernels  # noqa: E402
 FAMILIES = [
-    ("tiny_llm triton", ("_swiglu_",)),
+    ("tiny_llm triton", ("_swiglu_", "_cross_entropy_")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_")),
     ("optimizer", ("fused_adamw", "multi_tensor", "adam")),
@@ -68,12 +67,9 @@ def own_kernel_gb(recipe) -> dict[str, float]:
     return {
         "_swiglu_forward": 3 * tensor,  # reads gate and up, writes h
         "_swiglu_backward": 5 * tensor,  # reads dh, gate and up, writes d(gate) and d(up)
+        # reads the BF16 logits, writes their gradient (the second read of each row hits L2)
+        "_cross_entropy_forward": 2 * tokens * recipe.model.vocab_size * 2 / 1e9,
     }
-
-
-def parse_kernels(choices: list[str]) -> Kernels:
-    pairs = dict(c.split("=", 1) for c in choices)
-    return Kernels(**{k: int(v) if v.isdigit() else v for k, v in pairs.items()})
 
 
 def main() -> None:
@@ -102,15 +98,21 @@ def main() -> None:
             built.update()
         torch.cuda.synchronize()
     per_family: dict[str, float] = defaultdict(float)
+    launches: dict[str, float] = defaultdict(float)
     top: dict[str, float] = defaultdict(float)
     for evt in prof.key_averages():
         us = evt.device_time_total if hasattr(evt, "device_time_total") else evt.cuda_time_total
         if us <= 0:
             continue
         per_family[family(evt.key)] += us / 1e3 / args.updates
+        launches[family(evt.key)] += evt.count / args.updates
         top[evt.key] += us / 1e3 / args.updates
     total = sum(per_family.values())
     copy_bw = copy_bandwidth()
+    # torch 2.11 saves a profile's trace once: read it here for both tables below.
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.loads(Path(f.name).read_text())["traceEvents"]
     report = {
         "point": args.point,
         "gpu": torch.cuda.get_device_name(),
@@ -119,15 +121,20 @@ def main() -> None:
         "command": " ".join(sys.argv),
         "kernel_ms_per_update": total,
         "families_ms": dict(sorted(per_family.items(), key=lambda kv: -kv[1])),
+        # GPU kernels (and copies) per update, as the CUDA graph replays them: what bounds
+        # an update that is launch-bound inside the graph (20m at batch 1).
+        "kernel_launches_per_update": sum(launches.values()),
+        "families_launches": dict(sorted(launches.items(), key=lambda kv: -kv[1])),
         "top_kernels_ms": dict(sorted(top.items(), key=lambda kv: -kv[1])[:25]),
         "copy_bytes_per_second": copy_bw,
-        "inductor_kernels": inductor_bytes(prof, args.updates, copy_bw),
-        "own_kernels": inductor_bytes(prof, args.updates, copy_bw, own_kernel_gb(recipe)),
+        "inductor_kernels": inductor_bytes(events, args.updates, copy_bw),
+        "own_kernels": inductor_bytes(events, args.updates, copy_bw, own_kernel_gb(recipe)),
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{args.point}: {total:.2f} ms of GPU kernels per update (compiled, no graph)")
+    print(f"{args.point}: {total:.2f} ms of GPU kernels per update (compiled, no graph), "
+          f"{report['kernel_launches_per_update']:.0f} kernels")
     for fam, ms in report["families_ms"].items():
-        print(f"  {fam:18s} {ms:8.2f} ms  {100 * ms / total:5.1f}%")
+        print(f"  {fam:18s} {ms:8.2f} ms  {100 * ms / total:5.1f}%  {launches[fam]:5.0f} kernels")
     kernels = report["inductor_kernels"]
     print(f"inductor kernels: {sum(k['ms'] for k in kernels):.2f} ms, of which "
           f"{sum(k['gap_ms'] for k in kernels if k['gap_ms'] is not None):.2f} ms beyond copy speed "
@@ -137,12 +144,9 @@ def main() -> None:
         print(f"  {k['ms']:7.3f} ms  {k['gb'] or 0:7.3f} GB  at {frac:>4s} of copy speed  {k['name'][:70]}")
 
 
-def inductor_bytes(prof, updates: int, copy_bw: float, own: dict[str, float] | None = None) -> list[dict]:
-    """Per inductor kernel (or, given `own`, per kernel whose name starts with one of its keys):
-    GPU time and estimated GB per update, and its gap to copy speed."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        events = json.loads(Path(f.name).read_text())["traceEvents"]
+def inductor_bytes(events: list[dict], updates: int, copy_bw: float, own: dict[str, float] | None = None) -> list[dict]:
+    """Per inductor kernel (or, given `own`, per kernel whose name starts with one of its keys) in
+    the profile's trace `events`: GPU time and estimated GB per update, and its gap to copy speed."""
     us: dict[str, float] = defaultdict(float)
     launched: dict[str, int] = defaultdict(int)
     for e in events:

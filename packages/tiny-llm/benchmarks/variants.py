@@ -14,7 +14,8 @@ Cases: baseline (Kernels(): on CUDA the Triton optimizer and SwiGLU, the default
 issue 20), repeat (the baseline rebuilt: the drift BF16 rounding alone
 causes, against which the variants' differences read; at 250m four updates on a repeated
 batch already drift ~0.1 in loss), attn-flash / attn-cudnn / attn-efficient (pinned SDPA
-kernel), ce-chunked (LM head + cross-entropy over token chunks), inductor-cd (inductor's
+kernel), ce-chunked (LM head + cross-entropy over token chunks), ce-triton (the loss and
+the logits' gradient in one Triton pass, tiny_llm.triton_cross_entropy), inductor-cd (inductor's
 coordinate-descent tuning), opt-compiled (ArenaAdamW's step through inductor),
 opt-fused (`torch._fused_adamw_`, the default on CUDA before issue 20), opt-triton (its
 two Triton passes, tiny_llm.triton_adamw: the baseline's own choice on CUDA where triton
@@ -82,6 +83,7 @@ CASES = {
     "attn-efficient": Kernels(attention="efficient"),
     "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
     "ce-chunked": Kernels(cross_entropy="chunked"),
+    "ce-triton": Kernels(cross_entropy="triton"),  # loss and gradient in one Triton pass (issue 27)
     "swiglu-default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "swiglu-triton": Kernels(swiglu="triton"),
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),

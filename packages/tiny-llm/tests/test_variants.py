@@ -274,6 +274,7 @@ GPU_VARIANTS = {
     "attention=cudnn": Kernels(attention="cudnn"),
     "attention=efficient": Kernels(attention="efficient"),
     "cross_entropy=chunked": Kernels(cross_entropy="chunked", ce_chunk_tokens=1000),
+    "cross_entropy=triton": Kernels(cross_entropy="triton"),  # loss and gradient in one Triton pass
     "swiglu=triton": Kernels(swiglu="triton"),  # the default's own choice where triton imports
     "swiglu=default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),

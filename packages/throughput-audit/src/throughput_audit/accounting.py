@@ -5,17 +5,27 @@ text. (Local campaigns: `local_registry`.)"""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 
 from throughput_schema import AccountingRow
-from throughput_schema.layout import INTENT, MANIFEST, RECEIPT
+from throughput_schema.layout import INTENT, RECEIPT
 
-from throughput_audit import slurm
+from throughput_audit import query_windows, slurm
+from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
-from throughput_audit.jobs import check_job, check_peak
+from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
 
 
-def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, settle_seconds: float) -> str:
+def check_slurm(
+    loaded: Loaded,
+    checks: Checks,
+    *,
+    runner: slurm.Runner | None,
+    settle_seconds: float,
+    sacct_window: timedelta = query_windows.DEFAULT_SPAN,
+) -> tuple[str, bool]:
+    """accounting.txt's text, and whether Slurm's accounting answered."""
     m = loaded.manifest
     profile = m.profile
     jobs: dict[str, AttemptRecord] = {}
@@ -40,8 +50,8 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         rows, queries = slurm.query(jobs, runner=runner)
         rows, more = _settle(rows, runner, settle_seconds)
     except slurm.AccountingUnavailable as exc:
-        checks.fail("slurm.sacct", "", f"sacct: {exc}")
-        return f"# sacct failed: {exc}\n"
+        unavailable(checks, exc)
+        return f"# Slurm accounting not available: {exc}\n", False
     checks.expect(
         "slurm.queries",
         len(queries) == -(-len(jobs) // slurm.BATCH),
@@ -53,6 +63,7 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
     )
     queries = queries + more
     used: list[AccountingRow] = []
+    compared = 0
     for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
         row = rows.get(job_id)
@@ -61,14 +72,14 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             continue
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
-        problems = slurm.allocation_problems(row, profile)
+        problems = allocation_problems(row, profile)
         checks.expect(
             "slurm.allocation",
             not problems,
             file,
             f"{file}: job {job_id} "
             + (
-                "; ".join(f"{what} {actual!r}, profile requires {expected!r}" for what, expected, actual in problems)
+                "; ".join(f"{what} {actual!r}, profile requires {expected}" for what, expected, actual in problems)
                 if problems
                 else f"AllocTRES {row.alloc_tres}, Timelimit {row.timelimit}, account {row.account}, partition {row.partition}"
             ),
@@ -79,15 +90,16 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
             partition=row.partition,
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
-        check_job("slurm", r, row, checks)
+        compared += check_job("slurm", r, row, checks)
+    check_worker_times_ran("slurm", len(used), compared, checks)
     check_peak("slurm", used, profile.max_concurrent_jobs, checks)
     unreceipted: list[AccountingRow] = []
     failed = ""
     try:
-        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner)
+        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner, span=sacct_window)
         queries = queries + by_token
     except slurm.AccountingUnavailable as exc:
-        checks.fail("slurm.sacct", "", f"sacct: {exc}")
+        unavailable(checks, exc)
         failed = f"# sacct by token failed: {exc}"
     text = [f"# {m.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
     for q in queries:
@@ -96,27 +108,49 @@ def check_slurm(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, 
         text.append(failed)
     if unreceipted:
         text.append(f"# {len(unreceipted)} jobs named by the campaign's tokens without a receipt (listed last)")
-    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted)
+    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted), not failed
 
 
-def check_unreceipted(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None) -> tuple[list[AccountingRow], list[slurm.Query]]:
+def unavailable(checks: Checks, exc: Exception) -> None:
+    checks.fail(
+        "slurm.sacct",
+        "",
+        f"Slurm accounting not available: {exc}; the jobs were not checked against it "
+        "(fix sacct/slurmdbd and audit again, or pass --no-slurm to skip the Slurm checks)",
+        error=str(exc),
+    )
+
+
+def check_unreceipted(
+    loaded: Loaded, checks: Checks, *, runner: slurm.Runner | None, span: timedelta = query_windows.DEFAULT_SPAN
+) -> tuple[list[AccountingRow], list[slurm.Query]]:
     """Every job sacct holds under one of the campaign's intent tokens has a receipt: a
     second submission of one intent, or a job left by a controller that died between sbatch
     and the receipt and never adopted it, used the allocation and may have written figures.
-    Returns those jobs' rows and the queries."""
+    Each token is looked for around its intent's time, in windows no wider than `span`
+    (slurmdbd's MaxQueryTimeRange refuses wider ones). Returns those jobs' rows and the queries."""
     owners: dict[str, AttemptRecord] = {}
     for r in loaded.attempts:
         for rec in (r.attempt.intent, r.attempt.receipt):
             if rec is not None:
                 owners.setdefault(rec.token, r)
     receipted = {r.attempt.receipt.job_id for r in loaded.attempts if r.attempt.receipt is not None}
-    created = loaded.manifest.created_at
-    try:
-        since = slurm.since_argument(created)
-    except ValueError:
-        checks.fail("slurm.unreceipted", MANIFEST, f"{MANIFEST}: created_at {created!r} is not a time; jobs without a receipt cannot be looked up")
-        return [], []
-    rows, queries = slurm.query_tokens(owners, since, runner=runner)
+    times: dict[str, tuple[datetime, datetime]] = {}
+    unreadable = 0
+    for token, r in owners.items():
+        # When the intent was written, the job was submitted; a receipt without an intent
+        # (a finding of its own) says when it was written instead.
+        intent = r.attempt.intent
+        if intent is not None:
+            file, field, when = r.file(INTENT), "created_at", intent.created_at
+        else:
+            file, field, when = r.file(RECEIPT), "submitted_at", r.attempt.receipt.submitted_at
+        try:
+            times[token] = query_windows.around(when)
+        except ValueError:
+            unreadable += 1
+            checks.fail("slurm.unreceipted", file, f"{file}: {field} {when!r} is not a time; jobs under its token cannot be looked up")
+    rows, queries, windows = slurm.query_tokens(times, span, runner=runner)
     orphans = sorted((row for job_id, row in rows.items() if job_id not in receipted), key=lambda row: slurm._job_sort_key(row.job_id))
     for row in orphans:
         r = owners[row.job_name]
@@ -138,15 +172,22 @@ def check_unreceipted(loaded: Loaded, checks: Checks, *, runner: slurm.Runner | 
             state=row.state,
             attempt=r.rel,
         )
-    if not orphans:
+    if not times:
+        if not unreadable:
+            checks.not_applicable("slurm.unreceipted", "no intents: no job can have been submitted under the campaign's tokens")
+    elif not orphans and not unreadable:
         checks.expect(
             "slurm.unreceipted",
             True,
             "",
-            f"sacct holds {len(rows)} jobs named by the campaign's {len(owners)} tokens since {since}; each has a receipt",
+            f"sacct holds {len(rows)} jobs named by the campaign's {len(times)} tokens, asked in {len(windows)} windows "
+            f"of at most {query_windows.span_text(span)} around the intents' times, with {len(queries)} sacct calls "
+            f"({windows[0].start.isoformat()} to {windows[-1].end.isoformat()}); each has a receipt",
             jobs=len(rows),
-            tokens=len(owners),
+            tokens=len(times),
+            windows=len(windows),
             queries=len(queries),
+            span_seconds=int(span.total_seconds()),
         )
     return orphans, queries
 

@@ -7,20 +7,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import msgspec
 
 from throughput_schema import SchemaError, write_atomic
+from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
 
-from throughput_audit import __version__, optimizer, provenance, slurm, spot_check
+from throughput_audit import __version__, optimizer, provenance, query_windows, slurm, spot_check
 from throughput_audit.accounting import check_slurm
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
-from throughput_audit.findings import AUDIT_VERSION, AuditReport, Checks, CurveFinding
+from throughput_audit.findings import Checks
 from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.published import check_published_accounting
@@ -44,6 +45,7 @@ def run_audit(
     slurm_checks: bool = True,
     settle_seconds: float = 15.0,
     allow_test_worker: bool = False,
+    sacct_window: timedelta = query_windows.DEFAULT_SPAN,
 ) -> AuditRun:
     root = Path(root)
     if not root.is_dir():
@@ -105,8 +107,10 @@ def run_audit(
             accounting += check_local(loaded, checks)
         slurm_state = "not_applicable"
     else:
-        accounting = check_slurm(loaded, checks, runner=runner, settle_seconds=settle_seconds)
-        slurm_state = "checked"
+        accounting, available = check_slurm(
+            loaded, checks, runner=runner, settle_seconds=settle_seconds, sacct_window=sacct_window
+        )
+        slurm_state = "checked" if available else "not_available"
 
     notes = provenance.notes(loaded, test_worker)
     if test_worker:
@@ -200,14 +204,29 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
 
 
 def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
-    """The accounting the controller recorded in the receipt agrees with the outcome."""
+    """The accounting the controller recorded in the receipt has readable times (a campaign
+    run with SLURM_TIME_FORMAT=relative stored "19:19:41") and agrees with the outcome."""
     a = record.attempt
     r = a.receipt
-    if r is None or r.accounting is None or a.result is None or not r.accounting_final:
+    if r is None or r.accounting is None:
+        return
+    file = record.file(RECEIPT)
+    bad = slurm.time_problems(r.accounting)
+    checks.expect(
+        "receipt.times",
+        not bad,
+        file,
+        f"{file}: the recorded accounting's " + "; ".join(bad) + " (times stored by a campaign run with SLURM_TIME_FORMAT "
+        "set; the job's times cannot be read from this receipt)"
+        if bad
+        else f"{file}: recorded start {r.accounting.start!r} and end {r.accounting.end!r} are dates and times",
+        start=r.accounting.start,
+        end=r.accounting.end,
+    )
+    if a.result is None or not r.accounting_final:
         return
     k = kind(a.result)
     row = r.accounting
-    file = record.file(RECEIPT)
     checks.expect(
         "receipt.state",
         slurm.state_explains(k, row, a.result.finished_at),

@@ -23,6 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, type=Path, help="the campaign folder (runs/NAME)")
     parser.add_argument("--no-slurm", action="store_true", help="skip the Slurm accounting checks")
     parser.add_argument(
+        "--sacct-window",
+        default="1-00:00:00",
+        metavar="D-HH:MM:SS",
+        help="widest time window of one sacct query by job name (default 1-00:00:00); at most the site's "
+        "MaxQueryTimeRange, which slurmdbd enforces for users who are not Slurm administrators",
+    )
+    parser.add_argument(
         ALLOW_TEST_WORKER,
         action="store_true",
         help="let a campaign run with a test worker (not tiny_llm) pass, under a banner on every output",
@@ -32,9 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     from throughput_schema.layout import ACCOUNTING, AUDIT
 
     from throughput_audit.audit import NotACampaign, run_audit, write_outputs
+    from throughput_audit.query_windows import parse_span
 
     try:
-        outcome = run_audit(args.output, slurm_checks=not args.no_slurm, allow_test_worker=args.allow_test_worker)
+        span = parse_span(args.sacct_window)
+    except ValueError as exc:
+        print(f"throughput-audit: {exc}", file=sys.stderr)
+        return 2
+    try:
+        outcome = run_audit(
+            args.output, slurm_checks=not args.no_slurm, allow_test_worker=args.allow_test_worker, sacct_window=span
+        )
     except NotACampaign as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
@@ -61,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     for note in report.notes[1 if report.test_worker else 0 :]:
         print(note)
     print("curves: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
+    for c in report.curves:
+        if c.state == "blocked" and "--retry-failed" in c.blocked_reason:  # ended by someone else
+            print(f"{c.curve} blocked: {c.blocked_reason}")
     failures = [c for c in report.checks if c.status == "fail"]
     for c in failures[:SHOWN_FAILURES]:
         print(f"FAIL {c.name}: {c.message}")

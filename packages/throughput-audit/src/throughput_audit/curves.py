@@ -13,10 +13,11 @@ import msgspec
 from throughput_schema import Manifest
 from pathlib import Path
 
+from throughput_schema.audit import CurveFinding
 from throughput_schema.layout import CURVES, RESULT, closure_path, curve_name, read_file
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
-from throughput_audit.findings import Checks, CurveFinding
+from throughput_audit.findings import Checks
 
 
 def final_attempts(records: list[AttemptRecord]) -> dict[int, AttemptRecord]:
@@ -126,6 +127,9 @@ def walk_throughput(
             state, reason = "incomplete", f"batch {b} ({r.rel}) has no result"
         else:
             state, blocked, reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
+            if s == "cancelled":
+                shown = f" --output {root}" if root is not None else ""
+                reason += f" by someone else, not a boundary: retry it with throughput-sweep run{shown} --resume --retry-failed"
         break
     else:
         if present:

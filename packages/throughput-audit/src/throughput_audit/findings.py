@@ -1,70 +1,17 @@
-"""The audit's own records: one `Check` per comparison, collected into `AuditReport`.
+"""Collecting the audit's checks, in order, for `AuditReport`.
 
-A check names what was compared, the file it came from (relative to the campaign),
-and the numbers on both sides, so a failure can be read without the audit's source.
+The records themselves (`Check`, `CurveFinding`, `AuditReport`) are the schema's
+(`throughput_schema.audit`): audit.json is read by other processes (the comparison).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
-import msgspec
+from throughput_schema.audit import AuditSummary, Check
 
-CheckStatus = Literal["pass", "fail", "not_applicable"]
-
-AUDIT_VERSION = 1
-
-
-class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    name: str
-    status: CheckStatus
-    file: str = ""
-    message: str = ""
-    values: dict[str, Any] = {}
-
-
-class CurveFinding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A curve as the audit derives it from the raw files."""
-
-    curve: str
-    state: Literal["pending", "blocked", "bounded", "capped", "complete", "incomplete", "closed"]
-    batches: list[int] = []
-    fitting_batches: list[int] = []
-    largest_fitting_batch: int | None = None
-    first_oom_batch: int | None = None
-    unstable_batches: list[int] = []
-    blocked_batch: int | None = None
-    blocked_reason: str = ""
-
-
-class Summary(msgspec.Struct, frozen=True, kw_only=True):
-    passed: int
-    failed: int
-    not_applicable: int
-
-
-class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
-    audit_version: int
-    campaign: str
-    name: str
-    kind: str
-    audited_at: str
-    tool_version: str
-    slurm: Literal["checked", "not_applicable"]
-    summary: Summary
-    curves: list[CurveFinding]
-    checks: list[Check]
-    # Local campaigns: checked against the local scheduler's job registry, as Slurm's against sacct.
-    local_registry: Literal["checked", "not_applicable"] = "not_applicable"
-    # The test worker allowed by --allow-test-worker ("" for the production worker).
-    test_worker: str = ""
-    # Lines shown beside the counts: the test-worker banner, a protocol that differs
-    # from the guide's, points on different hardware or software.
-    notes: list[str] = []
-
-    @property
-    def ok(self) -> bool:
-        return self.summary.failed == 0
+from throughput_audit.stats import agree
 
 
 class Checks:
@@ -77,6 +24,39 @@ class Checks:
         self.items.append(Check(name=name, status="pass" if ok else "fail", file=file, message=message, values=values))
         return ok
 
+    def figure(
+        self,
+        name: str,
+        file: str,
+        recomputed: Any,
+        reported: Any,
+        *,
+        what: str = "",
+        how: str = "",
+        suffix: str = "",
+        show: Callable[[Any], str] = repr,
+        message: str = "",
+        same: bool | None = None,
+        rel: float = 1e-9,
+        abs_: float = 1e-12,
+        given: dict[str, Any] | None = None,
+        **values: Any,
+    ) -> bool:
+        """The audit's own figure against the one the result records, as one check.
+
+        It reads "<file>: <what> recomputed <figure><how>, result says <figure><suffix>",
+        or "<file>: <message>" where one phrase does not say it. The two agree as
+        `stats.agree` has it, or as `same` says where they are not compared as figures.
+        `values` records them as recomputed and reported, after the inputs in `given`.
+        """
+        if same is None:
+            same = agree(recomputed, reported, rel=rel, abs_=abs_)
+        if not message:
+            message = f"{what} recomputed {show(recomputed)}{how}, result says {show(reported)}{suffix}"
+        return self.expect(
+            name, same, file, f"{file}: {message}", **(given or {}), recomputed=recomputed, reported=reported, **values
+        )
+
     def fail(self, name: str, file: str, message: str, **values: Any) -> None:
         self.expect(name, False, file, message, **values)
 
@@ -87,8 +67,8 @@ class Checks:
     def failures(self) -> list[Check]:
         return [c for c in self.items if c.status == "fail"]
 
-    def summary(self) -> Summary:
+    def summary(self) -> AuditSummary:
         counts = {"pass": 0, "fail": 0, "not_applicable": 0}
         for c in self.items:
             counts[c.status] += 1
-        return Summary(passed=counts["pass"], failed=counts["fail"], not_applicable=counts["not_applicable"])
+        return AuditSummary(passed=counts["pass"], failed=counts["fail"], not_applicable=counts["not_applicable"])

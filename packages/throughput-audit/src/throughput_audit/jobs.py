@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from throughput_schema import AccountingRow, WorkerResult
+from throughput_schema import AccountingRow, WorkerResult, slurm_states
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 
 from throughput_audit import slurm
+from throughput_audit.allocation import timelimit_minutes
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
 
@@ -28,9 +29,10 @@ GRANULARITY = timedelta(seconds=1)
 _NOT_FINAL = ("job_id",)
 
 
-def check_job(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, times: AccountingRow | None = None) -> None:
+def check_job(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, times: AccountingRow | None = None) -> int:
     """`times`: the row with start and end as instants, where the record's own strings
-    are ambiguous (older local registries wrote local time without an offset)."""
+    are ambiguous (older local registries wrote local time without an offset). Returns
+    how many worker results were compared with the job's times."""
     file = r.file(RECEIPT)
     job_id = row.job_id
     token = r.attempt.intent.token if r.attempt.intent else r.attempt.receipt.token
@@ -47,19 +49,34 @@ def check_job(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks,
     res = r.attempt.result
     if res is not None:
         k = kind(res)
+        ok = slurm.state_explains(k, row, res.finished_at)
         checks.expect(
             f"{prefix}.state",
-            slurm.state_explains(k, row, res.finished_at),
+            ok,
             file,
             f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
-            f"implies {slurm.expected_states(k)}",
+            + (f"implies {slurm.expected_states(k)}" if not ok else "agrees")
+            + _someone_else(row.state),
             job_id=job_id,
             state=row.state,
             exit_code=row.exit_code,
             outcome=k,
         )
-    check_worker_times(prefix, r, times or row, checks)
+    compared = check_worker_times(prefix, r, times or row, checks)
     check_receipt_copy(prefix, r, row, checks)
+    return compared
+
+
+def _someone_else(state: str) -> str:
+    """A job ended from outside (scancel, preemption): a retry, never a boundary."""
+    m = slurm_states.meaning(state)
+    if m is None or not m.by_someone_else:
+        return ""
+    return f" (the job {m.meaning}: not a boundary; retry the point with run --resume --retry-failed)"
+
+
+def _source(prefix: str) -> str:
+    return "sacct" if prefix == "slurm" else "the local job registry"
 
 
 def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> None:
@@ -70,7 +87,7 @@ def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks
     file = r.file(RECEIPT)
     fields = AccountingRow.__struct_fields__ if receipt.accounting_final else _NOT_FINAL
     differ = [f for f in fields if getattr(recorded, f) != getattr(row, f)]
-    source = "sacct" if prefix == "slurm" else "the local job registry"
+    source = _source(prefix)
     checks.expect(
         f"{prefix}.receipt_accounting",
         not differ,
@@ -94,24 +111,32 @@ def _worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
     return [(file, res) for file, res in found if res is not None and res.outcome.phase != "slurm"]
 
 
-def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> None:
+def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> int:
+    """Each worker-written result's times within its job's; returns how many were compared.
+    A job time that is missing or does not parse fails, naming the field and the text."""
+    found = _worker_results(r)
+    if not found:
+        return 0
+    source = _source(prefix)
+    bad = slurm.time_problems(row)
     start, end = slurm.parse_time(row.start), slurm.parse_time(row.end)
-    if start is None or end is None:
-        return  # not started or not ended: the state check says so
-    elapsed = slurm.timelimit_minutes(row.elapsed)
-    for file, res in _worker_results(r):
-        stamps = {"started_at": res.started_at, "finished_at": res.finished_at}
-        problems = []
+    elapsed = timelimit_minutes(row.elapsed)
+    for file, res in found:
+        problems = [f"job {row.job_id}'s {p} in {source}" for p in bad]
+        if not bad and (start is None or end is None):
+            missing = "start" if start is None else "end"
+            problems.append(f"job {row.job_id} has no {missing} time in {source} ({getattr(row, missing)!r}), yet its worker wrote this result")
         when: dict[str, datetime] = {}
-        for what, text in stamps.items():
+        for what, text in {"started_at": res.started_at, "finished_at": res.finished_at}.items():
             at = slurm.parse_time(text) if text else None
             if at is None:
                 problems.append(f"{what} {text!r} is not a time (a worker always records when it ran)")
-            elif not start - GRANULARITY <= at <= end + GRANULARITY:
+            elif start is not None and end is not None and not start - GRANULARITY <= at <= end + GRANULARITY:
                 problems.append(f"{what} {text} lies outside the job's {row.start} .. {row.end}")
             else:
                 when[what] = at
-        if len(when) == 2 and elapsed is not None and slurm._head(row.state) not in slurm.LOST_AFTER_RESULT:
+        lost = slurm_states.state_word(row.state) in slurm.LOST_AFTER_RESULT
+        if not problems and elapsed is not None and not lost:
             ran = (when["finished_at"] - when["started_at"]).total_seconds()
             if ran > elapsed * 60 + GRANULARITY.total_seconds():
                 problems.append(f"the worker ran {ran:.0f} s, longer than the job's elapsed {row.elapsed}")
@@ -127,19 +152,60 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
             job_start=row.start,
             job_end=row.end,
         )
+    return len(found)
+
+
+def check_worker_times_ran(prefix: str, jobs: int, compared: int, checks: Checks) -> None:
+    """A campaign whose jobs ran, yet no worker time was compared, checked nothing: say so."""
+    if jobs and not compared:
+        checks.fail(
+            f"{prefix}.worker_times",
+            "",
+            f"none of the campaign's {jobs} jobs has a result its worker wrote: the workers' times were checked against nothing"
+            + (" (audit with --no-slurm to skip the Slurm checks)" if prefix == "slurm" else ""),
+            jobs=jobs,
+            compared=0,
+        )
 
 
 def check_peak(prefix: str, rows: list[AccountingRow], limit: int, checks: Checks) -> None:
     peak = slurm.peak_concurrency(rows)
-    checks.expect(
-        f"{prefix}.peak_concurrency",
-        peak.jobs <= limit,
-        ACCOUNTING,
+    source = _source(prefix)
+    name = f"{prefix}.peak_concurrency"
+    if peak.unreadable:
+        checks.fail(
+            name,
+            ACCOUNTING,
+            f"{len(peak.unreadable)} of {len(rows)} jobs have times in {source} that do not parse, so the jobs running at once "
+            "cannot be counted: " + "; ".join(peak.unreadable[:5]) + ("; ..." if len(peak.unreadable) > 5 else ""),
+            unreadable=list(peak.unreadable),
+            limit=limit,
+        )
+        return
+    if not peak.counted:
+        checks.fail(
+            name,
+            ACCOUNTING,
+            f"none of the campaign's {len(rows)} jobs has a start time in {source}: the jobs running at once were counted over nothing",
+            jobs=len(rows),
+            limit=limit,
+        )
+        return
+    message = (
         f"peak {peak.jobs} {'local ' if prefix == 'local' else ''}jobs running at once"
         + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
-        + f"; the campaign's limit is {limit}",
+        + f"; the campaign's limit is {limit}"
+    )
+    if peak.counted < len(rows):
+        message += f" ({peak.counted} of the {len(rows)} jobs started)"
+    checks.expect(
+        name,
+        peak.jobs <= limit,
+        ACCOUNTING,
+        message,
         peak=peak.jobs,
         limit=limit,
         at=peak.at.isoformat() if peak.at else None,
         job_ids=peak.job_ids,
+        counted=peak.counted,
     )

@@ -16,9 +16,10 @@ from throughput_schema.layout import INTENT, RECEIPT
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
 
 from throughput_audit import slurm
+from throughput_audit.allocation import mem_mib
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
-from throughput_audit.jobs import check_job, check_peak
+from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
 
 
 def check_local(loaded: Loaded, checks: Checks) -> str:
@@ -55,6 +56,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         for job_id, entry in registry.items()
     }
     instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
+    compared = 0
     for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
         if r.attempt.receipt.scheduler != "local":
@@ -66,7 +68,8 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             continue
         checks.expect("local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id)
         check_allocation(entry.job, profile, file, checks)
-        check_job("local", r, rows[job_id], checks, times=instants[job_id])
+        compared += check_job("local", r, rows[job_id], checks, times=instants[job_id])
+    check_worker_times_ran("local", len(receipts), compared, checks)
     unreceipted = [job_id for job_id in registry if job_id not in receipts]
     for job_id in unreceipted:
         token = registry[job_id].job.token
@@ -93,7 +96,7 @@ def check_allocation(job: LocalJob, profile: ClusterProfile, file: str, checks: 
     problems = []
     if job.cpus != profile.cpus_per_task:
         problems.append(f"requested cpus {job.cpus}, profile requires {profile.cpus_per_task}")
-    want, got = slurm.mem_mib(profile.mem), slurm.mem_mib(job.mem)
+    want, got = mem_mib(profile.mem), mem_mib(job.mem)
     if want != got:
         problems.append(f"requested mem {job.mem!r}, profile requires {profile.mem!r}")
     if abs(job.time_limit_seconds - profile.time_limit_minutes * 60) > 1e-6:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import Manifest, SchemaError, read
+from throughput_schema.audit import CurveFinding
 from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind, load, sha256
 from throughput_audit.curves import group, planned_grid, walk_grid, walk_throughput
-from throughput_audit.findings import Checks, CurveFinding
+from throughput_audit.findings import Checks
 from throughput_audit.points import CV_REL, RATE_REL
-from throughput_audit.stats import close, median, sample_cv, weighted_mean
+from throughput_audit.stats import first_difference, median, sample_cv, weighted_mean
 
 
 def parent_path(root: Path, manifest: Manifest) -> Path | None:
@@ -185,80 +186,38 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
     if not opt_list:
         checks.fail("optimizer.window_ms", file, f"{file}: no burst samples to weight")
         return None
-    bad = [
-        i for i in range(max(len(opt_list), len(ot.window_optimizer_ms)))
-        if i >= len(opt_list) or i >= len(ot.window_optimizer_ms) or not close(opt_list[i], ot.window_optimizer_ms[i], rel=RATE_REL)
-    ]
-    checks.expect(
-        "optimizer.window_ms",
-        not bad,
-        file,
-        f"{file}: update-weighted window optimizer ms recomputed {opt_list}, result says {list(ot.window_optimizer_ms)}"
-        + (f"; first difference at window {bad[0]}" if bad else ""),
-        recomputed=opt_list,
-        reported=list(ot.window_optimizer_ms),
+    reported = list(ot.window_optimizer_ms)
+    i = first_difference(opt_list, reported, rel=RATE_REL)
+    checks.figure(
+        "optimizer.window_ms", file, opt_list, reported, what="update-weighted window optimizer ms",
+        suffix="" if i is None else f"; first difference at window {i}", rel=RATE_REL,
     )
-    gbad = len(graph_list) != len(ot.window_graph_ms) or not all(
-        close(x, y, rel=RATE_REL) for x, y in zip(graph_list, ot.window_graph_ms)
-    )
-    checks.expect(
-        "optimizer.window_graph_ms",
-        not gbad,
-        file,
-        f"{file}: update-weighted window graph ms recomputed {graph_list}, result says {list(ot.window_graph_ms)}",
-        recomputed=graph_list,
-        reported=list(ot.window_graph_ms),
+    checks.figure(
+        "optimizer.window_graph_ms", file, graph_list, list(ot.window_graph_ms),
+        what="update-weighted window graph ms", rel=RATE_REL,
     )
     opt_ms = median(opt_list)
     cv = sample_cv(opt_list)
-    checks.expect(
-        "optimizer.median_ms",
-        close(opt_ms, ot.optimizer_ms, rel=RATE_REL),
-        file,
-        f"{file}: median window optimizer ms recomputed {opt_ms!r}, result says {ot.optimizer_ms!r}",
-        recomputed=opt_ms,
-        reported=ot.optimizer_ms,
-    )
-    checks.expect(
-        "optimizer.cv",
-        close(cv, ot.optimizer_cv, rel=CV_REL),
-        file,
-        f"{file}: optimizer CV recomputed {cv!r}, result says {ot.optimizer_cv!r}",
-        recomputed=cv,
-        reported=ot.optimizer_cv,
-    )
+    checks.figure("optimizer.median_ms", file, opt_ms, ot.optimizer_ms, what="median window optimizer ms", rel=RATE_REL)
+    checks.figure("optimizer.cv", file, cv, ot.optimizer_cv, what="optimizer CV", rel=CV_REL)
     unstable = cv > protocol.cv_threshold
-    checks.expect(
-        "optimizer.unstable",
-        unstable == ot.unstable,
-        file,
-        f"{file}: optimizer CV {cv:.4%} vs {protocol.cv_threshold:.0%} means unstable={unstable}, result says {ot.unstable}",
-        recomputed=unstable,
-        reported=ot.unstable,
+    checks.figure(
+        "optimizer.unstable", file, unstable, ot.unstable,
+        message=f"optimizer CV {cv:.4%} vs {protocol.cv_threshold:.0%} means unstable={unstable}, result says {ot.unstable}",
     )
     # Shares as the guide defines them: of the instrumented worker's wall time per update
     # (median over windows of window ms / window updates) and of the captured graph's time.
     graph_ms = median(graph_list) if graph_list else 0.0
     share_graph = min(1.0, opt_ms / graph_ms) if graph_ms else 0.0
-    checks.expect(
-        "optimizer.share_of_graph",
-        close(share_graph, ot.share_of_graph, rel=1e-6),
-        file,
-        f"{file}: optimizer share of graph time recomputed {share_graph!r} ({opt_ms!r} / median graph ms {graph_ms!r}), "
-        f"result says {ot.share_of_graph!r}",
-        recomputed=share_graph,
-        reported=ot.share_of_graph,
+    checks.figure(
+        "optimizer.share_of_graph", file, share_graph, ot.share_of_graph,
+        what="optimizer share of graph time", how=f" ({opt_ms!r} / median graph ms {graph_ms!r})", rel=1e-6,
     )
     wall_ms = median([1000.0 * w.seconds / w.updates for w in windows])
     share_wall = min(1.0, opt_ms / wall_ms)
-    checks.expect(
-        "optimizer.share_of_wall",
-        close(share_wall, ot.share_of_wall, rel=1e-6),
-        file,
-        f"{file}: optimizer share of instrumented wall time recomputed {share_wall!r} "
-        f"({opt_ms!r} / median {wall_ms!r} ms per update), result says {ot.share_of_wall!r}",
-        recomputed=share_wall,
-        reported=ot.share_of_wall,
+    checks.figure(
+        "optimizer.share_of_wall", file, share_wall, ot.share_of_wall,
+        what="optimizer share of instrumented wall time", how=f" ({opt_ms!r} / median {wall_ms!r} ms per update)", rel=1e-6,
     )
     if base is None or base.throughput is None:
         checks.fail("optimizer.baseline", record.file(BASELINE), f"{record.file(BASELINE)}: no paired baseline throughput")

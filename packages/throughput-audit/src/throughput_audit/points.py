@@ -13,7 +13,7 @@ from throughput_schema import Protocol, Recipe, WorkerResult
 
 from throughput_audit.findings import Checks
 from throughput_audit.roofline import check_roofline
-from throughput_audit.stats import GUIDE_PARAMETERS, close, flops_per_token, median, parameters, sample_cv
+from throughput_audit.stats import GUIDE_PARAMETERS, first_difference, flops_per_token, median, parameters, sample_cv
 
 RATE_REL = 1e-9
 CV_REL = 1e-6
@@ -140,91 +140,46 @@ def check_throughput(
     tokens = batch * context
     rate = median(rates)
     cv = sample_cv(rates)
-    reported = tp.window_tokens_per_second
-    bad = [
-        i for i in range(max(len(rates), len(reported)))
-        if i >= len(rates) or i >= len(reported) or not close(rates[i], reported[i], rel=RATE_REL)
-    ]
-    if bad:
-        i = bad[0]
-        w = result.windows[i] if i < len(result.windows) else None
+    reported = list(tp.window_tokens_per_second)
+    i = first_difference(rates, reported, rel=RATE_REL)
+    if i is None:
+        detail = f"{len(rates)} window rates match updates x B x L / seconds"
+    elif i < len(result.windows):
+        w = result.windows[i]
         detail = (
             f"window {i}: {w.updates} updates x {batch} x {context} tokens / {w.seconds} s = {rates[i]!r} tok/s, "
             f"result says {reported[i] if i < len(reported) else 'nothing'}"
-            if w is not None
-            else f"{len(reported)} reported rates for {len(rates)} windows"
         )
     else:
-        detail = f"{len(rates)} window rates match updates x B x L / seconds"
-    checks.expect(
-        "throughput.window_rates", not bad, file, f"{file}: {detail}", recomputed=rates, reported=list(reported)
-    )
-    checks.expect(
-        "throughput.median",
-        close(rate, tp.tokens_per_second, rel=RATE_REL),
-        file,
-        f"{file}: median window rate recomputed {rate!r} tok/s, result says {tp.tokens_per_second!r}",
-        recomputed=rate,
-        reported=tp.tokens_per_second,
-    )
-    checks.expect(
-        "throughput.sequences_per_second",
-        close(rate / context, tp.sequences_per_second, rel=RATE_REL),
-        file,
-        f"{file}: sequences/s recomputed {rate / context!r} (rate / {context}), result says {tp.sequences_per_second!r}",
-        recomputed=rate / context,
-        reported=tp.sequences_per_second,
+        detail = f"{len(reported)} reported rates for {len(rates)} windows"
+    checks.figure("throughput.window_rates", file, rates, reported, message=detail, rel=RATE_REL)
+    checks.figure("throughput.median", file, rate, tp.tokens_per_second, what="median window rate", how=" tok/s", rel=RATE_REL)
+    checks.figure(
+        "throughput.sequences_per_second", file, rate / context, tp.sequences_per_second,
+        what="sequences/s", how=f" (rate / {context})", rel=RATE_REL,
     )
     update_ms = 1000.0 * tokens / rate
-    checks.expect(
-        "throughput.update_ms",
-        close(update_ms, tp.update_ms, rel=RATE_REL),
-        file,
-        f"{file}: update ms recomputed {update_ms!r} (1000 x {tokens} / rate), result says {tp.update_ms!r}",
-        recomputed=update_ms,
-        reported=tp.update_ms,
+    checks.figure(
+        "throughput.update_ms", file, update_ms, tp.update_ms, what="update ms", how=f" (1000 x {tokens} / rate)", rel=RATE_REL
     )
-    checks.expect(
-        "throughput.cv",
-        close(cv, tp.cv, rel=CV_REL, abs_=1e-12),
-        file,
-        f"{file}: sample CV of {len(rates)} window rates recomputed {cv!r}, result says {tp.cv!r}",
-        recomputed=cv,
-        reported=tp.cv,
-    )
+    checks.figure("throughput.cv", file, cv, tp.cv, what=f"sample CV of {len(rates)} window rates", rel=CV_REL)
     unstable = cv > protocol.cv_threshold
-    checks.expect(
-        "throughput.unstable",
-        unstable == tp.unstable,
-        file,
-        f"{file}: CV {cv:.4%} vs threshold {protocol.cv_threshold:.0%} means unstable={unstable}, "
+    checks.figure(
+        "throughput.unstable", file, unstable, tp.unstable,
+        message=f"CV {cv:.4%} vs threshold {protocol.cv_threshold:.0%} means unstable={unstable}, "
         f"result says unstable={tp.unstable}",
-        cv=cv,
-        threshold=protocol.cv_threshold,
-        recomputed=unstable,
-        reported=tp.unstable,
+        given={"cv": cv, "threshold": protocol.cv_threshold},
     )
     flops = point_flops_per_token(result.recipe, context)
     check_roofline(checks, file, result, max(rates), flops)
     if tp.flops_per_token:
-        checks.expect(
-            "throughput.flops_per_token",
-            close(flops, tp.flops_per_token, rel=1e-12),
-            file,
-            f"{file}: FLOPs/token recomputed {flops} (6P + 12 x layers x width x L), result says {tp.flops_per_token}",
-            recomputed=flops,
-            reported=tp.flops_per_token,
+        checks.figure(
+            "throughput.flops_per_token", file, flops, tp.flops_per_token,
+            what="FLOPs/token", how=" (6P + 12 x layers x width x L)", rel=1e-12,
         )
         if tp.mfu is not None and tp.peak_flops:
             mfu = flops * rate / tp.peak_flops
-            checks.expect(
-                "throughput.mfu",
-                close(mfu, tp.mfu, rel=1e-9),
-                file,
-                f"{file}: MFU recomputed {mfu!r} ({flops} x rate / {tp.peak_flops}), result says {tp.mfu!r}",
-                recomputed=mfu,
-                reported=tp.mfu,
-            )
+            checks.figure("throughput.mfu", file, mfu, tp.mfu, what="MFU", how=f" ({flops} x rate / {tp.peak_flops})")
     return rate
 
 
@@ -313,15 +268,11 @@ def check_point_recipe(
     )
     count = _params(r)
     anchor = GUIDE_PARAMETERS.get(r.name)
-    ok = result.parameters == count and (anchor is None or anchor == count)
-    checks.expect(
-        "recipe.parameters",
-        ok,
-        file,
-        f"{file}: parameters recomputed {count:,} from the recipe, result says {result.parameters:,}"
-        + (f", the guide says {anchor:,} for {r.name}" if anchor is not None else ""),
-        recomputed=count,
-        reported=result.parameters,
+    checks.figure(
+        "recipe.parameters", file, count, result.parameters,
+        what="parameters", how=" from the recipe", show="{:,}".format,
+        suffix=f", the guide says {anchor:,} for {r.name}" if anchor is not None else "",
+        same=result.parameters == count and (anchor is None or anchor == count),
         guide=anchor,
     )
 

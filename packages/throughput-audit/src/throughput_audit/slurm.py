@@ -1,20 +1,23 @@
 """Slurm accounting: batched sacct queries, the allocation and state checks, peak concurrency.
 
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
-one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names.
+one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
+within each of the time windows around the intents (`query_windows`).
 Rows are kept as Slurm printed them (`AccountingRow`) and written to accounting.txt.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
-from throughput_schema import AccountingRow, ClusterProfile
-from throughput_schema.local_jobs import slurm_duration
+from throughput_schema import AccountingRow, slurm_states
+
+from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 
 # sacct columns, in order; Comment is last because it is free text and may hold "|".
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -39,11 +42,21 @@ Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
 class AccountingUnavailable(RuntimeError):
-    """sacct could not be run or did not answer; the message is one line."""
+    """sacct could not be run, failed, or said it had no answer; the message is one line."""
+
+
+# The user's shell may export SLURM_TIME_FORMAT=relative (or a strftime format), which makes
+# sacct print "19:19:41" without a date; the audit reads only Slurm's standard ISO times.
+SLURM_ENV = {"SLURM_TIME_FORMAT": "standard"}
+
+
+def slurm_env() -> dict[str, str]:
+    """The environment every Slurm client call of the audit runs with."""
+    return {**os.environ, **SLURM_ENV}
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False, env=slurm_env())
 
 
 @dataclass(frozen=True)
@@ -65,37 +78,38 @@ def query(job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = 
     return _batched(sorted(set(job_ids), key=_job_sort_key), sacct_argv, runner=runner, batch=batch)
 
 
-# Intent tokens are unique, so a wide window finds no stranger's job; it covers a login
-# node's clock against slurmctld's and a created_at written without its offset.
-SINCE_MARGIN = timedelta(days=1)
-
-
-def since_argument(created_at: str) -> str:
-    """Slurm's -S for jobs since a campaign's creation (an ISO time; naive is UTC, as the
-    controller writes it), in local time as sacct reads it. ValueError if not a time."""
-    when = datetime.fromisoformat(created_at)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (when - SINCE_MARGIN).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def token_argv(tokens: Sequence[str], since: str, sacct: str = "sacct") -> list[str]:
+def token_argv(tokens: Sequence[str], window: Window, sacct: str = "sacct") -> list[str]:
     # --allusers: without -j sacct shows only the caller's jobs, and the auditor need not be
     # the user who ran the campaign.
-    return _argv([f"--starttime={since}", "--endtime=now", "--name=" + ",".join(tokens)], sacct, users=("--allusers",))
+    return _argv([*window.sacct_args(), "--name=" + ",".join(tokens)], sacct, users=("--allusers",))
 
 
 def query_tokens(
-    tokens: Iterable[str], since: str, *, runner: Runner | None = None, batch: int = BATCH
-) -> tuple[dict[str, AccountingRow], list[Query]]:
-    """Rows by job id of every job named by one of `tokens` since `since`, one sacct call per `batch` tokens."""
-    return _batched(
-        sorted(set(tokens)),
-        lambda chunk: token_argv(chunk, since),
-        runner=runner,
-        batch=batch,
-        keep=lambda row, chunk: row.job_name in chunk,
-    )
+    times: Mapping[str, tuple[datetime, datetime]],
+    span: timedelta = DEFAULT_SPAN,
+    *,
+    runner: Runner | None = None,
+    batch: int = BATCH,
+) -> tuple[dict[str, AccountingRow], list[Query], list[Window]]:
+    """Rows by job id of every job named by one of the tokens, each looked for in the
+    windows (none wider than `span`) that overlap its times (`query_windows.around`): one
+    sacct call per `batch` tokens within each window. Also the queries and the windows."""
+    found = windows(times.values(), span)
+    rows: dict[str, AccountingRow] = {}
+    queries: list[Query] = []
+    for window in found:
+        inside = sorted(token for token, (start, end) in times.items() if window.overlaps(start, end))
+        more, asked = _batched(
+            inside,
+            lambda chunk, window=window: token_argv(chunk, window),
+            runner=runner,
+            batch=batch,
+            keep=lambda row, chunk: row.job_name in chunk,
+        )
+        for job_id, row in more.items():
+            rows.setdefault(job_id, row)
+        queries += asked
+    return rows, queries, found
 
 
 def _batched(
@@ -126,10 +140,18 @@ def _call(argv: list[str], run: Runner) -> Query:
         raise AccountingUnavailable("sacct not found: the Slurm client tools are needed to audit a Slurm campaign") from None
     except (OSError, subprocess.SubprocessError) as exc:
         raise AccountingUnavailable(f"sacct failed to run: {exc}") from None
+    err = (proc.stderr or "").strip().splitlines()
     if proc.returncode != 0:
-        err = (proc.stderr or "").strip().splitlines()
         raise AccountingUnavailable(f"sacct exited {proc.returncode}: {err[-1] if err else 'no message'}")
+    # Slurm before 23.11.4 exits 0 when slurmdbd does not answer, with only an error on
+    # stderr and no rows: that is no answer, not an empty one.
+    errors = [line for line in err if _ERROR.search(line)]
+    if errors:
+        raise AccountingUnavailable(f"sacct exited 0 but said: {errors[-1].strip()}")
     return Query(argv=argv, output=proc.stdout)
+
+
+_ERROR = re.compile(r"\b(error|fatal)\b", re.IGNORECASE)
 
 
 def parse(text: str) -> list[AccountingRow]:
@@ -151,47 +173,50 @@ def _job_sort_key(job_id: str) -> tuple[int, str]:
     return (int(head.group()) if head else 0, job_id)
 
 
-# ------------------------------------------------------------------------ comparisons
+# ------------------------------------------------------------------------------ times
+
+# What sacct prints for a time that has not happened (a job not started, not ended).
+NOT_YET = ("", "Unknown", "None")
+# A full date and time: SLURM_TIME_FORMAT=relative or a custom format prints "19:19:41"
+# or "Tue 19:19", which Python would read as today, or not at all.
+_DATED = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
-def parse_tres(tres: str) -> dict[str, str]:
-    out = {}
-    for item in tres.split(","):
-        key, sep, value = item.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
-_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
-
-
-def mem_mib(text: str) -> float | None:
-    """'64G' / '65536M' / '64Gn' (per node) -> MiB; None if unreadable."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTP]?)[nc]?\s*", text or "", re.IGNORECASE)
-    if not m:
+def job_time(text: str) -> datetime | None:
+    """Slurm's ISO timestamp (local time, naive); None where it has not happened yet.
+    ValueError, naming the text, for anything else: a time that does not parse is never
+    read as absent."""
+    text = (text or "").strip()
+    if text in NOT_YET:
         return None
-    return float(m.group(1)) * _MEM_UNITS[(m.group(2) or "M").upper()]
-
-
-def timelimit_minutes(text: str) -> float | None:
-    """Slurm's [D-]HH:MM:SS (or MM:SS) -> minutes; None for UNLIMITED or unreadable."""
-    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", (text or "").strip())
-    if not m:
-        return None
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
-    return days * 1440 + hours * 60 + minutes + seconds / 60
-
-
-def parse_time(text: str) -> datetime | None:
-    """Slurm's ISO timestamps (local time, naive); None for Unknown/None/empty."""
     try:
-        when = datetime.fromisoformat(text.strip())
-    except (ValueError, AttributeError):
-        return None
+        if not _DATED.match(text):
+            raise ValueError
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date and time") from None
     if when.tzinfo is not None:  # compare everything as naive local time
         when = when.astimezone().replace(tzinfo=None)
     return when
+
+
+def parse_time(text: str) -> datetime | None:
+    """`job_time`, with unreadable text as None: for times whose reading is checked elsewhere."""
+    try:
+        return job_time(text)
+    except ValueError:
+        return None
+
+
+def time_problems(row: AccountingRow) -> list[str]:
+    """'start ...' / 'end ...' for each of the row's times that is there but does not parse."""
+    problems = []
+    for field in ("start", "end"):
+        try:
+            job_time(getattr(row, field))
+        except ValueError as exc:
+            problems.append(f"{field} {exc}")
+    return problems
 
 
 def exit_status(exit_code: str) -> tuple[int | None, int | None]:
@@ -202,38 +227,18 @@ def exit_status(exit_code: str) -> tuple[int | None, int | None]:
         return None, None
 
 
-# The Slurm end state each recorded outcome implies. Exit codes are the worker's (and the
-# watchdog's) documented statuses, passed on by the batch script.
-_EXPECTED: dict[str, tuple[tuple[str, int | None], ...]] = {
-    "ok": (("COMPLETED", 0),),
-    "cuda_oom": (("FAILED", 3),),
-    "timeout": (("TIMEOUT", None), ("FAILED", 6)),
-    "host_oom": (("OUT_OF_MEMORY", None), ("FAILED", 7)),
-    "compile_error": (("FAILED", 4),),
-    "nonfinite": (("FAILED", 5),),
-    "crashed": (("FAILED", None),),
-    "cancelled": (("CANCELLED", None), ("FAILED", 8)),
-    "node_fail": (("NODE_FAIL", None), ("BOOT_FAIL", None), ("FAILED", 9)),
-}
-
-
 def expected_states(outcome: str) -> str:
-    options = _EXPECTED.get(outcome)
+    options = slurm_states.expected_states(outcome)
     if not options:
         return "no Slurm state"
     text = " or ".join(s if code is None else f"{s} with exit {code}" for s, code in options)
     return f"{text} (or {'/'.join(LOST_AFTER_RESULT)} ending after the result was finished)"
 
 
-def _head(state: str) -> str:
-    """"CANCELLED by 0" -> "CANCELLED"."""
-    return state.split()[0] if state else ""
-
-
 def state_matches(outcome: str, state: str, exit_code: str) -> bool:
-    head = _head(state)
+    head = slurm_states.state_word(state)
     code, _ = exit_status(exit_code)
-    for want, want_code in _EXPECTED.get(outcome, ()):
+    for want, want_code in slurm_states.expected_states(outcome):
         if head == want and (want_code is None or code == want_code):
             if outcome == "crashed" and code == 0:
                 continue
@@ -246,41 +251,17 @@ def state_matches(outcome: str, state: str, exit_code: str) -> bool:
 # accounting says NODE_FAIL although the measurement is whole. The controller keeps such
 # a result; the audit accepts the pair only when the result was finished no later than
 # the job's recorded end (a result from after the job cannot be the job's).
-LOST_AFTER_RESULT = ("NODE_FAIL", "BOOT_FAIL")
+LOST_AFTER_RESULT = tuple(s for s, m in slurm_states.STATES.items() if m.outcome == "node_fail")
 
 
 def state_explains(outcome: str, row: AccountingRow, result_finished_at: str) -> bool:
     """The job's end state agrees with the result's outcome, or the job was lost after the result."""
     if state_matches(outcome, row.state, row.exit_code):
         return True
-    if _head(row.state) not in LOST_AFTER_RESULT:
+    if slurm_states.state_word(row.state) not in LOST_AFTER_RESULT:
         return False
     done, end = parse_time(result_finished_at), parse_time(row.end)
     return done is not None and end is not None and done <= end
-
-
-def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tuple[str, object, object]]:
-    """(what, expected, actual) for each way the row differs from the campaign's profile."""
-    problems: list[tuple[str, object, object]] = []
-    tres = parse_tres(row.alloc_tres)
-    gpus = tres.get("gres/gpu")
-    if gpus is None:
-        gpus = next((v for k, v in tres.items() if k.startswith("gres/gpu:")), None)
-    if gpus != str(profile.gpus_per_job):
-        problems.append(("gres/gpu", profile.gpus_per_job, gpus))
-    if tres.get("cpu") != str(profile.cpus_per_task):
-        problems.append(("cpu", profile.cpus_per_task, tres.get("cpu")))
-    want_mem, got_mem = mem_mib(profile.mem), mem_mib(tres.get("mem", ""))
-    if want_mem is None or got_mem is None or abs(want_mem - got_mem) > 0.5:
-        problems.append(("mem", profile.mem, tres.get("mem")))
-    limit = timelimit_minutes(row.timelimit)
-    if limit is None or abs(limit - profile.time_limit_minutes) > 1e-9:
-        problems.append(("timelimit", slurm_duration(profile.time_limit_minutes * 60), row.timelimit))
-    if profile.account and row.account != profile.account:
-        problems.append(("account", profile.account, row.account))
-    if profile.partition and row.partition != profile.partition:
-        problems.append(("partition", profile.partition, row.partition))
-    return problems
 
 
 @dataclass(frozen=True)
@@ -288,6 +269,8 @@ class Peak:
     jobs: int
     at: datetime | None
     job_ids: list[str]
+    counted: int = 0  # jobs whose start (and end, if ended) were read
+    unreadable: tuple[str, ...] = ()  # "job 42: start '19:19:41' is not a date and time ..."
 
 
 def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = None) -> Peak:
@@ -295,11 +278,16 @@ def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = No
     # At one timestamp (sacct has one-second resolution): ends of jobs that ran for a while
     # (0), then starts (1), then ends of jobs that started and ended within that second (2).
     events: list[tuple[datetime, int, str]] = []
+    unreadable: list[str] = []
     for row in rows:
-        start = parse_time(row.start)
+        bad = time_problems(row)
+        if bad:
+            unreadable.append(f"job {row.job_id}: " + "; ".join(bad))
+            continue
+        start = job_time(row.start)
         if start is None:
             continue  # never started
-        end = parse_time(row.end) or now or datetime.now()
+        end = job_time(row.end) or now or datetime.now()
         events.append((start, 1, row.job_id))
         events.append((max(end, start), 0 if end > start else 2, row.job_id))
     events.sort(key=lambda e: (e[0], e[1]))
@@ -312,7 +300,7 @@ def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = No
                 best = Peak(len(running), when, sorted(running, key=_job_sort_key))
         else:
             running.discard(job)
-    return best
+    return Peak(best.jobs, best.at, best.job_ids, counted=len(events) // 2, unreadable=tuple(unreadable))
 
 
 def format_rows(rows: Iterable[AccountingRow]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 
 def median(values: Sequence[float]) -> float:
@@ -45,6 +46,23 @@ def close(a: float | None, b: float | None, *, rel: float = 1e-9, abs_: float = 
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def first_difference(a: Sequence[float], b: Sequence[float], *, rel: float = 1e-9, abs_: float = 1e-12) -> int | None:
+    """The first index at which two series of figures differ (one ending first counts), None if they agree."""
+    for i in range(max(len(a), len(b))):
+        if i >= len(a) or i >= len(b) or not close(a[i], b[i], rel=rel, abs_=abs_):
+            return i
+    return None
+
+
+def agree(a: Any, b: Any, *, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
+    """Flags exactly, series element by element and in length, other figures within the tolerances."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return first_difference(a, b, rel=rel, abs_=abs_) is None
+    return close(a, b, rel=rel, abs_=abs_)
 
 
 def parameters(*, vocab_size: int, d_model: int, n_layers: int, n_heads: int, head_dim: int, ffn_dim: int) -> int:

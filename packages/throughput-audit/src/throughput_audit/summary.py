@@ -6,12 +6,13 @@ from pathlib import Path
 
 import msgspec
 
+from throughput_schema.audit import CurveFinding
 from throughput_schema.codec import not_text
 from throughput_schema.layout import RESULTS_JSON
 
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.curves import final_attempts, group, status
-from throughput_audit.findings import Checks, CurveFinding
+from throughput_audit.findings import Checks
 
 
 def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded: Loaded, is_opt: bool) -> None:

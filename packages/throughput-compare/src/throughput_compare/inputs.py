@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import outcome_kind
+from throughput_schema.audit import AuditReport
 from throughput_schema.layout import (
     AUDIT,
     BASELINE,
@@ -33,19 +34,6 @@ from throughput_schema import noise as spread
 
 class Refused(Exception):
     """The comparison cannot be made; the message is one line naming what and how to fix it."""
-
-
-class _AuditSummary(msgspec.Struct, frozen=True):
-    failed: int
-
-
-class _AuditRecord(msgspec.Struct, frozen=True):
-    """What the comparison needs of the audit's audit.json; other fields are ignored."""
-
-    kind: str
-    summary: _AuditSummary
-    # The test worker the audit was allowed to pass ("" for the production worker).
-    test_worker: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,7 +171,7 @@ def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[
     if file.data is None:
         raise Refused(f"{label} {path}: not audited (no {AUDIT}); {fix}")
     try:
-        audit = msgspec.json.decode(file.data, type=_AuditRecord)
+        audit = msgspec.json.decode(file.data, type=AuditReport)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise Refused(f"{label} {path / AUDIT}: not an audit record ({exc}); {fix}") from None
     if audit.kind != manifest.kind:

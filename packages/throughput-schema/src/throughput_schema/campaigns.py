@@ -85,6 +85,17 @@ class SpotCheck(msgspec.Struct, frozen=True, kw_only=True):
     threshold: float = 0.0  # the parent's own noise threshold, the recommendation's
 
 
+class ProfileReplacement(msgspec.Struct, frozen=True, kw_only=True):
+    """`run --resume --profile` replaced the frozen profile, allowed only while no job of the
+    campaign had ever been accepted (every submission refused), so no result ran under `old`."""
+
+    replaced_at: str
+    old: ClusterProfile
+    old_sha256: str  # of the old profile's JSON encoding, as in the manifest
+    new_name: str
+    new_sha256: str
+
+
 class Manifest(_Record):
     """Frozen at campaign creation: a resumed campaign never changes its grid."""
 
@@ -108,6 +119,8 @@ class Manifest(_Record):
     source_root: str = ""
     # A spot check of `parent` (a throughput campaign whose curves walk `inherited_batches`).
     spot_check: SpotCheck | None = None
+    # Each replacement of `profile` before anything ran, oldest first (`profile` is the last new one).
+    profile_replacements: list[ProfileReplacement] = []
 
     def curves(self) -> list[str]:
         """The campaign's curve names, model by model, each model's contexts in order."""

@@ -1,5 +1,5 @@
 """Every record that crosses a process or a file, gathered from the modules that define
-them (`configs`, `results`, `campaigns`, `request`) into one namespace and one table of kinds.
+them (`configs`, `results`, `campaigns`, `request`, `audit`) into one namespace and one table of kinds.
 
 Conventions (msgspec's own advice): records are frozen; every field added after
 version 1 gets a default so older files still decode, and every record skips fields it
@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from throughput_schema.audit import AuditReport, AuditSummary, Check, CurveFinding
 from throughput_schema.campaigns import (
     AccountingRow,
     CurveClosure,
@@ -46,10 +47,14 @@ from throughput_schema.results import (
 
 __all__ = [
     "AccountingRow",
+    "AuditReport",
+    "AuditSummary",
     "BurstSample",
     "Calibration",
+    "Check",
     "ClusterProfile",
     "CurveClosure",
+    "CurveFinding",
     "CurveSummary",
     "FailedAttempt",
     "FrozenFile",
@@ -91,6 +96,7 @@ RECORD_TYPES: dict[str, type] = {
     "curve-summary": CurveSummary,
     "curve-closure": CurveClosure,
     "worker-request": WorkerRequest,
+    "audit-report": AuditReport,
 }
 
 

@@ -18,6 +18,7 @@ from throughput_schema.recipe import RecipeError
 
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
 from throughput_sweep.freezing import create
+from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.profiles import choose_profile, missing_python, profile_problem
@@ -26,9 +27,9 @@ from throughput_schema.argparsing import OneLineParser, command_line, positive_i
 PROG = "throughput-sweep"
 
 EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a result (bounded, capped or
-complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure
-(investigate, then run --resume --retry-failed); 4 (status only) jobs are still running or
-points are still to submit; 5 a spot check ended and FAILED: a sampled point changed beyond
+complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure (investigate,
+then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 (status only) jobs
+are still running or points are still to submit; 5 a spot check ended and FAILED: a sampled point changed beyond
 the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 130 run
 was interrupted (jobs keep running; run --resume)."""
 
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
     status.add_argument("--output", type=Path, required=True)
+    status.add_argument("--offline", action="store_true", help="from the campaign's files alone: do not ask the scheduler")
 
     collect = sub.add_parser("collect", help="write README.md, results.csv/json and the figures")
     collect.add_argument("--output", type=Path, required=True)
@@ -158,6 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             parent=args.optimizer_timing_from or args.spot_check_from,
             protocol=_protocol(args, campaign.manifest.protocol),
         )
+        campaign, replaced = resume_profile(campaign, args.profile, find_repo_root(), write=not args.dry_run)
+        args.retry_failed = args.retry_failed or replaced
         if args.dry_run:
             return print_plan(campaign, args)
     else:
@@ -270,9 +274,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
     if status == EXIT_BLOCKED:
-        print(f"[sweep] the campaign ended with blocked curves: {', '.join(c.name for c in curves if c.state == 'blocked')}; "
-              f"investigate the failures above, then retry with: {driver_name()} run --output {where} --resume --retry-failed",
-              file=sys.stderr)
+        print(f"[sweep] {blocked_advice(campaign, curves, driver_name())}", file=sys.stderr)
         return status
     if status == EXIT_SPOT_CHECK_FAILED:
         print(f"[sweep] the spot check FAILED: sampled points changed beyond the noise threshold; "
@@ -343,10 +345,11 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from throughput_sweep.live import ask
     from throughput_sweep.status import campaign_exit_status, render_status
 
     campaign = open_campaign(args.output)
-    print(render_status(campaign), end="")
+    print(render_status(campaign, ask(campaign, driver_name(), offline=args.offline)), end="")
     return campaign_exit_status(campaign)
 
 

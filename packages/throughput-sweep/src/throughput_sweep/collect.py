@@ -24,9 +24,11 @@ from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protoco
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo, Curve
 from throughput_sweep.faults import crash_point
+from throughput_sweep.frozen_profile import blocked_advice
 from throughput_sweep.recommendations import recommendations
 from throughput_sweep.hardware import hardware_section, measured_hardware
 from throughput_sweep.status import campaign_done, closed_line, is_complete
+from throughput_sweep.usage import gpu_hours
 
 WALL_CHANGE_FLAG = 0.05
 GIB = 1024**3
@@ -223,6 +225,7 @@ def readme(
     deviation = protocol_deviation(p)
     if deviation:
         out.append(f"**Note**: {deviation}.\n")
+    out.append(f"{gpu_hours(infos, m.profile).line()}.\n")
     out += hardware_section(infos)
     out.append("## Curves\n")
     out.append("| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended | unstable |")
@@ -249,8 +252,9 @@ def readme(
     blocked = [c for c in curves if c.state == "blocked"]
     if blocked:
         out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")
-        for c in blocked:
-            out.append(f"- {c.name}: {c.blocked_reason}")
+        out += [f"- {c.name}: {c.blocked_reason}" for c in blocked]
+        advice = blocked_advice(campaign, curves, "throughput-sweep")
+        out.append(f"\n**{advice[0].upper()}{advice[1:]}**.")
     closed = [c for c in curves if c.state == "closed"]
     if closed:
         out.append("\nCurves closed by hand (a closed curve never sets a memory boundary):\n")

@@ -19,6 +19,7 @@ from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file
 from throughput_sweep.freezing import verify_frozen
+from throughput_sweep.frozen_profile import refuse_other_profile
 
 DEFAULT_MODELS = ("20m", "90m", "250m", "500m")
 DEFAULT_CONTEXTS = (512, 1024, 2048, 4096)
@@ -201,8 +202,8 @@ def check_resume(
     parent: Path | None = None,
     protocol: Protocol | None = None,
 ) -> None:
-    """A resumed campaign keeps its frozen grid, profile, parent and protocol, and its frozen
-    copy must be intact; anything else needs a new campaign."""
+    """A resumed campaign keeps its frozen grid, profile (once a job ran), parent and protocol, and
+    its frozen copy must be intact; anything else needs a new campaign."""
     m = campaign.manifest
     if contexts is not None and sorted(contexts) != sorted(m.contexts):
         raise CampaignError(
@@ -218,10 +219,7 @@ def check_resume(
         raise CampaignError(
             f"{campaign.root}: this campaign's --max-batch is {m.max_batch}; a different cap needs a new campaign"
         )
-    if profile and profile != m.profile.name:
-        raise CampaignError(
-            f"{campaign.root}: this campaign runs on profile {m.profile.name!r}; another profile needs a new campaign"
-        )
+    refuse_other_profile(campaign, profile)  # while nothing ran, `frozen_profile.resume_profile` may replace it
     if parent and (m.parent is None or Path(m.parent.path) != parent.resolve()):
         raise CampaignError(f"{campaign.root}: this campaign was not created from {parent}")
     if protocol not in (None, m.protocol):

@@ -8,7 +8,12 @@ from throughput_schema.provenance import protocol_deviation, worker_warning
 
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
+from throughput_sweep.frozen_profile import blocked_advice, profile_refused
+from throughput_sweep.live import Live
 from throughput_sweep.recommendations import recommendations
+from throughput_sweep.usage import gpu_hours
+
+OFFLINE = Live(driver="", resume="", watcher="", watcher_alive=False, jobs=None)  # the files' view alone
 
 
 # Exit statuses of `run` and `status` (documented in the CLI's help and the README), so a
@@ -54,7 +59,8 @@ def closed_line(closure: CurveClosure) -> str:
     )
 
 
-def render_status(campaign: Campaign) -> str:
+def render_status(campaign: Campaign, live: Live | None = None) -> str:
+    """The campaign from its files; with `live` (status), also the watcher and the scheduler's word."""
     m = campaign.manifest
     curves = campaign.curves()
     label = "complete" if is_complete(curves) else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
@@ -63,6 +69,8 @@ def render_status(campaign: Campaign) -> str:
         f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
         + (f"; max batch {m.max_batch}" if m.max_batch else ""),
         *filter(None, [worker_warning(m.worker), protocol_deviation(m.protocol)]),
+        gpu_hours([i for c in curves for i in c.attempts], m.profile).line(),
+        *(filter(None, [live.watcher, live.summary()]) if live else []),
         "",
         f"{'curve':<18} {'state':<9} {'fitting':<24} {'largest':>7} {'1st OOM':>7} {'fastest stable':>22}",
     ]
@@ -78,6 +86,8 @@ def render_status(campaign: Campaign) -> str:
             lines.append(f"    no OOM up to the cap (batch {c.cap}); not a memory boundary")
         if c.state == "blocked":
             lines.append(f"    blocked: {c.blocked_reason}")
+            if profile_refused(c):
+                lines.append(f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying")
         if c.state == "closed":
             lines.append(f"    {closed_line(c.closure)}; not a memory boundary")
         if c.done and c.fitting and m.spot_check is None:  # a sample recommends nothing
@@ -85,9 +95,7 @@ def render_status(campaign: Campaign) -> str:
         if c.unstable:
             lines.append(f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}")
         for r in c.running:
-            rec = r.attempt.receipt
-            what = f"job {rec.job_id}" if rec else f"intent {r.attempt.intent.token} (not yet settled)"
-            lines.append(f"    running: batch {r.batch} attempt {r.number}, {what}")
+            lines.append(f"    {(live or OFFLINE).job_line(r)}")
         if c.next and c.state == "pending":
             lines.append(f"    next: batch {' '.join(str(n.batch_size) for n in c.next)}")
         for f in c.failed:
@@ -102,4 +110,6 @@ def render_status(campaign: Campaign) -> str:
         from throughput_sweep.spot_check import verdict_lines
 
         lines += ["", *verdict_lines(campaign)]
+    if live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
+        lines += ["", blocked_advice(campaign, curves, live.driver)]
     return "\n".join(lines) + "\n"

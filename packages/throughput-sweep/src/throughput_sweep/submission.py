@@ -26,6 +26,7 @@ from throughput_schema import AccountingRow, Receipt, Settlement, WorkerIdentity
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Timeout
 from throughput_schema.recipe import parameter_count
+from throughput_schema.slurm_states import outcome_of_state
 
 from throughput_sweep.attempt import point_recipe
 from throughput_sweep.campaign import Campaign, now
@@ -136,13 +137,14 @@ def outcome_from_state(
         note = f"job ended {word} before its batch script started (no slurm-*.out in the attempt folder)"
         if launch_failure:
             note += f"; {launch_failure}"
-    if word in ("TIMEOUT", "DEADLINE"):
+    outcome = outcome_of_state(word)
+    if outcome == "timeout":
         return Timeout(phase="slurm", message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds)
-    if word == "OUT_OF_MEMORY":
+    if outcome == "host_oom":
         return HostOom(phase="slurm", message=f"{note} (host memory limit)")
-    if word in ("CANCELLED", "PREEMPTED"):
+    if outcome == "cancelled":
         return Cancelled(phase="slurm", message=note)
-    if word in ("NODE_FAIL", "BOOT_FAIL"):
+    if outcome == "node_fail":
         return NodeFail(phase="slurm", message=note)
     return Crashed(phase="slurm", message=note, exit_code=code)
 

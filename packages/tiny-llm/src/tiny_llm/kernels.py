@@ -17,7 +17,11 @@ says how it was produced.
 - `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits
-  (and their gradient) never exist at once.
+  (and their gradient) never exist at once; "triton" is
+  `tiny_llm.triton_cross_entropy.linear_cross_entropy`: the loss and the logits' gradient in
+  one Triton pass over the BF16 logits (no FP32 copy), the LM head's products on cuBLAS
+  (1.006-1.009x the whole update at 250m and 500m on the H200, about the run's own noise,
+  so not a default: docs/performance.md, issue 27).
 - `swiglu`: "auto" (the default) is "triton" on CUDA where triton imports, else
   "default" (`tiny_llm.model.resolve_swiglu`); "default" is `silu(gate) * up` as inductor
   fuses it; "triton" is `tiny_llm.triton_swiglu`: forward and backward each one Triton pass
@@ -40,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
-CROSS_ENTROPY = ("default", "chunked")
+CROSS_ENTROPY = ("default", "chunked", "triton")
 SWIGLU = ("auto", "default", "triton")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")

@@ -12,6 +12,7 @@ of weights).
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from dataclasses import replace
@@ -54,17 +55,21 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
+# The Triton kernel behind each `Kernels(<field>="triton")`: (module, function).
+TRITON = {"swiglu": ("tiny_llm.triton_swiglu", "swiglu"),
+          "cross_entropy": ("tiny_llm.triton_cross_entropy", "linear_cross_entropy")}
+
+
 def load_triton(field: str, device: torch.device):
-    """The function behind `Kernels(<field>="triton")` (`tiny_llm.triton_swiglu.swiglu`, the
-    only one), or a one-line error where it cannot run."""
+    """The function behind `Kernels(<field>="triton")` (`TRITON`), or a one-line error where it cannot run."""
     # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
     if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
+    module, name = TRITON[field]
     try:
-        from tiny_llm.triton_swiglu import swiglu
+        return getattr(importlib.import_module(module), name)
     except ImportError as exc:
         raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
-    return swiglu
 
 
 def triton_imports() -> bool:
@@ -153,6 +158,9 @@ class Transformer(nn.Module):
         # Buffers, not parameters: they move with .to() but are neither trained nor counted.
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        # None: the default or chunked loss below; else the LM head and loss in one Triton pass.
+        self.fused_loss = (load_triton("cross_entropy", self.embed.weight.device)
+                           if kernels.cross_entropy == "triton" else None)
         self.reset_parameters()
 
     @torch.no_grad()
@@ -183,6 +191,8 @@ class Transformer(nn.Module):
             return chunked_cross_entropy(
                 x.view(-1, x.shape[-1]), self.lm_head.weight, targets.view(-1), self.kernels.ce_chunk_tokens
             )
+        if targets is not None and self.fused_loss is not None:
+            return self.fused_loss(x.view(-1, x.shape[-1]), self.lm_head.weight, targets.view(-1))
         logits = self.lm_head(x)  # BF16 under autocast
         if targets is None:
             return logits

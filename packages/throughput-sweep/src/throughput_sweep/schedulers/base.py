@@ -14,10 +14,9 @@ from typing import Protocol
 
 from throughput_schema import AccountingRow
 
-# Slurm's terminal states (sacct). The local executor reports the same names.
-TERMINAL_STATES = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
-)
+# Slurm's terminal states (sacct), from the table the audit reads too; the local executor
+# reports the same names. Re-exported: the schedulers import it from here.
+from throughput_schema.slurm_states import TERMINAL_STATES as TERMINAL_STATES
 
 
 class SubmitFailed(RuntimeError):

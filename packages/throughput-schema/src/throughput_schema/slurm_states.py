@@ -1,0 +1,71 @@
+"""Slurm's terminal job states: which outcome each implies, and what it means to a user.
+
+The sweep derives a result from the state of a job that wrote none; the audit checks a
+result's outcome against its job's state. Both read this one table, so a state the sweep
+accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from throughput_schema.outcomes import EXIT_CODES
+
+
+class StateMeaning(NamedTuple):
+    outcome: str  # the outcome kind of a job that ended so without writing a result
+    meaning: str  # for messages: what happened to the job
+    by_someone_else: bool = False  # ended from outside the job: retry, never a boundary
+
+
+# Every state sacct reports once a job can no longer run (sacct(1), JOB STATE CODES).
+STATES: dict[str, StateMeaning] = {
+    "COMPLETED": StateMeaning("crashed", "its batch script exited 0"),
+    "FAILED": StateMeaning("crashed", "its batch script exited non-zero"),
+    "TIMEOUT": StateMeaning("timeout", "reached its time limit"),
+    "DEADLINE": StateMeaning("timeout", "reached its --deadline"),
+    "OUT_OF_MEMORY": StateMeaning("host_oom", "exceeded its memory allocation"),
+    "CANCELLED": StateMeaning("cancelled", "was cancelled (scancel by a user or an administrator)", True),
+    "PREEMPTED": StateMeaning("cancelled", "was preempted by a higher-priority job", True),
+    "REVOKED": StateMeaning("cancelled", "was revoked (a federated sibling ran it on another cluster)", True),
+    "NODE_FAIL": StateMeaning("node_fail", "lost its node"),
+    "BOOT_FAIL": StateMeaning("node_fail", "could not boot its node"),
+}
+
+TERMINAL_STATES = frozenset(STATES)
+
+# A result the worker or its watchdog wrote exits with its outcome's code (EXIT_CODES),
+# and the batch script passes it on: Slurm then says FAILED with that exit code.
+_WORKER_CODE = ("timeout", "host_oom", "cancelled", "node_fail", "cuda_oom", "compile_error", "nonfinite")
+
+
+def state_word(state: str) -> str:
+    """'CANCELLED by 1000' -> 'CANCELLED'; '' -> ''."""
+    return state.split()[0] if state and state.split() else ""
+
+
+def meaning(state: str) -> StateMeaning | None:
+    return STATES.get(state_word(state))
+
+
+def outcome_of_state(state: str) -> str:
+    """The outcome kind of a job that ended in `state` without a result ("crashed" if unknown)."""
+    m = meaning(state)
+    return m.outcome if m else "crashed"
+
+
+def by_someone_else(state: str) -> bool:
+    m = meaning(state)
+    return bool(m and m.by_someone_else)
+
+
+def expected_states(outcome: str) -> tuple[tuple[str, int | None], ...]:
+    """(state, exit code or None for any) pairs a job whose result has `outcome` may end with."""
+    if outcome == "ok":
+        return (("COMPLETED", 0),)
+    if outcome == "crashed":
+        return (("FAILED", None),)
+    pairs: list[tuple[str, int | None]] = [(s, None) for s, m in STATES.items() if m.outcome == outcome]
+    if outcome in _WORKER_CODE:
+        pairs.append(("FAILED", EXIT_CODES[outcome]))
+    return tuple(pairs)
