@@ -43,12 +43,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import msgspec
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
-from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
+from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
+from tiny_llm.worker_cli import DEFAULT, PROTOCOL_FLAGS
 
 PLAN_ENV = "SCRIPTED_WORKER_PLAN"
 SCRIPTED_WORKER_VERSION = "test"
@@ -142,10 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--request", type=Path)
     parser.add_argument("--output", required=True, type=Path)
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--windows", type=int, default=5)
-    parser.add_argument("--window-seconds", type=float, default=10.0)
-    parser.add_argument("--min-updates-per-window", type=int, default=20)
+    for name in PROTOCOL_FLAGS:  # the real worker's flags, with the protocol record's defaults
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), default=getattr(DEFAULT, name))
     parser.add_argument("--optimizer-timing", action="store_true")
     args = parser.parse_args(argv)
 
@@ -153,10 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         # As the real worker: the request's recipe and protocol, nothing from the flags.
         request = read(args.request, WorkerRequest)
         recipe = request.recipe
-        for name in ("warmup", "windows", "window_seconds", "min_updates_per_window"):
-            setattr(args, name, getattr(request.protocol, name))
+        opts = request.protocol
     elif args.config:
         recipe = load_recipe(args.config, args.overrides)
+        opts = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
     else:
         parser.error("give --config or --request")
     model, context, batch = recipe.name, recipe.model.context_length, recipe.training.micro_batch_size
@@ -165,13 +165,6 @@ def main(argv: list[str] | None = None) -> int:
     entry = plan_for(model, context, batch, attempt, args.optimizer_timing)
     outcome = entry["outcome"]
     mode = "optimizer-timing" if args.optimizer_timing else "throughput"
-    opts = Options(
-        warmup=args.warmup,
-        windows=args.windows,
-        window_seconds=args.window_seconds,
-        min_updates_per_window=args.min_updates_per_window,
-        optimizer_timing=args.optimizer_timing,
-    )
     protocol = protocol_record(recipe, opts)
     hw = Hardware(
         gpu_name=HARDWARE_GPU[0],
@@ -236,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     measurement = Measurement(tokens_per_update=tokens)
     memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
     try:
-        measure(runner, opts, measurement, updates_before=SETUP_UPDATES, clock=runner.clock)
+        measure(runner, opts, measurement, updates_before=SETUP_UPDATES, optimizer_timing=args.optimizer_timing,
+                clock=runner.clock)
     except NonFiniteState as exc:
         return fail(
             NonFinite(phase=exc.phase, window=exc.window, message=str(exc)),

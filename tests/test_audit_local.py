@@ -20,6 +20,8 @@ from campaign_helpers import (
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR
 
+pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
+
 POINT = Path("curves/20m-c512/b2/attempt-1")
 
 

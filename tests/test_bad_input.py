@@ -20,6 +20,8 @@ import pytest
 
 from campaign_helpers import ROOT, sweep_env
 
+pytestmark = pytest.mark.slow  # every command line against campaigns built on disk
+
 BIN = Path(sys.executable).parent
 SWEEP = [sys.executable, "-m", "throughput_sweep.cli"]
 TINY = [sys.executable, "-m", "tiny_llm"]

@@ -8,7 +8,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from campaign_helpers import BLOCKED, ROOT, sweep, write_plan
+
+pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
 
 
 def tool(script: str, *args) -> subprocess.CompletedProcess:

@@ -16,6 +16,8 @@ import pytest
 
 from throughput_schema.argparsing import BROKEN_PIPE_EXIT
 
+pytestmark = pytest.mark.slow  # whole commands and a campaign
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

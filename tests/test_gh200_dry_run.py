@@ -1,5 +1,5 @@
 """The gh200 profile's dry run, golden: the exact batch script and sbatch command line of
-one point, as the guide's driver prints them for a relative --output."""
+one point, as the guide's driver (docs/guide.md) prints them for a relative --output."""
 
 from __future__ import annotations
 

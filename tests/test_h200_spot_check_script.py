@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # restores the worked example's archive
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

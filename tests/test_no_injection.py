@@ -89,6 +89,7 @@ def test_job_script_quotes_every_value_and_runs_none(tmp_path):
     assert not canaries(tmp_path), canaries(tmp_path)
 
 
+@pytest.mark.slow  # a whole campaign
 def test_local_campaign_in_a_hostile_folder(tmp_path):
     """A whole campaign on the local scheduler whose output path is hostile: it completes, every
     file is private, and no canary appears."""

@@ -14,6 +14,8 @@ from throughput_report.architecture import count_parameters, weight_shapes
 torch = pytest.importorskip("torch")
 from tiny_llm.model import build_model  # noqa: E402
 
+pytestmark = pytest.mark.slow  # builds the real models
+
 PRESETS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
 

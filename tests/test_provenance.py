@@ -24,6 +24,8 @@ from throughput_schema import WorkerResult, read, write_atomic
 
 from campaign_helpers import ROOT, sweep, write_plan
 
+pytestmark = pytest.mark.slow  # whole campaigns, collected, audited and reported
+
 PROTOCOL_LINE = "protocol differs from the guide: 1 s windows (guide: 10 s)"
 BANNER = "TEST WORKER scripted_worker"
 FAST = ("--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress")

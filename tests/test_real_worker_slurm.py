@@ -1,6 +1,6 @@
 """The production path on the project's real Slurm, with the real tiny_llm worker (CPU).
 
-What a cluster user runs, as the guide writes it: the profile chosen once in the
+What a cluster user runs, as the guide (docs/guide.md) writes it: the profile chosen once in the
 environment, the guide's driver with a relative --output from the user's own folder,
 a throughput campaign to its cap, the optimizer follow-up, collect, the audit with its
 sacct checks, and the report. Every line of that path runs except CUDA.

@@ -1,4 +1,4 @@
-"""The guide's commands with a relative --output, run from a folder that is not the
+"""The guide's (docs/guide.md) commands with a relative --output, run from a folder that is not the
 repository, on the real local Slurm: every path handed to Slurm must be absolute, or
 Slurm resolves --output inside --chdir and fails every job before its script starts.
 

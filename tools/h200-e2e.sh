@@ -100,7 +100,7 @@ if [ "$slurm" = 1 ]; then
   source tools/gpu-env.sh
   PY=python3
   profile=local-slurm-gpu
-  # The guide's commands verbatim: the profile is chosen once, in the environment.
+  # The guide's (docs/guide.md) commands verbatim: the profile is chosen once, in the environment.
   export THROUGHPUT_SWEEP_PROFILE=$profile
   LOCAL_SLURM_OFFLINE_DEBS="$root/.slurm-debs" tools/local-slurm.sh start || die "the offline Slurm did not start"
   eval "$(tools/local-slurm.sh env)"

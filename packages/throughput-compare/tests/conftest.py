@@ -14,7 +14,7 @@ from campaign_builder.files import rewrite, sha256, write_attempt_files
 from campaign_builder.results import throughput_result
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema import FrozenFile, Manifest, Receipt, Recipe, SubmissionIntent, WorkerResult, read, write_atomic
-from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT
+from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT, parse_curve_name
 
 
 def audited(built: BuiltCampaign, *, allow_test_worker: bool = False) -> Path:
@@ -29,7 +29,7 @@ def ok_results(built: BuiltCampaign):
         for batch, folder in batches.items():
             result = read(folder / RESULT, WorkerResult)
             if result.throughput is not None:
-                yield batch, int(curve.rpartition("-c")[2]), folder, result
+                yield batch, parse_curve_name(curve)[1], folder, result
 
 
 def remeasure(built: BuiltCampaign, *, slower: float = 1.0, **changes) -> None:
@@ -90,7 +90,7 @@ def repeat(built: BuiltCampaign, curve: str, batch: int, *, slower: float) -> Pa
         ),
         receipt=msgspec.structs.replace(receipt, token=token, job_id=job, accounting=row),
         result=msgspec.structs.replace(
-            throughput_result(result.recipe, result.protocol, batch, int(curve.rpartition("-c")[2]), slower=slower),
+            throughput_result(result.recipe, result.protocol, batch, parse_curve_name(curve)[1], slower=slower),
             started_at=result.started_at, finished_at=result.finished_at,  # its job has the first one's times
         ),
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pypdf
+import pytest
 from PIL import Image
 
 from throughput_compare.cli import main
@@ -62,6 +63,7 @@ def test_a_test_workers_campaign_is_refused_in_one_line_with_nothing_written(lab
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
 
 
+@pytest.mark.slow  # writes and reads every output
 def test_with_the_flag_every_file_figure_and_page_carries_the_banner(lab, tmp_path, capsys):
     a, b = build(lab, "a", True), build(lab, "b", True)
     out = tmp_path / "out"

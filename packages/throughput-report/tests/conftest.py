@@ -17,7 +17,7 @@ def pair(tmp_path) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def two_pairs(tmp_path_factory) -> tuple[list[Path], list[Path]]:
-    """The guide's combination: an original campaign and a context-512 campaign."""
+    """The guide's (docs/guide.md) combination: an original campaign and a context-512 campaign."""
     root = tmp_path_factory.mktemp("campaigns")
     a = campaigns.write_pair(root, "orig", ["20m", "250m"], [1024, 2048])
     b = campaigns.write_pair(root, "c512", ["20m", "250m"], [512])

@@ -8,11 +8,14 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 from pypdf import PdfReader
 
 from throughput_report.cli import main
 
 from campaign_builder import gpu as campaigns
+
+pytestmark = pytest.mark.slow  # whole reports of campaigns
 
 BANNER = "TEST WORKER scripted_worker"
 

@@ -118,6 +118,7 @@ def test_optimizer_pair_from_two_gpus(capsys, tmp_path, pair):
             "instrumented worker on GPU-aaaa", "one GPU")
 
 
+@pytest.mark.slow  # writes a whole report first
 def test_output_already_holds_a_report(capsys, tmp_path, pair):
     out = tmp_path / "out"
     assert run(capsys, [pair[0]], [pair[1]], out)[0] == 0

@@ -24,6 +24,7 @@ from throughput_schema import (
     read,
     write_atomic,
 )
+from throughput_schema.layout import parse_curve_name
 from throughput_schema.outcomes import outcome_kind
 from throughput_schema.cli import json_schemas, main
 from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol, Recipe, unknown_field
@@ -163,6 +164,18 @@ def test_json_schema_export_covers_every_record(tmp_path, capsys):
     (tmp_path / "bad.json").write_text('{"outcome": {"kind": "ok"}}')
     assert main(["validate", "worker-result", str(tmp_path / "bad.json")]) == 1
     assert "missing required field" in capsys.readouterr().err
+
+
+def test_a_manifest_names_its_curves_and_each_name_parses_back():
+    profile = ClusterProfile(name="local", scheduler="local")
+    manifest = Manifest(kind="throughput", name="c", created_at="now", models=["20m", "250m"], contexts=[512, 4096],
+                        protocol=Protocol(), profile=profile, tool_version="0.1.0")
+    assert manifest.curves() == ["20m-c512", "20m-c4096", "250m-c512", "250m-c4096"]
+    assert [parse_curve_name(name) for name in manifest.curves()] == [
+        ("20m", 512), ("20m", 4096), ("250m", 512), ("250m", 4096)]
+    for bad in ("20m", "20m-c0", "20m-c", "-c512", "20m-c512/x"):
+        with pytest.raises(ValueError, match="not a curve folder name"):
+            parse_curve_name(bad)
 
 
 def test_audit_report_is_a_record_the_writer_and_the_reader_share(tmp_path, capsys):

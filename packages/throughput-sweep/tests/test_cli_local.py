@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
+
 ROOT = Path(__file__).resolve().parents[3]
 TESTS = ROOT / "tests"
 

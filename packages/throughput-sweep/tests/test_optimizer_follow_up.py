@@ -20,6 +20,8 @@ from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_sweep.collect import optimizer_row
 from throughput_sweep.curves import AttemptInfo
 
+pytestmark = pytest.mark.slow  # whole campaigns and their follow-ups
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -19,6 +19,8 @@ from throughput_sweep.campaign import open_campaign
 from throughput_sweep.spot_check import sample
 from throughput_sweep.status import EXIT_COMPLETE, EXIT_SPOT_CHECK_FAILED
 
+pytestmark = pytest.mark.slow  # whole campaigns and their spot checks
+
 ROOT = Path(__file__).resolve().parents[3]
 # 20m-c512 fits 1 2 4 8 (OOM at 16), 20m-c1024 fits 1 2 4 (OOM at 8): 7 fitting points.
 OOMS = {"20m-c512-b16": "cuda_oom", "20m-c1024-b8": "cuda_oom"}

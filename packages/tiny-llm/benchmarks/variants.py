@@ -68,7 +68,8 @@ from tiny_llm.arena_adamw import ArenaAdamW  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
-from tiny_llm.protocol import Measurement, Options, measure  # noqa: E402
+from throughput_schema import Protocol  # noqa: E402
+from tiny_llm.protocol import Measurement, measure  # noqa: E402
 from tiny_llm.update import build  # noqa: E402
 from tiny_llm.worker import TorchRunner  # noqa: E402
 
@@ -126,7 +127,7 @@ def initial_arena(recipe, device) -> torch.Tensor:
     return params
 
 
-def run_case(recipe, kernels: Kernels, device, opts: Options, check_updates: int, reference: dict | None) -> dict:
+def run_case(recipe, kernels: Kernels, device, opts: Protocol, check_updates: int, reference: dict | None) -> dict:
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -207,8 +208,8 @@ def main(argv=None) -> int:
     cases = ["baseline", *(["repeat"] if "repeat" in cases else []),
              *[c for c in cases if c not in ("repeat", "best")], *(["best"] if "best" in cases else [])]
     seconds, windows = (0.5, 3) if args.quick else (2.0, 5)
-    opts = Options(warmup=3, calibration_updates=3, windows=windows, extra_windows=0, window_seconds=seconds,
-                   min_updates_per_window=3)
+    opts = Protocol(warmup=3, calibration_updates=3, windows=windows, extra_windows=0, window_seconds=seconds,
+                    min_updates_per_window=3)
     hw = hardware.collect(device)
     copy_bw = copy_bandwidth() if device.type == "cuda" else None
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if device.type == "cuda" else None

@@ -124,6 +124,7 @@ def _twins(kernel, dtype=torch.float64):
     return a, ArenaAdamW(a, kernel="tensor", **kw), b, ArenaAdamW(b, kernel=kernel, **kw)
 
 
+@pytest.mark.slow  # inductor compiles C++ on the CPU
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="inductor's CPU code generation needs a C++ compiler")
 def test_compiled_kernel_matches_tensor_kernel():

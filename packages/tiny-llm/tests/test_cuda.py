@@ -1,4 +1,4 @@
-"""GPU tests (H200): graph replay vs eager, OOM outcome, the guide's command, optimizer timing.
+"""GPU tests (H200): graph replay vs eager, OOM outcome, the guide's command (docs/guide.md), optimizer timing.
 
 Skipped without CUDA. Run with: pytest packages/tiny-llm/tests -m cuda
 """

@@ -3,7 +3,8 @@
 import pytest
 
 from tiny_llm import stats
-from tiny_llm.protocol import CounterMismatch, Measurement, NonFiniteState, Options, measure
+from throughput_schema import Protocol
+from tiny_llm.protocol import CounterMismatch, Measurement, NonFiniteState, measure
 
 
 class FakeRunner:
@@ -35,7 +36,7 @@ class FakeRunner:
         return 10.0, 2.0 + self.calls % 2  # alternating optimizer ms: 2, 3
 
 
-OPTS = Options(warmup=3, windows=5, window_seconds=1.0, min_updates_per_window=2)
+OPTS = Protocol(warmup=3, windows=5, window_seconds=1.0, min_updates_per_window=2)
 
 
 def run(runner, opts=OPTS, before=0):
@@ -124,10 +125,9 @@ def test_counter_mismatch():
 
 
 def test_optimizer_timing_bursts_weighted():
-    opts = Options(warmup=0, windows=5, window_seconds=1.0, min_updates_per_window=2, optimizer_timing=True,
-                   burst_seconds=0.3)
+    opts = Protocol(warmup=0, windows=5, window_seconds=1.0, min_updates_per_window=2, burst_seconds=0.3)
     r = FakeRunner(lambda i: 0.1)
-    m = measure(r, opts, Measurement(tokens_per_update=10), updates_before=0, clock=r.clock)
+    m = measure(r, opts, Measurement(tokens_per_update=10), updates_before=0, optimizer_timing=True, clock=r.clock)
     assert m.burst_updates == 3 and m.calibration.updates_per_window == 10
     w0 = [b for b in m.bursts if b.window == 0]
     assert [b.updates for b in w0] == [3, 3, 3, 1]

@@ -8,7 +8,8 @@ import pytest
 from throughput_schema import BurstSample, Hardware, Window
 from throughput_schema.layout import bursts_path, decode_bursts
 from throughput_schema.recipe import load_recipe
-from tiny_llm.protocol import Measurement, Options
+from throughput_schema import Protocol
+from tiny_llm.protocol import Measurement
 from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
 
 
@@ -41,7 +42,7 @@ def measured() -> Measurement:
 
 
 def test_burst_weighting_medians_cv_and_shares_by_hand():
-    t = optimizer_summary(measured(), Options(optimizer_timing=True), separate_step_ms=2.4)
+    t = optimizer_summary(measured(), Protocol(), separate_step_ms=2.4)
     assert t.window_optimizer_ms == pytest.approx([2.5, 2.0, 3.0])
     assert t.window_graph_ms == pytest.approx([10.5, 11.0, 9.0])
     assert t.optimizer_ms == pytest.approx(2.5)
@@ -61,20 +62,20 @@ def test_throughput_summary_by_hand():
     m.tokens_per_update = 1024
     # rates: 4·1024/0.04 = 102400, 4·1024/0.048 = 85333.3, 4·1024/0.044 = 93090.9 -> median 93090.9
     h200 = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=int(140.4 * 2**30))
-    t = throughput_summary(m, recipe, Options(), h200)
+    t = throughput_summary(m, recipe, Protocol(), h200)
     assert t.window_tokens_per_second == pytest.approx([102400.0, 4096 / 0.048, 4096 / 0.044])
     assert t.tokens_per_second == pytest.approx(4096 / 0.044)
     assert t.sequences_per_second == pytest.approx(4096 / 0.044 / 512)
     assert t.update_ms == pytest.approx(44.0 / 4)  # 1000 · 1024 / (4096 / 0.044)
     assert t.peak_flops == 989e12 and t.mfu == pytest.approx(t.flops_per_token * t.tokens_per_second / 989e12)
     assert t.unstable  # CV of the three rates is about 9%
-    assert throughput_summary(m, recipe, Options(), Hardware()).mfu is None
+    assert throughput_summary(m, recipe, Protocol(), Hardware()).mfu is None
 
 
 def test_bursts_file_beside_the_result(tmp_path):
     assert bursts_path(tmp_path / "p" / "result.json") == tmp_path / "p" / "bursts.jsonl"
     assert bursts_path(tmp_path / "timing.json") == tmp_path / "timing.bursts.jsonl"
-    t = optimizer_summary(measured(), Options(optimizer_timing=True))
+    t = optimizer_summary(measured(), Protocol())
     path = write_bursts(tmp_path / "p" / "result.json", t)
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and json.loads(lines[1]) == {

@@ -137,6 +137,7 @@ def interpreted(kernel: str) -> None:
 
 
 # Triton's CPU interpreter runs the kernels on numpy arrays.
+@pytest.mark.slow  # Triton's interpreter
 @pytest.mark.skipif(not HAS_TRITON or importlib.util.find_spec("numpy") is None,
                     reason="Triton's interpreter needs triton and numpy")
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -212,13 +212,12 @@ def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
 
 def test_failed_build_records_the_resolved_kernels(tmp_path):
     """A result whose build failed still records what "auto" picks, never "auto"."""
-    from tiny_llm.protocol import Options
     from tiny_llm.worker import WorkerOptions, _kernels_record
 
-    opts = WorkerOptions(protocol=Options(), compile_mode="max-autotune")
+    opts = WorkerOptions(compile_mode="max-autotune")
     record = _kernels_record(opts, None, torch.device("cpu"))
     assert record == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default", "compile_mode": "max-autotune"}
-    explicit = WorkerOptions(protocol=Options(), kernels=Kernels(optimizer="compiled", swiglu="triton"))
+    explicit = WorkerOptions(kernels=Kernels(optimizer="compiled", swiglu="triton"))
     assert _kernels_record(explicit, None, torch.device("cpu"))["optimizer"] == "compiled"
     assert _kernels_record(explicit, None, torch.device("cpu"))["swiglu"] == "triton"
 
@@ -355,6 +354,7 @@ def test_variants_are_judged_against_the_rebuilt_baselines_drift():
     assert not judge(0.0, None, drift)[0]  # weights that never moved cannot be compared
 
 
+@pytest.mark.slow  # the benchmark script end to end
 def test_variants_benchmark_smoke_on_cpu(tmp_path):
     """benchmarks/variants.py end to end on the CPU: baseline, a variant, a recorded failure, JSON."""
     import json

@@ -67,8 +67,9 @@ def test_cpu_optimizer_timing_from_host_clock_events(tmp_path):
     assert (tmp_path / "bursts.jsonl").read_text().count("\n") == len(t.bursts)
 
 
+@pytest.mark.slow  # a worker process end to end
 def test_python_m_guide_style_command(tmp_path):
-    """`python -m tiny_llm` itself, as the guide runs it (here on the CPU, tiny recipe)."""
+    """`python -m tiny_llm` itself, as the guide (docs/guide.md) runs it (here on the CPU, tiny recipe)."""
     out = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "tiny_llm", "benchmark-throughput-worker", *TINY,
@@ -188,3 +189,17 @@ def test_request_refuses_a_second_source(tmp_path, capsys, extra):
 def test_neither_config_nor_request(tmp_path, capsys):
     assert main(["benchmark-throughput-worker", "--output", str(tmp_path / "r.json")]) == 2
     assert "--request" in capsys.readouterr().err
+
+
+def test_the_flags_and_their_defaults_are_the_protocol_records():
+    """The schema's Protocol is the one home of the protocol's defaults: without flags the
+    worker measures with exactly that record, and a flag changes only its own field."""
+    from throughput_schema import Protocol
+    from tiny_llm.cli import build_parser
+    from tiny_llm.worker_cli import resolve
+
+    base = ["benchmark-throughput-worker", "--config", str(ROOT / "configs/tiny.yaml"), "--output", "r.json"]
+    _, protocol = resolve(build_parser().parse_args(base))
+    assert protocol == Protocol()
+    _, protocol = resolve(build_parser().parse_args([*base, "--windows", "7", "--window-seconds", "2.5"]))
+    assert protocol == Protocol(windows=7, window_seconds=2.5)

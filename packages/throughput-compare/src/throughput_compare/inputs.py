@@ -15,7 +15,17 @@ import msgspec
 
 from throughput_schema import outcome_kind
 from throughput_schema.audit import AuditReport
-from throughput_schema.layout import AUDIT, BASELINE, MANIFEST, RESULT, FileRead, attempt_folders, read_attempt, read_file
+from throughput_schema.layout import (
+    AUDIT,
+    BASELINE,
+    MANIFEST,
+    RESULT,
+    FileRead,
+    attempt_folders,
+    curve_name,
+    read_attempt,
+    read_file,
+)
 from throughput_schema.records import Manifest, WorkerResult
 from throughput_schema.recommendation import PointRate, campaign_noise
 
@@ -73,7 +83,7 @@ class Campaign:
         return self.manifest.spot_check is not None
 
     def curves(self) -> list[str]:
-        return [f"{m}-c{c}" for m in self.manifest.models for c in self.manifest.contexts]
+        return self.manifest.curves()
 
     def first_oom(self, curve: str) -> int | None:
         return min((b for b, kind in self.outcomes.get(curve, {}).items() if kind == "cuda_oom"), default=None)
@@ -131,7 +141,7 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
         result: WorkerResult | None = records.get(RESULT)
         if result is None:
             continue
-        curve, batch = f"{files.model}-c{files.context_length}", files.batch_size
+        curve, batch = curve_name(files.model, files.context_length), files.batch_size
         campaign.outcomes.setdefault(curve, {})[batch] = outcome_kind(result.outcome)
         source = records.get(BASELINE) if campaign.optimizer else result
         if source is None or outcome_kind(result.outcome) != "ok" or outcome_kind(source.outcome) != "ok":

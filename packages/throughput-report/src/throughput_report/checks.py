@@ -169,7 +169,7 @@ def check_result(
 
 def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: Tally) -> None:
     """Event weighting: window optimizer ms from the raw bursts, weighted by update count."""
-    where = f"{attempt.path / 'result.json'}"
+    where = f"{attempt.path / RESULT}"
 
     def fail(message: str) -> None:
         raise CheckFailed(f"check failed: {where}: {message}")
@@ -243,7 +243,7 @@ def check_pair(pair: Pair, tally: Tally) -> None:
                 )
             oom = curve.finals[curve.first_oom]
             if _kind(oom.result) != "cuda_oom":
-                raise CheckFailed(f"check failed: {oom.path / 'result.json'}: boundary set by {_kind(oom.result)}")
+                raise CheckFailed(f"check failed: {oom.path / RESULT}: boundary set by {_kind(oom.result)}")
             if max(curve.finals) != curve.first_oom:
                 raise CheckFailed(f"check failed: {pair.throughput.name}: curve {name} has results beyond its first OOM")
         if curve.closed is not None and max(curve.finals) != max(1, 2 * (curve.largest_fitting or 0)):
@@ -256,17 +256,17 @@ def check_pair(pair: Pair, tally: Tally) -> None:
             attempt = curve.finals[batch]
             check_result(attempt.result, attempt, tm, tally)
             if attempt.result.optimizer_timing is not None:
-                raise CheckFailed(f"check failed: {attempt.path / 'result.json'}: a throughput point with optimizer timing")
+                raise CheckFailed(f"check failed: {attempt.path / RESULT}: a throughput point with optimizer timing")
             point = pair.points[name][batch].attempt
             check_result(point.baseline, point, om, tally, file=BASELINE)
             if point.baseline.optimizer_timing is not None:
-                raise CheckFailed(f"check failed: {point.path / 'baseline.json'}: the baseline is instrumented")
+                raise CheckFailed(f"check failed: {point.path / BASELINE}: the baseline is instrumented")
             check_result(point.result, point, om, tally)
             check_optimizer_timing(point.result, point, tally)
             if not (attempt.result.recipe == point.baseline.recipe == point.result.recipe):
                 raise CheckFailed(
-                    f"check failed: {name} b{batch}: recipes differ between {attempt.path / 'result.json'}, "
-                    f"{point.path / 'baseline.json'} and {point.path / 'result.json'}"
+                    f"check failed: {name} b{batch}: recipes differ between {attempt.path / RESULT}, "
+                    f"{point.path / BASELINE} and {point.path / RESULT}"
                 )
             tally.add("matching configurations")
 

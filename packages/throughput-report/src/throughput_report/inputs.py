@@ -21,6 +21,7 @@ from throughput_schema.layout import (
     FileRead,
     attempt_folders,
     closure_path,
+    curve_name,
     read_attempt,
     read_file,
 )
@@ -47,7 +48,7 @@ class ReportAttempt:
 
     @property
     def curve(self) -> str:
-        return f"{self.model}-c{self.context}"
+        return curve_name(self.model, self.context)
 
     @property
     def where(self) -> str:
@@ -72,7 +73,7 @@ class ReportCampaign:
         return str(self.path)
 
     def curves(self) -> list[str]:
-        return [f"{m}-c{c}" for m in self.manifest.models for c in self.manifest.contexts]
+        return self.manifest.curves()
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -119,7 +120,7 @@ def load_campaign(path: Path) -> ReportCampaign:
     attempts.sort(key=lambda a: (a.model, a.context, a.batch, a.attempt))
     closures = {
         name: take(read_file(closure_path(path, name)))
-        for name in (f"{m}-c{c}" for m in manifest.models for c in manifest.contexts)
+        for name in manifest.curves()
         if closure_path(path, name).exists()
     }
     return ReportCampaign(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema import CurveClosure, outcome_kind
+from throughput_schema.layout import curve_name, parse_curve_name
 
 from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 
@@ -32,7 +33,7 @@ class PairedCurve:
 
     @property
     def name(self) -> str:
-        return f"{self.model}-c{self.context}"
+        return curve_name(self.model, self.context)
 
     @property
     def largest_fitting(self) -> int | None:
@@ -80,7 +81,7 @@ def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
     curves: dict[str, PairedCurve] = {}
     cap = campaign.manifest.max_batch
     for name in campaign.curves():
-        model, _, context = name.rpartition("-c")
+        model, context = parse_curve_name(name)
         finals, latest = _final_attempts(campaign, name)
         if not finals:
             raise Refused(f"throughput campaign {campaign.name}: curve {name} has no results; the grid is incomplete")
@@ -112,7 +113,7 @@ def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
             )
         curves[name] = PairedCurve(
             model=model,
-            context=int(context),
+            context=context,
             finals=finals,
             fitting=fitting,
             first_oom=first_oom,

@@ -17,6 +17,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from throughput_schema.comparison import Recommendation
+from throughput_schema.layout import curve_name
 from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes, point_rate
 
 from throughput_report.checks import cv, window_rates
@@ -103,7 +104,7 @@ class Point:
 
     @property
     def curve(self) -> str:
-        return f"{self.model}-c{self.context}"
+        return curve_name(self.model, self.context)
 
     def row(self) -> dict:
         return asdict(self)
@@ -129,7 +130,7 @@ class CurveRow:
 
     @property
     def curve(self) -> str:
-        return f"{self.model}-c{self.context}"
+        return curve_name(self.model, self.context)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def worker_banner(campaigns: list[ReportCampaign], *, allow_test_worker: bool) -
 
 
 def notes(campaigns: list[ReportCampaign]) -> list[str]:
-    """Page 1's lines on the protocol against the guide's and on mixed hardware, as sentences."""
+    """Page 1's lines on the protocol against the guide's (docs/guide.md) and on mixed hardware, as sentences."""
     lines = provenance.notes(
         [(c.name, c.manifest.protocol) for c in campaigns],
         (r for c in campaigns for a in c.attempts for r in (a.result, a.baseline)),

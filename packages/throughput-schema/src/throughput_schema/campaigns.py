@@ -9,6 +9,7 @@ import msgspec
 
 from throughput_schema.comparison import Recommendation
 from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
+from throughput_schema.curve_names import curve_name
 from throughput_schema.provenance import PRODUCTION_WORKER
 
 
@@ -126,6 +127,10 @@ class Manifest(_Record):
     # Slurm campaigns: the variables of the creating shell kept from every Slurm command and
     # from the jobs (`slurm_env.slurm_environment`), with their values.
     slurm_environment_removed: dict[str, str] = {}
+
+    def curves(self) -> list[str]:
+        """The campaign's curve names, model by model, each model's contexts in order."""
+        return [curve_name(m, c) for m in self.models for c in self.contexts]
 
 
 class FailedAttempt(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from throughput_schema.curve_names import curve_name
 from throughput_schema.version import SCHEMA_VERSION
 
 PositiveInt = Annotated[int, Meta(gt=0)]
@@ -125,4 +126,4 @@ class PointSpec(_Record):
 
     @property
     def curve(self) -> str:
-        return f"{self.model}-c{self.context_length}"
+        return curve_name(self.model, self.context_length)

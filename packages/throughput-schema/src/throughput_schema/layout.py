@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from throughput_schema.codec import SchemaError, decode, read
+from throughput_schema.curve_names import curve_name, is_curve_name, parse_curve_name  # noqa: F401 (the layout's names)
 from throughput_schema.records import BurstSample, CurveClosure, Manifest, Receipt, Settlement, SubmissionIntent, WorkerResult
 
 MANIFEST = "manifest.json"
@@ -79,20 +80,8 @@ SPOT_CHECK = "spot-check"
 def spot_check_comparison(campaign: Path) -> Path:
     return Path(campaign) / SPOT_CHECK / COMPARISON_JSON
 
-_CURVE = re.compile(r"^(?P<model>[A-Za-z0-9_.]+)-c(?P<context>[1-9][0-9]*)$")
 _BATCH = re.compile(r"^b(?P<batch>[1-9][0-9]*)$")
 _ATTEMPT = re.compile(r"^attempt-(?P<attempt>[1-9][0-9]*)$")
-
-
-def curve_name(model: str, context_length: int) -> str:
-    return f"{model}-c{context_length}"
-
-
-def parse_curve_name(name: str) -> tuple[str, int]:
-    match = _CURVE.match(name)
-    if not match:
-        raise ValueError(f"not a curve folder name: {name!r} (expected MODEL-cCONTEXT)")
-    return match["model"], int(match["context"])
 
 
 def bursts_path(output: str | Path) -> Path:
@@ -252,7 +241,7 @@ def attempt_folders(campaign: Path) -> list[Path]:
     found: list[Path] = []
     root = Path(campaign) / CURVES
     for curve in sorted(root.iterdir()) if root.is_dir() else []:
-        if not (curve.is_dir() and _CURVE.match(curve.name)):
+        if not (curve.is_dir() and is_curve_name(curve.name)):
             continue
         for batch in sorted(curve.iterdir()):
             if not (batch.is_dir() and _BATCH.match(batch.name)):
@@ -264,7 +253,7 @@ def attempt_folders(campaign: Path) -> list[Path]:
 def stray_curves(campaign: Path) -> list[str]:
     """Folders under `curves/` whose names are not MODEL-cCONTEXT."""
     root = Path(campaign) / CURVES
-    return sorted(c.name for c in root.iterdir() if c.is_dir() and not _CURVE.match(c.name)) if root.is_dir() else []
+    return sorted(c.name for c in root.iterdir() if c.is_dir() and not is_curve_name(c.name)) if root.is_dir() else []
 
 
 def closure_path(campaign: Path, curve: str) -> Path:
@@ -275,7 +264,7 @@ def load_closures(campaign: Path) -> dict[str, CurveClosure]:
     """Each closed curve's closure record, by curve name; a malformed one raises `SchemaError`."""
     root = Path(campaign) / CURVES
     found = sorted(root.glob(f"*/{CLOSURE}")) if root.is_dir() else []
-    return {path.parent.name: read(path, CurveClosure) for path in found if _CURVE.match(path.parent.name)}
+    return {path.parent.name: read(path, CurveClosure) for path in found if is_curve_name(path.parent.name)}
 
 
 def load_manifest(campaign: Path) -> Manifest:

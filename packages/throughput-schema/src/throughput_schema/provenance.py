@@ -18,8 +18,9 @@ from throughput_schema.results import Hardware, WorkerResult
 PRODUCTION_WORKER = "tiny_llm"
 ALLOW_TEST_WORKER = "--allow-test-worker"
 
-# The guide's measurement protocol: 20 warm-up and 5 calibration updates, 5 windows of
-# about 10 s (at least 20 updates each), 5 more when the CV exceeds 5%, 0.1 s bursts.
+# The guide's measurement protocol (docs/guide.md, "What one point measures"): 20 warm-up
+# and 5 calibration updates, 5 windows of about 10 s (at least 20 updates each), 5 more
+# when the CV exceeds 5%, 0.1 s bursts.
 GUIDE = Protocol()
 _MEASUREMENT = (
     ("warmup", "{} warm-up updates", "{}"),

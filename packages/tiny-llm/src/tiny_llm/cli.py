@@ -1,6 +1,6 @@
 """`python -m tiny_llm COMMAND`: describe a recipe, or run the throughput worker.
 
-Commands register themselves in `COMMANDS`; each takes its parsed arguments and
+Each command (`describe` here, the worker in `worker_cli`) takes its parsed arguments and
 returns an exit status. Bad input is one line on stderr and exit status 2.
 """
 
@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from throughput_schema import dumps
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.recipe import RecipeError, flops_per_token, load_recipe, parameter_count
-
-
-def add_recipe_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("--config", type=Path, required=required, help="a preset such as configs/250m.yaml")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override one recipe value (repeatable), e.g. model.context_length=2048",
-    )
+from tiny_llm import worker_cli
+from tiny_llm.recipe_args import add_recipe_args
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -46,16 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", help="print the resolved recipe and exact parameter count")
     add_recipe_args(p)
     p.set_defaults(func=describe)
-    for register in _command_modules():
-        register(sub)
+    # The worker imports torch only when it runs, so registering it keeps `describe` light.
+    worker_cli.register(sub)
     return parser
-
-
-def _command_modules():
-    """Subcommands that need torch are registered lazily so `describe` stays light."""
-    from tiny_llm import worker_cli
-
-    return [worker_cli.register]
 
 
 @command_line

@@ -1,4 +1,6 @@
-"""The measurement protocol, as the guide fixes it.
+"""The measurement protocol, as the guide (docs/guide.md) fixes it. Its settings are the
+schema's `Protocol` record (`throughput_schema.configs`), the one home of their defaults:
+a campaign's request carries one, and the worker's flags are built from its fields.
 
 After setup: `warmup` updates, then `calibration_updates` (5) timed updates choose a
 fixed N updates per window targeting `window_seconds` (at least
@@ -26,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
+import msgspec
+
 from throughput_schema import BurstSample, Calibration, Recipe, Window
 from throughput_schema import Protocol as ProtocolRecord
 from tiny_llm import stats
@@ -51,30 +55,12 @@ class CounterMismatch(RuntimeError):
         self.phase = phase
 
 
-@dataclass(frozen=True)
-class Options:
-    warmup: int = 20
-    calibration_updates: int = 5
-    windows: int = 5
-    extra_windows: int = 5
-    window_seconds: float = 10.0
-    min_updates_per_window: int = 20
-    cv_threshold: float = 0.05
-    burst_seconds: float = 0.1
-    optimizer_timing: bool = False
-
-
-def protocol_record(recipe: Recipe, opts: Options) -> ProtocolRecord:
-    """The protocol a result records: these options plus the recipe's optimizer settings."""
+def protocol_record(recipe: Recipe, protocol: ProtocolRecord) -> ProtocolRecord:
+    """The protocol a result records: the measurement settings given, with the recipe's
+    optimizer settings (a recipe's own values are what the update ran with)."""
     o = recipe.optimizer
-    return ProtocolRecord(
-        warmup=opts.warmup,
-        calibration_updates=opts.calibration_updates,
-        windows=opts.windows,
-        extra_windows=opts.extra_windows,
-        window_seconds=opts.window_seconds,
-        min_updates_per_window=opts.min_updates_per_window,
-        cv_threshold=opts.cv_threshold,
+    return msgspec.structs.replace(
+        protocol,
         lr=o.lr,
         beta1=o.beta1,
         beta2=o.beta2,
@@ -82,7 +68,6 @@ def protocol_record(recipe: Recipe, opts: Options) -> ProtocolRecord:
         weight_decay=o.weight_decay,
         grad_clip=recipe.training.grad_clip,
         seed=recipe.training.seed,
-        burst_seconds=opts.burst_seconds,
     )
 
 
@@ -122,10 +107,11 @@ class Measurement:
 
 def measure(
     runner: Runner,
-    opts: Options,
+    opts: ProtocolRecord,
     measurement: Measurement,
     *,
     updates_before: int,
+    optimizer_timing: bool = False,
     clock: Callable[[], float] = time.perf_counter,
     on_phase: Callable[[str], None] = lambda phase: None,
 ) -> Measurement:
@@ -161,7 +147,7 @@ def measure(
 
     def window(index: int) -> None:
         nonlocal expected
-        if opts.optimizer_timing:
+        if optimizer_timing:
             total = 0.0
             for size in stats.split_bursts(n, measurement.burst_updates):
                 t0 = clock()
@@ -187,14 +173,14 @@ def measure(
 
     for i in range(opts.windows):
         window(i)
-    if opts.extra_windows and unstable(measurement, opts):
+    if opts.extra_windows and unstable(measurement, opts, optimizer_timing):
         for i in range(opts.windows, opts.windows + opts.extra_windows):
             window(i)
     return measurement
 
 
-def unstable(measurement: Measurement, opts: Options) -> bool:
+def unstable(measurement: Measurement, opts: ProtocolRecord, optimizer_timing: bool = False) -> bool:
     """Throughput CV (and in timing mode optimizer CV) above the threshold."""
     if stats.needs_more_windows(measurement.cv(), opts.cv_threshold):
         return True
-    return opts.optimizer_timing and stats.needs_more_windows(measurement.optimizer_cv(), opts.cv_threshold)
+    return optimizer_timing and stats.needs_more_windows(measurement.optimizer_cv(), opts.cv_threshold)

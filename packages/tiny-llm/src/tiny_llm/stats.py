@@ -39,7 +39,7 @@ def updates_per_window(
 
 
 def needs_more_windows(cv: float, threshold: float) -> bool:
-    """Above the threshold (strictly) the guide adds windows, or flags the point."""
+    """Above the threshold (strictly) the guide (docs/guide.md) adds windows, or flags the point."""
     return cv > threshold
 
 

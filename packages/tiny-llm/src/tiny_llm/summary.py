@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from throughput_schema import Hardware, OptimizerTiming, Recipe, Throughput, write_atomic
+from throughput_schema import Hardware, OptimizerTiming, Protocol, Recipe, Throughput, write_atomic
 from throughput_schema.layout import bursts_path, encode_bursts
 from throughput_schema.recipe import flops_per_token
 from tiny_llm import hardware, stats
-from tiny_llm.protocol import Measurement, Options
+from tiny_llm.protocol import Measurement
 
 MFU_FORMULA = "(6*P + 12*layers*width*context) * tokens_per_second / peak_bf16_flops"
 
 
-def throughput_summary(m: Measurement, recipe: Recipe, opts: Options, hw: Hardware, fpt: int | None = None) -> Throughput:
+def throughput_summary(m: Measurement, recipe: Recipe, opts: Protocol, hw: Hardware, fpt: int | None = None) -> Throughput:
     fpt = flops_per_token(recipe.model) if fpt is None else fpt
     rates = m.rates()
     rate = stats.median(rates)
@@ -43,7 +43,7 @@ def throughput_summary(m: Measurement, recipe: Recipe, opts: Options, hw: Hardwa
     )
 
 
-def optimizer_summary(m: Measurement, opts: Options, *, separate_step_ms: float | None = None) -> OptimizerTiming:
+def optimizer_summary(m: Measurement, opts: Protocol, *, separate_step_ms: float | None = None) -> OptimizerTiming:
     window_opt = m.window_optimizer_ms()
     window_graph = m.window_graph_ms()
     wall_ms_per_update = [1000.0 * w.seconds / w.updates for w in m.windows]

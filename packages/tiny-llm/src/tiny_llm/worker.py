@@ -43,6 +43,7 @@ from throughput_schema import (
     MemoryReport,
     NonFinite,
     Ok,
+    Protocol,
     Recipe,
     Throughput,
     WorkerIdentity,
@@ -54,13 +55,14 @@ from throughput_schema.recipe import flops_per_token, parameter_count
 import tiny_llm
 from tiny_llm import hardware, stats
 from tiny_llm.kernels import Kernels
-from tiny_llm.protocol import Measurement, NonFiniteState, Options, measure, protocol_record
+from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
 
 
 @dataclass
 class WorkerOptions:
-    protocol: Options
+    protocol: Protocol = Protocol()  # the schema's record: warm-up, windows, CV threshold, ...
+    optimizer_timing: bool = False
     device: str = "auto"  # auto | cuda | cpu
     compile_mode: str | None = None
     kernels: Kernels = Kernels()  # speed variants; recorded in the result, "auto" resolved
@@ -178,7 +180,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         built = build(
             recipe,
             device,
-            timing_events=opts.optimizer_timing,
+            timing_events=options.optimizer_timing,
             compile_mode=options.compile_mode,
             kernels=options.kernels,
             on_phase=on_phase,
@@ -192,12 +194,13 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
             torch.cuda.reset_peak_memory_stats(device)
 
         measure(
-            TorchRunner(built), opts, measurement, updates_before=built.setup_updates, on_phase=on_phase
+            TorchRunner(built), opts, measurement, updates_before=built.setup_updates,
+            optimizer_timing=options.optimizer_timing, on_phase=on_phase
         )
         if cuda:
             memory = MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
         throughput = summarise(measurement, recipe, opts, hw, fpt)
-        if opts.optimizer_timing:
+        if options.optimizer_timing:
             timing = optimizer_summary(measurement, opts, separate_step_ms=_separate_step_ms(built))
         outcome = Ok()
     except BaseException as exc:  # noqa: BLE001 - every failure must still produce a result file
@@ -223,7 +226,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         outcome=outcome,
         recipe=recipe,
         parameters=parameter_count(recipe.model),
-        mode="optimizer-timing" if opts.optimizer_timing else "throughput",
+        mode="optimizer-timing" if options.optimizer_timing else "throughput",
         backend=built.backend if built is not None else ("cuda-graph" if cuda else "cpu-eager"),
         protocol=protocol,
         setup_seconds=setup_seconds,
@@ -266,7 +269,7 @@ def _kernels_record(options: WorkerOptions, built, device: torch.device) -> dict
     return replace(kernels, optimizer=optimizer, swiglu=resolve_swiglu(kernels.swiglu, device)).record()
 
 
-def summarise(m: Measurement, recipe: Recipe, opts: Options, hw, fpt: int) -> Throughput:
+def summarise(m: Measurement, recipe: Recipe, opts: Protocol, hw, fpt: int) -> Throughput:
     return throughput_summary(m, recipe, opts, hw, fpt)
 
 

@@ -1,7 +1,7 @@
 """`python -m tiny_llm benchmark-throughput-worker`: measure one point, write its result.
 
 The recipe and the protocol come either from `--config` with `--set` overrides and the
-protocol flags (a person's command line, as in the guide) or from `--request PATH`, an
+protocol flags (a person's command line, as in docs/guide.md) or from `--request PATH`, an
 attempt's `WorkerRequest` (a campaign job's command line), never from both.
 
 Exit status: 0 ok, 1 crashed, 2 bad input, 3 cuda_oom, 4 compile_error, 5 nonfinite
@@ -14,11 +14,23 @@ import argparse
 import sys
 from pathlib import Path
 
-from throughput_schema import Recipe, SchemaError, WorkerRequest, outcome_kind, read
-from throughput_schema.recipe import load_recipe
+import msgspec
 
-# The protocol flags a person may give; a request carries these values itself.
-PROTOCOL_FLAGS = {"warmup": 20, "windows": 5, "window_seconds": 10.0, "min_updates_per_window": 20}
+from throughput_schema import Protocol, Recipe, SchemaError, WorkerRequest, outcome_kind, read
+from throughput_schema.recipe import load_recipe
+from tiny_llm.recipe_args import add_recipe_args
+
+# The protocol's fields a person may set by flag (the rest keep the record's defaults); a
+# request carries the whole record itself.
+DEFAULT = Protocol()
+PROTOCOL_HELP = {
+    "warmup": f"warm-up updates after setup (default {DEFAULT.warmup})",
+    "windows": f"measurement windows (default {DEFAULT.windows}; +{DEFAULT.extra_windows} if CV > "
+               f"{DEFAULT.cv_threshold * 100:g}%%)",  # %% is argparse's percent sign
+    "window_seconds": f"target seconds per window (default {DEFAULT.window_seconds:g})",
+    "min_updates_per_window": f"lower bound on updates per window (default {DEFAULT.min_updates_per_window})",
+}
+PROTOCOL_FLAGS = tuple(PROTOCOL_HELP)
 
 
 class UsageError(ValueError):
@@ -26,8 +38,6 @@ class UsageError(ValueError):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from tiny_llm.cli import add_recipe_args
-
     p = sub.add_parser(
         "benchmark-throughput-worker",
         help="measure one point's training throughput and write its result JSON",
@@ -37,10 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--request", type=Path, help="an attempt's request.json: its recipe and protocol, instead of "
                    "--config, --set and the protocol flags")
     p.add_argument("--output", type=Path, required=True, help="the result JSON, written atomically")
-    p.add_argument("--warmup", type=int, help="warm-up updates after setup (default 20)")
-    p.add_argument("--windows", type=int, help="measurement windows (default 5; +5 if CV > 5%%)")
-    p.add_argument("--window-seconds", type=float, help="target seconds per window (default 10)")
-    p.add_argument("--min-updates-per-window", type=int, help="lower bound on updates per window (default 20)")
+    for name, text in PROTOCOL_HELP.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), help=text)
     p.add_argument(
         "--optimizer-timing",
         action="store_true",
@@ -74,18 +82,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def resolve(args: argparse.Namespace) -> tuple[Recipe, dict]:
-    """The recipe to measure and the protocol settings beyond the flags; fills in the flags.
+def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
+    """The recipe to measure and the protocol record to measure it with; fills in the flags.
 
     Raises UsageError; a bad --config or --set raises RecipeError (one line, exit 2).
     """
     if args.request is None:
         if args.config is None:
             raise UsageError("give --config PRESET (and any --set) or --request REQUEST.json")
-        for name, default in PROTOCOL_FLAGS.items():
+        for name in PROTOCOL_FLAGS:
             if getattr(args, name) is None:
-                setattr(args, name, default)
-        return load_recipe(args.config, args.overrides), {}
+                setattr(args, name, getattr(DEFAULT, name))
+        protocol = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
+        return load_recipe(args.config, args.overrides), protocol
     given = [f"--{n.replace('_', '-')}" for n in PROTOCOL_FLAGS if getattr(args, n) is not None]
     given += ["--config"] * (args.config is not None) + ["--set"] * bool(args.overrides)
     if given:
@@ -94,12 +103,9 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, dict]:
         request = read(args.request, WorkerRequest)
     except SchemaError as exc:
         raise UsageError(f"--request: {exc}") from None
-    p = request.protocol
     for name in PROTOCOL_FLAGS:
-        setattr(args, name, getattr(p, name))
-    rest = {"calibration_updates": p.calibration_updates, "extra_windows": p.extra_windows,
-            "cv_threshold": p.cv_threshold, "burst_seconds": p.burst_seconds}
-    return request.recipe, rest
+        setattr(args, name, getattr(request.protocol, name))
+    return request.recipe, request.protocol
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -129,18 +135,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"tiny_llm: {exc}", file=sys.stderr)
         return 2
 
-    from tiny_llm.protocol import Options
     from tiny_llm.worker import WorkerOptions, run_worker
 
     options = WorkerOptions(
-        protocol=Options(
-            warmup=args.warmup,
-            windows=args.windows,
-            window_seconds=args.window_seconds,
-            min_updates_per_window=args.min_updates_per_window,
-            optimizer_timing=args.optimizer_timing,
-            **protocol,
-        ),
+        protocol=protocol,
+        optimizer_timing=args.optimizer_timing,
         device=args.device,
         compile_mode=args.compile_mode,
         kernels=kernels_from_args(args),
