@@ -1,6 +1,6 @@
 """The audit's own walk of each curve, from the attempts it loaded.
 
-The walk is the audit's reading of the guide: batches 1, 2, 4, ... one at a time; a
+The walk is the audit's reading of the guide (docs/guide.md): batches 1, 2, 4, ... one at a time; a
 fitting point leads to the next doubling; a `cuda_oom` ends the curve with the boundary
 (largest fitting, first OOM = 2 x largest fitting); anything else blocks it, unless a
 person closed the curve on exactly that failed attempt (`closure.json`).

@@ -205,7 +205,7 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         "optimizer.unstable", file, unstable, ot.unstable,
         message=f"optimizer CV {cv:.4%} vs {protocol.cv_threshold:.0%} means unstable={unstable}, result says {ot.unstable}",
     )
-    # Shares as the guide defines them: of the instrumented worker's wall time per update
+    # Shares as the guide (docs/guide.md) defines them: of the instrumented worker's wall time per update
     # (median over windows of window ms / window updates) and of the captured graph's time.
     graph_ms = median(graph_list) if graph_list else 0.0
     share_graph = min(1.0, opt_ms / graph_ms) if graph_ms else 0.0

@@ -1,4 +1,4 @@
-"""The arithmetic of the measurement protocol, written out again from the guide.
+"""The arithmetic of the measurement protocol, written out again from the guide (docs/guide.md).
 
 Nothing here is imported from the worker or the controller: the audit's value is
 that it reaches the same figures by its own route.
@@ -66,7 +66,7 @@ def agree(a: Any, b: Any, *, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
 
 
 def parameters(*, vocab_size: int, d_model: int, n_layers: int, n_heads: int, head_dim: int, ffn_dim: int) -> int:
-    """Trainable parameters of the guide's Llama-style decoder.
+    """Trainable parameters of the guide's (docs/guide.md) Llama-style decoder.
 
     Tied embedding (vocab x width); per layer: q, k, v, o projections (width x heads*head_dim
     each), SwiGLU gate, up and down (width x ffn each), two RMSNorm weights; a final RMSNorm.
@@ -83,5 +83,5 @@ def flops_per_token(*, parameters: int, n_layers: int, d_model: int, context: in
     return 6 * parameters + 12 * n_layers * d_model * context
 
 
-# Parameter counts the guide prints for its larger presets: a second, external anchor.
+# Parameter counts the guide (docs/guide.md) prints for its larger presets: a second, external anchor.
 GUIDE_PARAMETERS = {"250m": 251_943_360, "500m": 516_814_080}

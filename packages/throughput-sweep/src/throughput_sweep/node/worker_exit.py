@@ -64,17 +64,17 @@ def outcome_for_exit(returncode: int) -> Outcome:
         if sig == signal.SIGKILL:
             return HostOom(
                 phase="worker",
-                message="worker killed by signal 9 (SIGKILL) without writing a result, likely host memory "
+                message="killed by signal 9 (SIGKILL) without writing a result, likely host memory "
                 "(the kernel OOM killer)",
             )
         return Crashed(
             phase="worker",
             exit_code=returncode,
-            message=f"worker killed by signal {sig} ({signal_name(sig)}) without writing a result",
+            message=f"killed by signal {sig} ({signal_name(sig)}) without writing a result",
         )
     if returncode == 0:
-        return Crashed(phase="worker", exit_code=0, message="worker exited 0 without writing a result")
-    return Crashed(phase="worker", exit_code=returncode, message=f"worker exited {returncode} without writing a result")
+        return Crashed(phase="worker", exit_code=0, message="exited 0 without writing a result")
+    return Crashed(phase="worker", exit_code=returncode, message=f"exited {returncode} without writing a result")
 
 
 def kill_group(pgid: int) -> None:
