@@ -48,15 +48,9 @@ class AttemptInfo:
         a = self.attempt
         if a.result is not None:
             kind = outcome_kind(a.result.outcome)
-            if kind == "ok" and self.optimizer:
-                base = a.baseline
-                if base is None:
-                    return "failed"
-                if outcome_kind(base.outcome) != "ok":
-                    return "oom" if outcome_kind(base.outcome) == "cuda_oom" else "failed"
-            if kind == "ok":
-                return "ok"
-            return "oom" if kind == "cuda_oom" else "failed"
+            if kind == "ok" and self.optimizer:  # an optimizer point stands on its baseline too
+                kind = "baseline-missing" if a.baseline is None else outcome_kind(a.baseline.outcome)
+            return "ok" if kind == "ok" else "oom" if kind == "cuda_oom" else "failed"
         if a.receipt is not None:
             return "submitted"
         if a.intent is None:
@@ -107,11 +101,10 @@ class AttemptInfo:
 
     @property
     def unstable(self) -> bool:
-        results = [self.attempt.result] + ([self.attempt.baseline] if self.optimizer else [])
+        results = [r for r in (self.attempt.result, self.attempt.baseline if self.optimizer else None) if r is not None]
         return any(
             (r.throughput is not None and r.throughput.unstable) or (r.optimizer_timing is not None and r.optimizer_timing.unstable)
             for r in results
-            if r is not None
         )
 
 
