@@ -85,12 +85,10 @@ def run_audit(
             check_retries(name, records, checks)
     else:
         curves = []
-        for model in manifest.models:
-            for context in manifest.contexts:
-                name = f"{model}-c{context}"
-                records = groups.get(name, [])
-                check_retries(name, records, checks)
-                curves.append(walk_throughput(name, records, manifest, checks, root))
+        for name in manifest.curves():
+            records = groups.get(name, [])
+            check_retries(name, records, checks)
+            curves.append(walk_throughput(name, records, manifest, checks, root))
     check_summary(root, checks, curves, loaded, is_opt)
     check_published_accounting(root, loaded, checks)
 

@@ -81,11 +81,8 @@ def parent_fitting(root: Path, manifest: Manifest, checks: Checks) -> dict[str, 
     )
     groups = group(loaded)
     out = {}
-    for m in pm.models:
-        for c in pm.contexts:
-            name = f"{m}-c{c}"
-            finding = walk_throughput(name, groups.get(name, []), pm, Checks())
-            out[name] = finding.fitting_batches
+    for name in pm.curves():
+        out[name] = walk_throughput(name, groups.get(name, []), pm, Checks()).fitting_batches
     return out
 
 
