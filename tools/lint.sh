@@ -2,9 +2,9 @@
 # The lint and type gate: ruff's lint rules, ruff's formatting and mypy, each configured in
 # the root pyproject.toml. Not yet a step of .ci/run: the tree is not clean yet (issue 26).
 # A finding fails (non-zero exit); all three run so that one pass shows everything.
-#   tools/lint.sh          check only (what CI does)
+#   tools/lint.sh          check only
 #   tools/lint.sh --fix    apply ruff's safe fixes and its formatting first, then check
-# UV may name another uv command (.ci/run passes "python3 -m uv" where uv is not on PATH).
+# UV may name another uv command ("python3 -m uv" where uv is not on PATH).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
