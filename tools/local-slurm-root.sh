@@ -73,9 +73,18 @@ NEED_MB=1500 # debootstrap (214 MB) and the packages (about 850 MB), with room f
 
 ns_alive() { [[ -e "$NS" ]] && nsenter --mount="$NS" -- test -e "$ROOT/proc/self" 2>/dev/null; }
 
-# ns_up: the private namespace with the root's mounts (idempotent).
+# ns_up: the private namespace with the root's mounts (idempotent). A namespace outlives its
+# daemons (its file is a mount on the host), so one made from another checkout can still be
+# alive, without this checkout's folder: the folders it lacks are bound into it, and where a
+# host folder cannot be seen from it (a mount made on the host after it), it is made anew.
 ns_up() {
-    ns_alive && return 0
+    if ns_alive; then
+        ns_bind_missing
+        ns_binds_ok && return 0
+        daemons_running &&
+            die "Slurm $VERSION's namespace cannot see $(ns_unseen) (mounted on the host after it started): stop Slurm $VERSION and start it again"
+        log "making the root's namespace anew: it cannot see $(ns_unseen)"
+    fi
     ns_down
     mkdir -p "$NS_DIR"
     # A namespace file can only be bind-mounted on a private mount: make NS_DIR one.
@@ -92,6 +101,37 @@ ns_up() {
         mkdir -p "$root/run/munge" "$root/run/mysqld" "$root/run/slurm"
         for b in "$@"; do mkdir -p "$root$b"; mount --bind "$b" "$root$b"; done
     ' sh "$ROOT" "${HOST_BINDS[@]}" || die "cannot mount the root's file systems in its namespace"
+}
+
+# same_inode PATH: the host's PATH is what the root sees at PATH (a bind shares device and inode).
+same_inode() {
+    [[ "$(stat -L -c %d:%i "$1" 2>/dev/null)" == "$(nsenter --mount="$NS" -- stat -L -c %d:%i "$ROOT$1" 2>/dev/null)" ]]
+}
+
+ns_unseen() {
+    local b out=()
+    for b in "${HOST_BINDS[@]}"; do same_inode "$b" || out+=("$b"); done
+    echo "${out[*]}"
+}
+
+ns_binds_ok() { [[ -z "$(ns_unseen)" ]]; }
+
+# ns_bind_missing: each folder the root should see and does not, bound from the namespace's
+# own view of the host (the same file system, where no later host mount hides it).
+ns_bind_missing() {
+    local b
+    for b in "${HOST_BINDS[@]}"; do
+        same_inode "$b" && continue
+        nsenter --mount="$NS" -- /bin/sh -c 'test -d "$1" && mkdir -p "$2$1" && mount --bind "$1" "$2$1"' sh "$b" "$ROOT" 2>/dev/null || true
+    done
+}
+
+daemons_running() {
+    local f
+    for f in "$RUN/slurmctld.pid" "$RUN/slurmd.pid" "$RUN/slurmdbd.pid" "$MYSQL_RUN/mysqld.pid" "$RUN/munged.pid"; do
+        pid_alive "$f" && return 0
+    done
+    return 1
 }
 
 # mounted PATH: PATH is a mount point on the host (a file, too: the namespace's).
@@ -216,7 +256,11 @@ root_start() {
     check_state_dir
     # After a stop (or a reboot) the namespace is gone: cmd_start's quick check would
     # otherwise run the wrappers against nothing.
-    ns_alive && [[ "$(cat "$ROOT/.packages-done" 2>/dev/null)" == "${PACKAGES[*]}" ]] || install_packages
+    if ns_alive && [[ "$(cat "$ROOT/.packages-done" 2>/dev/null)" == "${PACKAGES[*]}" ]]; then
+        ns_up # this checkout's folder, where the namespace was made from another
+    else
+        install_packages
+    fi
     cmd_start
     check_venv_python
 }
