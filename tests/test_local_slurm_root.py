@@ -7,9 +7,13 @@ Every test uses its own LOCAL_SLURM_2411_DIR under tmp_path, so neither shared S
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -49,15 +53,22 @@ def test_config_is_the_22_05_generator_with_its_own_ports_names_and_device_files
         return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
 
     a, b = conf(old), conf(new)
-    moved = {"ClusterName": "local2411", "SlurmctldPort": "6917", "SlurmdPort": "6918",
-             "AccountingStoragePort": "6919", "FirstJobId": "24110001"}
+    moved = {
+        "ClusterName": "local2411",
+        "SlurmctldPort": "6917",
+        "SlurmdPort": "6918",
+        "AccountingStoragePort": "6919",
+        "FirstJobId": "24110001",
+    }
     assert {k: b[k] for k in moved} == moved
     assert {k: v for k, v in a.items() if k not in moved} == {k: v for k, v in b.items() if k not in moved}
     assert "DbdPort=6919" in (new / "etc/slurmdbd.conf").read_text()
     assert "port=3308" in (new / "etc/my.cnf").read_text()
     # The same 16 fake GPUs: File= symlinks to /dev/null, which 24.11 takes too (only a GPU
     # without File= is dropped, on both).
-    gres = [(state / "gres.conf").read_text().replace(str(state.parent), "STATE") for state in (old / "etc", new / "etc")]
+    gres = [
+        (state / "gres.conf").read_text().replace(str(state.parent), "STATE") for state in (old / "etc", new / "etc")
+    ]
     assert gres[0].replace("2205", "X") == gres[1].replace("2411", "X")
     assert sorted(p.name for p in (new / "dev").iterdir()) == [f"nvidia{i}" for i in sorted(range(16), key=str)]
     assert all(os.readlink(p) == "/dev/null" for p in (new / "dev").iterdir())
@@ -87,12 +98,27 @@ def test_start_without_the_space_for_the_root_fails_with_one_line(tmp_path):
     state.mkdir()
     # A 50 MB tmpfs as the state dir, mounted in a mount namespace of its own (the host sees nothing).
     result = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         'mount -t tmpfs -o size=50m tmpfs "$1" && exec "$2" start', "sh", str(state), str(SCRIPT)],
-        capture_output=True, text=True, timeout=120, env=_env(state),
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=50m tmpfs "$1" && exec "$2" start',
+            "sh",
+            str(state),
+            str(SCRIPT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(state),
     )
     assert result.returncode == 1
-    assert _lines(result.stderr) == [f"[local-slurm] ERROR: only 50 MB free under {state}; Slurm 24.11's root needs 1500 MB"]
+    assert _lines(result.stderr) == [
+        f"[local-slurm] ERROR: only 50 MB free under {state}; Slurm 24.11's root needs 1500 MB"
+    ]
 
 
 @needs_root
@@ -109,9 +135,24 @@ def test_start_with_the_archive_unreachable_fails_with_one_line_and_the_tests_fa
         env.pop("REQUIRE_SLURM", None)
         env.update(extra)
         return subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slurm2411",
-             "--basetemp", str(tmp_path / "inner"), "tests/test_report_slurm.py"],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "slurm2411",
+                "--basetemp",
+                str(tmp_path / "inner"),
+                "tests/test_report_slurm.py",
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
         )
 
     required = pytest_24_11(REQUIRE_SLURM="1")
@@ -138,9 +179,50 @@ def test_start_names_a_venv_whose_python_cannot_run_in_the_root(local_slurm, tmp
         (checkout / "tools" / name).chmod(0o755)
     subprocess.run(["/usr/bin/python3.11", "-m", "venv", "--without-pip", str(checkout / ".venv")], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_SLURM_2411_DIR", "LOCAL_SLURM_DIR")}
-    result = subprocess.run([str(checkout / "tools/local-slurm.sh"), "start"], capture_output=True, text=True,
-                            timeout=300, env=dict(env, LOCAL_SLURM_VERSION="24.11", LOCAL_SLURM_2411_DIR=str(local_slurm.state_dir)))
+    result = subprocess.run(
+        [str(checkout / "tools/local-slurm.sh"), "start"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(env, LOCAL_SLURM_VERSION="24.11", LOCAL_SLURM_2411_DIR=str(local_slurm.state_dir)),
+    )
     assert result.returncode == 1
     assert _lines(result.stderr)[-1].startswith(
         f"[local-slurm] ERROR: {checkout}/.venv/bin/python (/usr/bin/python3.11) does not run in the Debian 13 root"
     ), result.stderr
+
+
+@pytest.mark.slurm
+@pytest.mark.slurm2411
+def test_a_checkout_outside_the_bound_folders_runs_jobs_after_the_daemons_died(local_slurm):
+    """A session's end kills the daemons but leaves the root's namespace (a mount on the host),
+    made from another checkout; CI then starts Slurm from a fresh clone elsewhere. That clone's
+    folder must be bound into the old namespace, or every command run from it fails."""
+    if local_slurm.version != "24.11":
+        pytest.skip("about Slurm 24.11's root")
+    checkout = Path(tempfile.mkdtemp(prefix="throughput-checkout-", dir="/srv"))
+    root = local_slurm.state_dir / "root"
+    try:
+        (checkout / "tools").mkdir()
+        for name in ("local-slurm.sh", "local-slurm-root.sh"):
+            shutil.copy2(SCRIPT.parent / name, checkout / "tools" / name)
+        for pidfile in (*(local_slurm.state_dir / "run").glob("*.pid"), local_slurm.state_dir / "mysql-run/mysqld.pid"):
+            if pidfile.is_file() and pidfile.read_text().strip().isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+        env = dict(os.environ, LOCAL_SLURM_VERSION="24.11", LOCAL_SLURM_2411_DIR=str(local_slurm.state_dir))
+        started = subprocess.run(
+            [str(checkout / "tools/local-slurm.sh"), "start"], capture_output=True, text=True, timeout=300, env=env
+        )
+        assert started.returncode == 0, started.stderr
+        job = subprocess.run(
+            ["sbatch", "--parsable", "--wait", "-A", local_slurm.account, "-p", local_slurm.partition,
+             "-c", "1", "--mem=100M", "-t", "1", "-o", "pwd.out", "--wrap", "pwd"],
+            cwd=checkout, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr
+        assert (checkout / "pwd.out").read_text().strip() == str(checkout)
+    finally:
+        ns = str(local_slurm.state_dir / "ns/mnt")
+        subprocess.run(["nsenter", f"--mount={ns}", "--", "umount", f"{root}{checkout}"], capture_output=True)
+        shutil.rmtree(checkout, ignore_errors=True)
