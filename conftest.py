@@ -56,11 +56,7 @@ class LocalSlurm:
 
 def _run_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(LOCAL_SLURM_SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+        [str(LOCAL_SLURM_SCRIPT), *args], capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -84,7 +80,10 @@ def _script_env() -> dict[str, str]:
     """The environment after `eval "$(tools/local-slurm.sh env)"` (SLURM_CONF; on 24.11 also PATH)."""
     shown = subprocess.run(
         ["bash", "-c", 'eval "$("$0" env)" && env -0', str(LOCAL_SLURM_SCRIPT)],
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     ).stdout
     return dict(entry.split("=", 1) for entry in shown.split("\0") if "=" in entry)
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import yaml
+
 from throughput_schema import outcome_kind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,18 +43,35 @@ def sweep_env(plan: Path | None, crash: str | None = None) -> dict:
     return env
 
 
-def sweep(*args, plan: Path | None = None, crash: str | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+def sweep(
+    *args, plan: Path | None = None, crash: str | None = None, timeout: float = 400
+) -> subprocess.CompletedProcess:
     """`throughput-sweep ARGS` through the driver script, to completion."""
     return subprocess.run(
-        [*SWEEP, *map(str, args)],
-        cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True, timeout=timeout,
+        [*SWEEP, *map(str, args)], cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True, timeout=timeout
     )
 
 
 def scripted_campaign(out: Path, profile: str | Path, plan: Path) -> Path:
     """A finished and collected campaign of 20m at context 512 by the scripted worker."""
-    run = ("run", "--output", out, "--profile", profile, "--models", "20m", "--contexts", "512", "--worker",
-           "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress")
+    run = (
+        "run",
+        "--output",
+        out,
+        "--profile",
+        profile,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+    )
     for args in (run, ("collect", "--output", out)):
         proc = sweep(*args, plan=plan)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -134,9 +152,18 @@ def slurm_tool(*args: str) -> None:
 
 def sacct_jobs(since: datetime) -> list[dict]:
     out = subprocess.run(
-        ["sacct", "-X", "-n", "--parsable2", f"-S{since:%Y-%m-%dT%H:%M:%S}", "-Enow",
-         "--format=JobID,JobName,State,Start,End"],
-        capture_output=True, text=True, check=True,
+        [
+            "sacct",
+            "-X",
+            "-n",
+            "--parsable2",
+            f"-S{since:%Y-%m-%dT%H:%M:%S}",
+            "-Enow",
+            "--format=JobID,JobName,State,Start,End",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     rows = []
     for line in out.splitlines():
@@ -171,6 +198,7 @@ def assert_exactly_one_job_per_point(campaign: Path, since: datetime, settle_sec
     """Each attempt has exactly one job in sacct (none when settled as never submitted or refused);
     a point has at most one attempt that did not fail, so no point is ever measured twice; every
     finished job has a result."""
+
     def expected(attempt: Path) -> tuple[int, ...]:
         state = _settlement(attempt)
         if state == "never-submitted":

@@ -48,8 +48,21 @@ def checked(proc: subprocess.CompletedProcess, what: str, rc: int = 0) -> subpro
 def throughput_campaign(out: Path, plan: Path, profile: Path, *, models=("20m",), contexts=(512, 1024)) -> Path:
     """`throughput-sweep run` to completion, then `collect`."""
     checked(
-        sweep("run", "--output", out, "--models", *models, "--contexts", *map(str, contexts), "--profile", profile,
-              "--worker", "scripted_worker", *FAST, plan=plan),
+        sweep(
+            "run",
+            "--output",
+            out,
+            "--models",
+            *models,
+            "--contexts",
+            *map(str, contexts),
+            "--profile",
+            profile,
+            "--worker",
+            "scripted_worker",
+            *FAST,
+            plan=plan,
+        ),
         f"throughput campaign {out.name}",
     )
     checked(sweep("collect", "--output", out, plan=plan), f"collect {out.name}")
@@ -61,9 +74,22 @@ def optimizer_campaign(
 ) -> subprocess.CompletedProcess:
     """`throughput-sweep run --optimizer-timing-from PARENT` to its end; `blocked`: it ends with blocked curves."""
     return checked(
-        sweep("run", "--optimizer-timing-from", parent, "--output", out, "--profile", profile,
-              *(["--parallel-optimizer-points"] if parallel else []), "--worker", "scripted_worker",
-              "--poll-max-seconds", "1", "--no-progress", plan=plan),
+        sweep(
+            "run",
+            "--optimizer-timing-from",
+            parent,
+            "--output",
+            out,
+            "--profile",
+            profile,
+            *(["--parallel-optimizer-points"] if parallel else []),
+            "--worker",
+            "scripted_worker",
+            "--poll-max-seconds",
+            "1",
+            "--no-progress",
+            plan=plan,
+        ),
         f"optimizer campaign {out.name}",
         rc=BLOCKED if blocked else 0,
     )
@@ -71,7 +97,9 @@ def optimizer_campaign(
 
 def resume_retry(out: Path, plan: Path) -> subprocess.CompletedProcess:
     return checked(
-        sweep("run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "1", "--no-progress", plan=plan),
+        sweep(
+            "run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "1", "--no-progress", plan=plan
+        ),
         f"resume --retry-failed {out.name}",
     )
 
@@ -91,13 +119,18 @@ def collect(out: Path) -> None:
 DATABASE_DOWN = "Problem talking to the database"
 
 
-def audit(out: Path | str, *, cwd: Path = ROOT, attempts: int = 6, wait_seconds: float = 10.0) -> subprocess.CompletedProcess:
+def audit(
+    out: Path | str, *, cwd: Path = ROOT, attempts: int = 6, wait_seconds: float = 10.0
+) -> subprocess.CompletedProcess:
     """`throughput-audit --output OUT --allow-test-worker` (every campaign here is the scripted
     worker's) run in `cwd`; rerun while the only trouble is an unreachable slurmdbd."""
     for _ in range(attempts):
         proc = subprocess.run(
             [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out), "--allow-test-worker"],
-            cwd=cwd, capture_output=True, text=True, timeout=300,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         failures = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
         if not failures or not all(DATABASE_DOWN in line for line in failures):
@@ -108,9 +141,21 @@ def audit(out: Path | str, *, cwd: Path = ROOT, attempts: int = 6, wait_seconds:
 
 def report(throughput: list[Path], optimizer: list[Path], out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts/throughput_report.py"), "--throughput", *map(str, throughput),
-         "--optimizer", *map(str, optimizer), "--output", str(out), "--allow-test-worker"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "scripts/throughput_report.py"),
+            "--throughput",
+            *map(str, throughput),
+            "--optimizer",
+            *map(str, optimizer),
+            "--output",
+            str(out),
+            "--allow-test-worker",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

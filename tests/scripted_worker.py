@@ -40,10 +40,11 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
+
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
@@ -65,7 +66,7 @@ SCRIPTED_GPU_UUID = "GPU-00000000-0000-0000-0000-5c41f7ed0001"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def plan_for(model: str, context: int, batch: int, attempt: int | None, optimizer: bool) -> dict:
@@ -145,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--request", type=Path)
     parser.add_argument("--output", required=True, type=Path)
     for name in PROTOCOL_FLAGS:  # the real worker's flags, with the protocol record's defaults
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), default=getattr(DEFAULT, name))
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), default=getattr(DEFAULT, name)
+        )
     parser.add_argument("--optimizer-timing", action="store_true")
     args = parser.parse_args(argv)
 
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         hog = []
         for _ in range(int(entry.get("mb", 4096)) // 64):
             block = bytearray(64 << 20)
-            block[:: 4096] = b"x" * len(block[:: 4096])
+            block[::4096] = b"x" * len(block[::4096])
             hog.append(block)
         time.sleep(30)
         return 1
@@ -229,8 +232,14 @@ def main(argv: list[str] | None = None) -> int:
     measurement = Measurement(tokens_per_update=tokens)
     memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
     try:
-        measure(runner, opts, measurement, updates_before=SETUP_UPDATES, optimizer_timing=args.optimizer_timing,
-                clock=runner.clock)
+        measure(
+            runner,
+            opts,
+            measurement,
+            updates_before=SETUP_UPDATES,
+            optimizer_timing=args.optimizer_timing,
+            clock=runner.clock,
+        )
     except NonFiniteState as exc:
         return fail(
             NonFinite(phase=exc.phase, window=exc.window, message=str(exc)),

@@ -20,8 +20,26 @@ POINT = "curves/20m-c512/b2/attempt-1"
 def test_a_job_scancelled_by_someone_else_is_a_retry_not_a_boundary(local_slurm, tmp_path):
     plan = write_plan(tmp_path, {"20m-c512-b2@1": {"outcome": "sleep", "seconds": 3600}})
     out = tmp_path / "camp"
-    run = ("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4", "--profile",
-           profile(tmp_path), "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress")
+    run = (
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "4",
+        "--profile",
+        profile(tmp_path),
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+    )
     proc = start_sweep(*run, plan=plan, log=tmp_path / "watcher.log")
     try:
         receipt = out / POINT / "receipt.json"
@@ -44,5 +62,7 @@ def test_a_job_scancelled_by_someone_else_is_a_retry_not_a_boundary(local_slurm,
     assert "not a boundary; retry the point with run --resume --retry-failed" in state.message
     (curve,) = report.curves
     assert (curve.state, curve.blocked_batch, curve.first_oom_batch) == ("blocked", 2, None)
-    assert curve.blocked_reason.endswith(f"ended cancelled by someone else, not a boundary: retry it with "
-                                         f"throughput-sweep run --output {out} --resume --retry-failed")
+    assert curve.blocked_reason.endswith(
+        f"ended cancelled by someone else, not a boundary: retry it with "
+        f"throughput-sweep run --output {out} --resume --retry-failed"
+    )

@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from campaign_helpers import (
-    late_finish_is_caught, only_failure, receipt_edit_is_caught, recollect, scripted_campaign, write_plan,
+    late_finish_is_caught,
+    only_failure,
+    receipt_edit_is_caught,
+    recollect,
+    scripted_campaign,
+    write_plan,
 )
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR
@@ -53,8 +58,16 @@ def test_untouched_local_campaign_passes_against_its_registry(campaign):
     assert [c.message for c in out.report.checks if c.status == "fail"] == []
     assert out.report.local_registry == "checked"
     names = {c.name for c in out.report.checks}
-    assert {"local.accounted", "local.identity", "local.state", "local.worker_times", "local.receipt_accounting",
-            "local.allocation", "local.unreceipted", "local.peak_concurrency"} <= names
+    assert {
+        "local.accounted",
+        "local.identity",
+        "local.state",
+        "local.worker_times",
+        "local.receipt_accounting",
+        "local.allocation",
+        "local.unreceipted",
+        "local.peak_concurrency",
+    } <= names
     # The accounting shows what the job really had (the machine's CPUs, shared), not the
     # profile's nominal 8 CPUs, and says the request was not enforced.
     cpus = len(os.sched_getaffinity(0))

@@ -15,16 +15,16 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
+from campaign_builder.complete import build_throughput
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
-from campaign_builder.complete import build_throughput
+from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
@@ -38,14 +38,18 @@ def sbatch(*args: str) -> str:
     return out.stdout.strip().split(";")[0]
 
 
-def wait_accounted(job_ids: list[str], timeout: float = 120.0) -> dict[str, "slurm.AccountingRow"]:
+def wait_accounted(job_ids: list[str], timeout: float = 120.0) -> dict[str, slurm.AccountingRow]:
     """Until every job has ended and its sacct row is complete (sacct lags a few seconds)."""
     deadline = time.monotonic() + timeout
     while True:
         rows, _ = slurm.query(job_ids)
         done = [
-            j for j in job_ids
-            if j in rows and rows[j].state.split()[0] in TERMINAL and rows[j].partition and rows[j].job_name != "allocation"
+            j
+            for j in job_ids
+            if j in rows
+            and rows[j].state.split()[0] in TERMINAL
+            and rows[j].partition
+            and rows[j].job_name != "allocation"
         ]
         if len(done) == len(job_ids):
             return rows
@@ -65,7 +69,9 @@ def submit_campaign_jobs(built) -> dict[Path, str]:
             # The intent was written just before its job, as the controller's are: the
             # audit looks for the token's jobs around that time.
             intent = read(folder / "intent.json", SubmissionIntent)
-            write_atomic(folder / "intent.json", msgspec.structs.replace(intent, created_at=datetime.now(timezone.utc).isoformat()))
+            write_atomic(
+                folder / "intent.json", msgspec.structs.replace(intent, created_at=datetime.now(UTC).isoformat())
+            )
             job = sbatch(
                 f"--job-name={receipt.token}",
                 f"--comment={receipt.token}",
@@ -85,10 +91,13 @@ def submit_campaign_jobs(built) -> dict[Path, str]:
     return jobs
 
 
-def point_at(folder: Path, receipt: Receipt, row: "slurm.AccountingRow") -> None:
+def point_at(folder: Path, receipt: Receipt, row: slurm.AccountingRow) -> None:
     """The attempt's receipt names this job, with its final accounting; the result is
     timed as the job ran, as if the job had been the worker's."""
-    write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=row.job_id, accounting=row, accounting_final=True))
+    write_atomic(
+        folder / "receipt.json",
+        msgspec.structs.replace(receipt, job_id=row.job_id, accounting=row, accounting_final=True),
+    )
     result = read(folder / "result.json", WorkerResult)
     write_atomic(folder / "result.json", msgspec.structs.replace(result, started_at=row.start, finished_at=row.end))
 
@@ -164,7 +173,10 @@ def test_job_unknown_to_accounting_is_a_finding(real_campaign):
     out = run_audit(built.root, settle_seconds=0)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.accounted", "slurm.unreceipted"]
-    assert failed[0].message == f"curves/20m-c1024/b1/attempt-1/receipt.json: job {missing} is missing from Slurm accounting"
+    assert (
+        failed[0].message
+        == f"curves/20m-c1024/b1/attempt-1/receipt.json: job {missing} is missing from Slurm accounting"
+    )
     assert failed[1].values["job_id"] == jobs[folder]  # the job the receipt named before
 
 
@@ -179,13 +191,30 @@ def sweep(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[st
 
 def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.1, "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "cuda_oom"}}))
+    plan.write_text(
+        json.dumps(
+            {"default": "ok", "ok_seconds": 0.1, "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "cuda_oom"}}
+        )
+    )
     camp = tmp_path / "camp"
     env = {**os.environ, "SCRIPTED_WORKER_PLAN": str(plan)}
     run = sweep(
-        "run", "--output", str(camp), "--profile", str(local_slurm.profile_path), "--models", "20m",
-        "--contexts", "512", "1024", "--worker", str(ROOT / "tests" / "scripted_worker.py"),
-        "--poll-max-seconds", "1", "--no-progress", env=env,
+        "run",
+        "--output",
+        str(camp),
+        "--profile",
+        str(local_slurm.profile_path),
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--worker",
+        str(ROOT / "tests" / "scripted_worker.py"),
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        env=env,
     )
     if run.returncode == 2 and "not implemented" in run.stderr:
         pytest.skip("throughput-sweep run is not implemented yet")
@@ -210,8 +239,14 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     first = camp / "curves" / "20m-c1024" / "b1" / "attempt-1"
     first_receipt = read(first / "receipt.json", Receipt)
     extra = sbatch(
-        f"--job-name={first_receipt.token}", f"--account={p['account']}", f"--partition={p['partition']}",
-        "--cpus-per-task=1", "--mem=100M", "--time=1", f"--output={tmp_path}/extra-%j.out", "--wrap=true",
+        f"--job-name={first_receipt.token}",
+        f"--account={p['account']}",
+        f"--partition={p['partition']}",
+        "--cpus-per-task=1",
+        "--mem=100M",
+        "--time=1",
+        f"--output={tmp_path}/extra-%j.out",
+        "--wrap=true",
     )
     extra_row = wait_accounted([extra])[extra]
     out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
@@ -226,10 +261,16 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     folder = camp / "curves" / "20m-c512" / "b2" / "attempt-1"
     receipt = read(folder / "receipt.json", Receipt)
     other = sbatch(
-        f"--job-name={receipt.token}", f"--comment={receipt.token}",
-        f"--account={p['account']}", f"--partition={p['partition']}",
-        "--gpus=1", "--cpus-per-task=2", f"--mem={out_profile['mem']}", f"--time={p['time_limit_minutes']}",
-        f"--output={tmp_path}/other-%j.out", "--wrap=sleep 1",
+        f"--job-name={receipt.token}",
+        f"--comment={receipt.token}",
+        f"--account={p['account']}",
+        f"--partition={p['partition']}",
+        "--gpus=1",
+        "--cpus-per-task=2",
+        f"--mem={out_profile['mem']}",
+        f"--time={p['time_limit_minutes']}",
+        f"--output={tmp_path}/other-%j.out",
+        "--wrap=sleep 1",
     )
     row = wait_accounted([other])[other]
     point_at(folder, receipt, row)

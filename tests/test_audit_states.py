@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from throughput_audit import slurm
 from throughput_schema import AccountingRow, outcome_kind
 from throughput_schema.slurm_states import STATES, TERMINAL_STATES
-from throughput_audit import slurm
 from throughput_sweep.schedulers.base import TERMINAL_STATES as SWEEP_TERMINAL
 from throughput_sweep.submission import outcome_from_state
 

@@ -44,8 +44,24 @@ def relative(local_slurm, tmp_path_factory):
     # Two curves of three jobs, each job two seconds: the first jobs of both run at once.
     plan = write_plan(tmp, {"20m-c512-b4": "cuda_oom", "20m-c1024-b4": "cuda_oom"}, ok_seconds=2)
     camp = tmp / "camp"
-    run = ("run", "--output", camp, "--profile", profile(tmp), "--models", "20m", "--contexts", *CONTEXTS,
-           "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress")
+    run = (
+        "run",
+        "--output",
+        camp,
+        "--profile",
+        profile(tmp),
+        "--models",
+        "20m",
+        "--contexts",
+        *CONTEXTS,
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+    )
     try:
         for args in (run, ("collect", "--output", camp)):
             proc = sweep(*args, plan=plan)

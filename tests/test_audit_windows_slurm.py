@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import subprocess
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
+from campaign_builder.complete import build_throughput
+from test_audit_slurm import local_profile, sbatch, submit_campaign_jobs, wait_accounted
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit
 from throughput_audit.query_windows import Window
-from campaign_builder.complete import build_throughput
-from test_audit_slurm import local_profile, sbatch, submit_campaign_jobs, wait_accounted
+from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
 
 pytestmark = pytest.mark.slurm
 
@@ -37,12 +37,19 @@ TOO_WIDE = "Too wide of a date range in query"
 def as_sweeper(argv):
     """The audit's sacct, run for real as an ordinary (non-admin) Slurm user."""
     return subprocess.run(
-        ["runuser", "-u", "sweeper", "--", *argv], capture_output=True, text=True, timeout=120, check=False, env=slurm.slurm_env()
+        ["runuser", "-u", "sweeper", "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=slurm.slurm_env(),
     )
 
 
 def dbd_set(*options: str) -> None:
-    done = subprocess.run([str(LOCAL_SLURM), "dbd-set", *options], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [str(LOCAL_SLURM), "dbd-set", *options], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     # dbd-set restarts slurmdbd; where a concurrent start left another slurmdbd holding the
     # port, the restart fails and that one answers with the old file: make it re-read it.
@@ -70,7 +77,7 @@ def old_campaign(local_slurm, tmp_path):
     built.manifest = msgspec.structs.replace(built.manifest, profile=local_profile())
     write_atomic(built.root / "manifest.json", built.manifest)
     jobs = submit_campaign_jobs(built)  # intents at the time of their real jobs
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     manifest = read(built.root / "manifest.json", Manifest)
     write_atomic(built.root / "manifest.json", msgspec.structs.replace(manifest, created_at=days_ago(now, 5)))
     # The curve 20m-c1024 was submitted days ago: its intents say so (its jobs are recent).
@@ -87,7 +94,9 @@ def fails(out) -> list:
 
 def test_an_old_campaign_is_audited_in_windows_under_max_query_time_range(old_campaign, tmp_path):
     built, jobs = old_campaign
-    tokens = sorted(read(f / "intent.json", SubmissionIntent).token for points in built.points.values() for f in points.values())
+    tokens = sorted(
+        read(f / "intent.json", SubmissionIntent).token for points in built.points.values() for f in points.values()
+    )
     created = datetime.fromisoformat(read(built.root / "manifest.json", Manifest).created_at)
     # The one window the audit used to ask in: from a day before the campaign's creation to now.
     since = (created - timedelta(days=1)).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
@@ -111,13 +120,15 @@ def test_an_old_campaign_is_audited_in_windows_under_max_query_time_range(old_ca
         (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]
         # The three jobs of 20m-c512 are found around their intents; those of 20m-c1024 ran
         # days after their intents' times, so they are not in those windows (and have receipts).
-        assert check.values == {"jobs": 3, "tokens": 6, "windows": 3, "queries": 3, "span_seconds": 86400}, check.message
+        assert check.values == {"jobs": 3, "tokens": 6, "windows": 3, "queries": 3, "span_seconds": 86400}, (
+            check.message
+        )
         accounted = [c for c in out.report.checks if c.name == "slurm.accounted" and c.status == "pass"]
         assert len(accounted) == len(jobs) == 6
 
         # A token needing 30 hours: two windows, the first exactly a day, which slurmdbd
         # allows (it refuses only wider ones).
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         times = {receipt.token: (now - timedelta(hours=29), now + timedelta(hours=1))}
         rows, queries, found = slurm.query_tokens(times, runner=as_sweeper)
         assert [w.end - w.start for w in found] == [timedelta(days=1), timedelta(hours=6)] and len(queries) == 2
@@ -128,8 +139,14 @@ def test_an_old_campaign_is_audited_in_windows_under_max_query_time_range(old_ca
         # A second real job under one recent intent's token, which no receipt names.
         p = built.manifest.profile
         extra = sbatch(
-            f"--job-name={receipt.token}", f"--account={p.account}", f"--partition={p.partition}",
-            "--cpus-per-task=1", "--mem=100M", "--time=1", f"--output={tmp_path}/extra-%j.out", "--wrap=true",
+            f"--job-name={receipt.token}",
+            f"--account={p.account}",
+            f"--partition={p.partition}",
+            "--cpus-per-task=1",
+            "--mem=100M",
+            "--time=1",
+            f"--output={tmp_path}/extra-%j.out",
+            "--wrap=true",
         )
         wait_accounted([extra])
         out = run_audit(built.root, runner=as_sweeper, settle_seconds=20)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -33,8 +32,9 @@ FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seco
 
 
 def run(argv, plan: Path | None = None, crash: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([*map(str, argv)], cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [*map(str, argv)], cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def tree_hash(folder: Path) -> dict[str, str]:
@@ -55,14 +55,20 @@ def made(tmp_path_factory) -> Path:
     incomplete one, and a non-campaign folder."""
     base = tmp_path_factory.mktemp("made")
     plan = base / "plan.json"
-    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05,
-                                "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b4": "cuda_oom"}}))
+    plan.write_text(
+        json.dumps(
+            {"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b4": "cuda_oom"}}
+        )
+    )
     r = run([*SWEEP, "run", "--output", base / "done", "--models", "20m", "--contexts", "512", "1024", *FAST], plan)
     assert r.returncode == 0, r.stderr
     r = run([*SWEEP, "run", "--optimizer-timing-from", base / "done", "--output", base / "opt", *FAST], plan)
     assert r.returncode == 0, r.stderr
-    r = run([*SWEEP, "run", "--output", base / "incomplete", "--models", "20m", "--contexts", "512", *FAST], plan,
-            crash="before-intent")
+    r = run(
+        [*SWEEP, "run", "--output", base / "incomplete", "--models", "20m", "--contexts", "512", *FAST],
+        plan,
+        crash="before-intent",
+    )
     assert r.returncode == -9, r.stderr
     (base / "plain").mkdir()
     (base / "plain" / "notes.txt").write_text("not a campaign\n")
@@ -73,6 +79,7 @@ def _corrupt(rel: str, data: str):
     def change(w: Path) -> None:
         path = next(iter(sorted(w.glob(rel))))
         path.write_text(data)
+
     return change
 
 
@@ -82,6 +89,7 @@ def _newer(rel: str):
         obj = json.loads(path.read_text())
         obj["schema_version"] = 99
         path.write_text(json.dumps(obj))
+
     return change
 
 
@@ -91,16 +99,19 @@ BINARY = random.Random(17).randbytes(300)
 
 def _write_bytes(rel: str, data: bytes):
     """Replace (or create) the file at `rel` (a glob) with `data`."""
+
     def change(w: Path) -> None:
         found = sorted(w.glob(rel))
         path = found[0] if found else w / rel
         path.write_bytes(data)
+
     return change
 
 
 def _write(name: str, text: str):
     def change(w: Path) -> None:
         (w / name).write_text(text)
+
     return change
 
 
@@ -117,6 +128,7 @@ def _profile(**fields):
         raw = yaml.safe_load((ROOT / "configs/clusters/local.yaml").read_text())
         raw.update(fields)
         (w / "p.yaml").write_text(yaml.safe_dump(raw))
+
     return change
 
 
@@ -124,6 +136,7 @@ NEW = ["run", "--output", "{w}/new", "--models", "20m", "--contexts", "512"]
 RESUME = ["run", "--output", "{w}/done", "--resume"]
 
 # (id, command, argv with {w} for the work folder, a word the message must hold, setup)
+# fmt: off
 CASES = [
     # --- throughput-sweep run: creating
     ("malformed-yaml-profile", SWEEP, [*NEW, "--profile", "{w}/p.yaml"], "malformed YAML", _write("p.yaml", "name: [x,\n")),
@@ -208,6 +221,7 @@ CASES = [
     ("schema-unknown-kind", SCHEMA, ["validate", "result", "{w}/done/manifest.json"], "invalid choice", None),
     ("schema-export-into-a-file", SCHEMA, ["export", "--output", "{w}/plain/notes.txt"], "notes.txt", None),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("case, command, argv, words, setup", CASES, ids=[c[0] for c in CASES])

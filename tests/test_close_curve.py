@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from campaign_helpers import BLOCKED, ROOT, sweep, write_plan
 
 pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
@@ -16,11 +17,29 @@ pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
 
 def tool(script: str, *args) -> subprocess.CompletedProcess:
     """The audit or the report, which pass the scripted worker's campaigns only when told."""
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args), "--allow-test-worker"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *map(str, args), "--allow-test-worker"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
-RUN = ("--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker", "--window-seconds", "1",
-       "--poll-max-seconds", "1", "--no-progress")
+
+RUN = (
+    "--models",
+    "20m",
+    "--contexts",
+    "512",
+    "1024",
+    "--worker",
+    "scripted_worker",
+    "--window-seconds",
+    "1",
+    "--poll-max-seconds",
+    "1",
+    "--no-progress",
+)
 
 
 def close(out, *args):
@@ -46,7 +65,12 @@ def test_close_curve_records_the_decision_and_ends_the_curve_without_a_boundary(
     assert r.returncode == 0, r.stderr
     assert "closed by hand at batch 2 (attempt 1, compile_error)" in r.stdout
     closure = json.loads(record.read_text())
-    assert (closure["curve"], closure["batch_size"], closure["attempt"], closure["outcome"]) == ("20m-c1024", 2, 1, "compile_error")
+    assert (closure["curve"], closure["batch_size"], closure["attempt"], closure["outcome"]) == (
+        "20m-c1024",
+        2,
+        1,
+        "compile_error",
+    )
     assert closure["reason"] == "the compiler fails at batch 2 on every retry" and closure["user"] and closure["host"]
     again = close(out, "20m-c1024", "--reason", "again")
     assert again.returncode == 2 and "already closed by hand" in again.stderr
@@ -74,9 +98,16 @@ def test_close_curve_records_the_decision_and_ends_the_curve_without_a_boundary(
     closure_checks = [c for c in json.loads((out / "audit.json").read_text())["checks"] if c["name"] == "curve.closure"]
     assert [c["status"] for c in closure_checks] == ["pass"]
     opt = tmp_path / "opt"
-    assert sweep("run", "--optimizer-timing-from", out, "--output", opt, "--worker", "scripted_worker",
-                 *RUN[-3:], plan=plan).returncode == 0
-    assert json.loads((opt / "manifest.json").read_text())["inherited_batches"] == {"20m-c512": [1, 2], "20m-c1024": [1]}
+    assert (
+        sweep(
+            "run", "--optimizer-timing-from", out, "--output", opt, "--worker", "scripted_worker", *RUN[-3:], plan=plan
+        ).returncode
+        == 0
+    )
+    assert json.loads((opt / "manifest.json").read_text())["inherited_batches"] == {
+        "20m-c512": [1, 2],
+        "20m-c1024": [1],
+    }
     assert sweep("collect", "--output", opt).returncode == 0
     assert tool("throughput_audit.py", "--output", opt).returncode == 0
     report = tool("throughput_report.py", "--throughput", out, "--optimizer", opt, "--output", tmp_path / "report")

@@ -51,11 +51,31 @@ def test_a_campaign_whose_progress_reader_has_gone_stops_quietly_and_resumes(tmp
     # would exit 1), and a resume finishes the campaign from its files.
     plan = tmp_path / "plan.json"
     plan.write_text('{"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b4": "cuda_oom"}}')
-    env = {**os.environ, "SCRIPTED_WORKER_PLAN": str(plan),
-           "PYTHONPATH": str(ROOT / "tests") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "SCRIPTED_WORKER_PLAN": str(plan),
+        "PYTHONPATH": str(ROOT / "tests") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     out = tmp_path / "campaign"
-    command = [sys.executable, "-u", "-m", "throughput_sweep.cli", "run", "--output", str(out), "--models", "20m",
-               "--contexts", "512", "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1"]
+    command = [
+        sys.executable,
+        "-u",
+        "-m",
+        "throughput_sweep.cli",
+        "run",
+        "--output",
+        str(out),
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+    ]
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -64,9 +84,23 @@ def test_a_campaign_whose_progress_reader_has_gone_stops_quietly_and_resumes(tmp
         os.close(write_end)
     assert gone.returncode == BROKEN_PIPE_EXIT
     resumed = subprocess.run(
-        [sys.executable, "-m", "throughput_sweep.cli", "run", "--output", str(out), "--resume", "--no-progress",
-         "--poll-max-seconds", "1"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "throughput_sweep.cli",
+            "run",
+            "--output",
+            str(out),
+            "--resume",
+            "--no-progress",
+            "--poll-max-seconds",
+            "1",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "20m-c512           bounded   1 2" in resumed.stdout, resumed.stdout

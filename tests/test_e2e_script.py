@@ -26,7 +26,11 @@ def _run(tmp_path: Path, *args: str, timeout: float = 200) -> subprocess.Complet
     env.pop("OUT", None)
     return subprocess.run(
         ["bash", str(SCRIPT), "--cpu", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -143,8 +147,12 @@ def test_e2e_script_restores_after_a_lost_machine(tmp_path):
     # reserve and the preflight) then always ends inside the first job: with 20 s for every
     # point it once ended between two jobs, leaving nothing running to lose.
     slow = {"outcome": "sleep", "seconds": 30, "then": "ok"}
-    points = {"tiny-c128-b1@1": slow, "tiny-c256-b1@1": slow, "tiny-c128-b1:optimizer": "ok",
-              "tiny-c256-b1:optimizer": "ok"}
+    points = {
+        "tiny-c128-b1@1": slow,
+        "tiny-c256-b1@1": slow,
+        "tiny-c128-b1:optimizer": "ok",
+        "tiny-c256-b1:optimizer": "ok",
+    }
     (tmp_path / "plan.json").write_text(json.dumps({"default": "ok", "ok_seconds": 2, "points": points}))
     first = _run(tmp_path, "--budget", "95")
     assert first.returncode == 75, first.stdout[-3000:] + first.stderr[-2000:]

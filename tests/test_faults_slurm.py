@@ -8,8 +8,6 @@ the node and the config are always restored in `finally`, so later tests find Sl
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -24,9 +22,9 @@ from campaign_helpers import (
     check_campaign,
     intents,
     job_state,
-    slurm_tool,
     profile,
     receipts,
+    slurm_tool,
     start_sweep,
     sweep,
     wait_for,
@@ -94,8 +92,21 @@ def test_scancel_kill_mid_result_second_watcher_and_collect_crash(local_slurm, t
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2@1": SLEEP, "20m-c1024-b2@1": SLEEP})
     out = tmp_path / "camp"
-    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--max-batch", "4",
-            "--profile", profile(tmp_path), *FAST]
+    args = [
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--max-batch",
+        "4",
+        "--profile",
+        profile(tmp_path),
+        *FAST,
+    ]
     proc = start_sweep(*args, plan=plan, log=tmp_path / "watcher.log", crash="while-result")
     try:
         cancelled = running_job(out, "20m-c512", 2)
@@ -131,8 +142,22 @@ def test_slurmctld_down_for_a_minute_with_a_submission_during_it(local_slurm, tm
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b1": {"outcome": "sleep", "seconds": 3, "then": "ok"}})
     out = tmp_path / "camp"
-    proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
-                       "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+    proc = start_sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "4",
+        "--profile",
+        profile(tmp_path),
+        *FAST,
+        plan=plan,
+        log=tmp_path / "watcher.log",
+    )
     try:
         running_job(out, "20m-c512", 1)
         with daemon_stopped("slurmctld"):
@@ -159,8 +184,23 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
     plan = write_plan(tmp_path, {"20m-c512-b2": "crash"}, ok_seconds=0.5)
     out = tmp_path / "camp"
     with daemon_stopped("slurmdbd"):
-        proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--max-batch", "2",
-                           "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+        proc = start_sweep(
+            "run",
+            "--output",
+            out,
+            "--models",
+            "20m",
+            "--contexts",
+            "512",
+            "1024",
+            "--max-batch",
+            "2",
+            "--profile",
+            profile(tmp_path),
+            *FAST,
+            plan=plan,
+            log=tmp_path / "watcher.log",
+        )
         try:
             wait_for(lambda: len(list(out.glob("curves/*/b*/attempt-*/result.json"))) >= 4, 60, "four results")
             time.sleep(35)  # longer than the watcher's wait for late accounting
@@ -195,15 +235,33 @@ def test_squeue_forgets_finished_jobs(local_slurm, tmp_path):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2": "crash"})
     out = tmp_path / "camp"
-    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
-            "--profile", profile(tmp_path), *FAST]
+    args = [
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "4",
+        "--profile",
+        profile(tmp_path),
+        *FAST,
+    ]
     with min_job_age(2, local_slurm.slurm_conf):
         r = sweep(*args, plan=plan, crash="after-receipt@2")
         assert r.returncode == -9, r.stderr
         job_id = json.loads((out / "curves/20m-c512/b2/attempt-1/receipt.json").read_text())["job_id"]
         gone = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
-        wait_for(lambda: "Invalid job id" in subprocess.run(
-            ["squeue", "-h", "-j", job_id], capture_output=True, text=True).stderr, 60, f"squeue to forget {job_id}")
+        wait_for(
+            lambda: (
+                "Invalid job id"
+                in subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stderr
+            ),
+            60,
+            f"squeue to forget {job_id}",
+        )
         del gone
         r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
         assert r.returncode == BLOCKED, r.stderr
@@ -220,8 +278,22 @@ def test_sbatch_refused_for_good_blocks_with_one_clear_message(local_slurm, tmp_
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {})
     out = tmp_path / "camp"
-    r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024",
-              "--profile", profile(tmp_path, partition="nosuchpartition"), *FAST, "--no-preflight", plan=plan, timeout=120)
+    r = sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--profile",
+        profile(tmp_path, partition="nosuchpartition"),
+        *FAST,
+        "--no-preflight",
+        plan=plan,
+        timeout=120,
+    )
     assert r.returncode == BLOCKED, r.stderr
     assert "Invalid partition name specified" in r.stderr
     assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "blocked"}
@@ -237,8 +309,22 @@ def test_node_down_while_a_job_runs(local_slurm, tmp_path):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2@1": SLEEP})
     out = tmp_path / "camp"
-    proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
-                       "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+    proc = start_sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "4",
+        "--profile",
+        profile(tmp_path),
+        *FAST,
+        plan=plan,
+        log=tmp_path / "watcher.log",
+    )
     try:
         running_job(out, "20m-c512", 2)
         try:
@@ -266,8 +352,22 @@ def test_disk_full_while_writing_a_result(local_slurm, tmp_path):
         since = datetime.now() - timedelta(seconds=2)
         plan = write_plan(tmp_path, {"20m-c512-b2@1": {"outcome": "sleep", "seconds": 4, "then": "ok"}})
         out = disk / "camp"
-        proc = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "4",
-                           "--profile", profile(tmp_path), *FAST, plan=plan, log=tmp_path / "watcher.log")
+        proc = start_sweep(
+            "run",
+            "--output",
+            out,
+            "--models",
+            "20m",
+            "--contexts",
+            "512",
+            "--max-batch",
+            "4",
+            "--profile",
+            profile(tmp_path),
+            *FAST,
+            plan=plan,
+            log=tmp_path / "watcher.log",
+        )
         try:
             running_job(out, "20m-c512", 2)
             filler = disk / "filler"
@@ -282,8 +382,9 @@ def test_disk_full_while_writing_a_result(local_slurm, tmp_path):
         assert "resume with" in log.strip().splitlines()[-1], log
         assert "No space left on device" in log.strip().splitlines()[-1], log
         filler.unlink()
-        r = sweep("run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress",
-                  plan=plan)
+        r = sweep(
+            "run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress", plan=plan
+        )
         if r.returncode == 2 and "--retry-failed" in r.stderr:
             r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
         assert r.returncode in (0, BLOCKED), r.stderr

@@ -18,9 +18,25 @@ def test_gh200_dry_run_prints_the_exact_script_and_sbatch_argv(tmp_path):
     # Away from the GH200 cluster (no sbatch here), so the preflight is not run against another one.
     env["PATH"] = str(tmp_path)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/throughput_sweep.py"), "run", "--profile", "gh200",
-         "--output", "runs/gh200-throughput", "--models", "250m", "--contexts", "2048", "--dry-run"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(ROOT / "scripts/throughput_sweep.py"),
+            "run",
+            "--profile",
+            "gh200",
+            "--output",
+            "runs/gh200-throughput",
+            "--models",
+            "250m",
+            "--contexts",
+            "2048",
+            "--dry-run",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "preflight: not run (no sbatch on PATH)" in proc.stderr

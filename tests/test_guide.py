@@ -70,10 +70,23 @@ def guide_commands(text: str) -> list[Command]:
 
 def test_the_guide_has_a_command_of_every_kind():
     argvs = [" ".join(c.argv) for c in guide_commands(GUIDE.read_text())]
-    for needed in ("throughput_sweep.py run", "--resume", "--retry-failed", "status", "collect", "close-curve",
-                   "reconcile", "--optimizer-timing-from", "--parallel-optimizer-points", "throughput_report.py",
-                   "throughput_audit.py", "throughput-compare", "--spot-check-from", "benchmark-throughput-worker",
-                   "uv sync --locked"):
+    for needed in (
+        "throughput_sweep.py run",
+        "--resume",
+        "--retry-failed",
+        "status",
+        "collect",
+        "close-curve",
+        "reconcile",
+        "--optimizer-timing-from",
+        "--parallel-optimizer-points",
+        "throughput_report.py",
+        "throughput_audit.py",
+        "throughput-compare",
+        "--spot-check-from",
+        "benchmark-throughput-worker",
+        "uv sync --locked",
+    ):
         assert any(needed in a for a in argvs), f"docs/guide.md has no command with {needed!r}"
 
 
@@ -118,8 +131,9 @@ def test_every_command_of_the_guide_runs(tmp_path):
         env = {**base, **command.env}
         if command.argv[:2] == ["uv", "sync"]:
             uv = [sys.executable, "-m", "uv"]
-            proc = subprocess.run([*uv, *command.argv[1:], "--dry-run"], cwd=ROOT, env=env, capture_output=True,
-                                  text=True, timeout=120)
+            proc = subprocess.run(
+                [*uv, *command.argv[1:], "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            )
             if proc.returncode != 0:
                 failures.append(f"{command.line}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
             ran += 1
@@ -136,15 +150,18 @@ def test_every_command_of_the_guide_runs(tmp_path):
         if command.env.get(PROFILE_ENV, "local") != "local":
             # Away from the guide's cluster: a Slurm here (sbatch on PATH) is another cluster,
             # whose preflight would rightly refuse the gh200 profile's account and partition.
-            env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if not (Path(d) / "sbatch").exists())
+            env["PATH"] = os.pathsep.join(
+                d for d in env.get("PATH", "").split(os.pathsep) if not (Path(d) / "sbatch").exists()
+            )
         absent = [w for w in command.argv if w.startswith("runs/") and not (tmp_path / w).exists()]
         proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         ran += 1
         if proc.returncode == 0:
             continue
         lines = proc.stderr.strip().splitlines()
-        refused_for_absence = (proc.returncode == 2 and len(lines) == 1 and "usage:" not in lines[0]
-                               and any(a in lines[0] for a in absent))
+        refused_for_absence = (
+            proc.returncode == 2 and len(lines) == 1 and "usage:" not in lines[0] and any(a in lines[0] for a in absent)
+        )
         if not refused_for_absence:
             failures.append(f"{command.line}: exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-1500:]}")
     assert not failures, "\n\n".join(failures)

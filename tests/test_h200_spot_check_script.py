@@ -23,7 +23,11 @@ def test_dry_run_against_the_restored_example(tmp_path):
     env = dict(os.environ, THROUGHPUT_PYTHON=sys.executable)
     proc = subprocess.run(
         [str(ROOT / "tools/h200-spot-check.sh"), "--dry-run", "--runs", str(runs), "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout

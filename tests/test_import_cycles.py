@@ -62,7 +62,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         path.pop()
@@ -103,5 +103,10 @@ def test_the_cycle_finder_names_a_cycle_hidden_in_a_function(tmp_path):
 
 def test_every_member_is_read():
     assert {p.name for p in SOURCES} >= {
-        "throughput_schema", "tiny_llm", "throughput_sweep", "throughput_audit", "throughput_report", "throughput_compare",
+        "throughput_schema",
+        "tiny_llm",
+        "throughput_sweep",
+        "throughput_audit",
+        "throughput_report",
+        "throughput_compare",
     }

@@ -13,17 +13,13 @@ import json
 import subprocess
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
 import msgspec
 import pytest
 import yaml
-
-from throughput_schema import ClusterProfile
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm import SlurmScheduler
 
 from campaign_helpers import (
     BLOCKED,
@@ -36,6 +32,9 @@ from campaign_helpers import (
     write_plan,
 )
 from optimizer_campaigns import audit
+from throughput_schema import ClusterProfile
+from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.slurm import SlurmScheduler
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -62,8 +61,11 @@ def enforced_limits() -> None:
     line = next((x for x in config.splitlines() if x.startswith("AccountingStorageEnforce")), "")
     enforce = line.split("=", 1)[-1].strip()
     if not {"limits", "qos"} <= set(enforce.replace(" ", "").split(",")):
-        pytest.fail(f"the local Slurm has AccountingStorageEnforce={enforce}, not limits,qos: restart it with "
-                    "tools/local-slurm.sh of a checkout that has the restrictions", pytrace=False)
+        pytest.fail(
+            f"the local Slurm has AccountingStorageEnforce={enforce}, not limits,qos: restart it with "
+            "tools/local-slurm.sh of a checkout that has the restrictions",
+            pytrace=False,
+        )
 
 
 @contextmanager
@@ -71,8 +73,23 @@ def held_job(account: str, tmp_path: Path):
     """One of the user's other jobs, held in the queue (it counts against a submit limit)."""
     enforced_limits()
     script = _script(tmp_path / "held")
-    out = subprocess.run(["sbatch", "--parsable", "--hold", f"--account={account}", "--gpus=1", "--time=1",
-                          "-o", "/dev/null", "-J", "held-by-test", str(script)], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--hold",
+            f"--account={account}",
+            "--gpus=1",
+            "--time=1",
+            "-o",
+            "/dev/null",
+            "-J",
+            "held-by-test",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     job_id = out.stdout.strip().split(";")[0]
     try:
@@ -108,8 +125,22 @@ def test_a_campaign_wider_than_the_submit_limit_completes(local_slurm, tmp_path)
     out = tmp_path / "camp"
     plan = write_plan(tmp_path, {})
     with held_job("limited", tmp_path):
-        r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--max-batch", "8",
-                  "--profile", profile(tmp_path, account="limited", max_concurrent_jobs=8), *FAST, plan=plan)
+        r = sweep(
+            "run",
+            "--output",
+            out,
+            "--models",
+            "20m",
+            "--contexts",
+            "512",
+            "1024",
+            "--max-batch",
+            "8",
+            "--profile",
+            profile(tmp_path, account="limited", max_concurrent_jobs=8),
+            *FAST,
+            plan=plan,
+        )
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("refused a job for a submit limit") == 1, r.stderr
     assert "submit limit: 1 job(s) at once (the profile allows 8)" in r.stderr
@@ -129,14 +160,32 @@ def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp
     PartitionTimeLimit; the watcher cancels it and the curve blocks, refused, with the fix."""
     part = subprocess.run(["scontrol", "show", "partition", "short"], capture_output=True, text=True).stdout
     if "MaxTime=00:05:00" not in part:
-        pytest.fail("the local Slurm has no partition `short` with MaxTime=5: restart it with tools/local-slurm.sh "
-                    "of a checkout that has the restrictions", pytrace=False)
+        pytest.fail(
+            "the local Slurm has no partition `short` with MaxTime=5: restart it with tools/local-slurm.sh "
+            "of a checkout that has the restrictions",
+            pytrace=False,
+        )
     out = tmp_path / "camp"
     plan = write_plan(tmp_path, {})
     prof = profile(tmp_path, partition="short", time_limit_minutes=14, watchdog_minutes=13)
     # --no-preflight: past the preflight, which refuses this profile before creation (test_preflight_slurm.py).
-    r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2", "--profile", prof,
-              *FAST, "--no-progress", "--no-preflight", plan=plan)
+    r = sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "2",
+        "--profile",
+        prof,
+        *FAST,
+        "--no-progress",
+        "--no-preflight",
+        plan=plan,
+    )
     assert r.returncode == BLOCKED, r.stderr
     assert "can never start: PartitionTimeLimit; cancelled" in r.stderr
     result = json.loads((out / "curves/20m-c512/b1/attempt-1/result.json").read_text())
@@ -153,7 +202,9 @@ def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp
     # rightly fail for having nothing to check.)
     checked = audit(out)
     failed = [line for line in checked.stdout.splitlines() if line.startswith("FAIL ")]
-    assert failed and not [f for f in failed if not f.startswith(("FAIL slurm.worker_times", "FAIL slurm.peak"))], failed
+    assert failed and not [f for f in failed if not f.startswith(("FAIL slurm.worker_times", "FAIL slurm.peak"))], (
+        failed
+    )
 
 
 def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, tmp_path):
@@ -166,7 +217,7 @@ def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, t
         found = await sched.find_by_token([token], datetime.now() - timedelta(days=3))
         calls = sched.command_counts["sacct"] - before
         # An intent's time is UTC with its offset (settle_intents): the same windows.
-        aware = await sched.find_by_token([token], datetime.now(timezone.utc) - timedelta(days=3))
+        aware = await sched.find_by_token([token], datetime.now(UTC) - timedelta(days=3))
         assert aware == found and sched.command_counts["sacct"] - before == 2 * calls
         return job_id, found, calls
 
@@ -182,7 +233,7 @@ def test_sacct_windows_pass_max_query_time_range_where_one_wide_window_is_refuse
     sacct.write_text('#!/bin/sh\nexec runuser -u sweeper -- sacct "$@"\n')
     sacct.chmod(0o755)
     token = f"tst-{uuid.uuid4().hex[:12]}"
-    since = datetime.now(timezone.utc) - timedelta(days=3)
+    since = datetime.now(UTC) - timedelta(days=3)
 
     def lookup(span: timedelta) -> dict[str, list[str]]:
         sched = SlurmScheduler(_profile(time_limit_minutes=1), query_span=span, commands={"sacct": str(sacct)})
@@ -218,8 +269,11 @@ def test_with_slurmdbd_down_a_job_gone_from_squeue_is_reported_so(local_slurm):
 
     with slurmdbd_stopped():
         if subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True).returncode == 0:
-            pytest.fail("sacct still answers after `tools/local-slurm.sh stop-daemon slurmdbd`: a slurmdbd that "
-                        "its pid file does not name is running", pytrace=False)
+            pytest.fail(
+                "sacct still answers after `tools/local-slurm.sh stop-daemon slurmdbd`: a slurmdbd that "
+                "its pid file does not name is running",
+                pytrace=False,
+            )
         status = anyio.run(main)["99999997"]
     assert status.state == "UNKNOWN" and status.reason.startswith(GONE_FROM_SQUEUE), status
     assert "sacct failed" in status.reason

@@ -27,16 +27,12 @@ esac
 """
 
 
-def _run(
-    state_dir: Path, *args: str, path_prefix: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
+def _run(state_dir: Path, *args: str, path_prefix: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LOCAL_SLURM_")}
     full_env.update(env, LOCAL_SLURM_DIR=str(state_dir))
     if path_prefix is not None:
         full_env["PATH"] = f"{path_prefix}:{full_env['PATH']}"
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env=full_env, timeout=120, check=False
-    )
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=full_env, timeout=120, check=False)
 
 
 @pytest.fixture
@@ -158,4 +154,3 @@ def test_unpack_links_the_commands_and_env_exports_them(tmp_path, fake_gpus):
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [str(bin_dir / "sbatch"), "slurm-wlm 22.05.8"]
-

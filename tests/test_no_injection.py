@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import secrets
-import shlex
 import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-import yaml
 
 from campaign_helpers import BLOCKED, ROOT, check_campaign, profile, sweep, write_plan
 
@@ -26,8 +24,10 @@ CANARY = f"pwned-{secrets.token_hex(3)}"
 
 def hostile(tag: str) -> str:
     """A string that would create the canary if any shell ever evaluated it."""
-    return (f"{tag} $(touch {CANARY}-a) `touch {CANARY}-b` ' \" ; touch {CANARY}-c ;\n"
-            f"touch {CANARY}-d # && touch {CANARY}-e | touch {CANARY}-f $HOME")
+    return (
+        f"{tag} $(touch {CANARY}-a) `touch {CANARY}-b` ' \" ; touch {CANARY}-c ;\n"
+        f"touch {CANARY}-d # && touch {CANARY}-e | touch {CANARY}-f $HOME"
+    )
 
 
 def canaries(*folders: Path) -> list[Path]:
@@ -52,8 +52,17 @@ FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seco
 def test_job_script_quotes_every_value_and_runs_none(tmp_path):
     """The rendered script, run by bash with a hostile campaign path, profile, python and worker: every
     argument arrives intact as data (a fake python records its argv) and nothing else runs."""
-    from throughput_schema import ClusterProfile, ModelConfig, PointSpec, Protocol, Recipe, TrainingConfig
-    from throughput_schema import WorkerRequest, read, write_atomic
+    from throughput_schema import (
+        ClusterProfile,
+        ModelConfig,
+        PointSpec,
+        Protocol,
+        Recipe,
+        TrainingConfig,
+        WorkerRequest,
+        read,
+        write_atomic,
+    )
     from throughput_sweep.attempt import job_script
     from throughput_sweep.schedulers.slurm import sbatch_argv
 
@@ -61,19 +70,34 @@ def test_job_script_quotes_every_value_and_runs_none(tmp_path):
     camp.mkdir()
     record = tmp_path / "argv.json"
     fake_python = camp / hostile("py").replace("/", "_")
-    fake_python.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                           f"json.dump({{'argv': sys.argv[1:], 'cwd': os.getcwd()}}, open({str(record)!r}, 'w'))\n")
+    fake_python.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'cwd': os.getcwd()}}, open({str(record)!r}, 'w'))\n"
+    )
     fake_python.chmod(0o755)
-    prof = ClusterProfile(name=hostile("name"), scheduler="slurm", account=hostile("acct"), partition=hostile("part"),
-                          mem=hostile("mem"), python=str(fake_python), extra_sbatch_args=[hostile("extra")])
+    prof = ClusterProfile(
+        name=hostile("name"),
+        scheduler="slurm",
+        account=hostile("acct"),
+        partition=hostile("part"),
+        mem=hostile("mem"),
+        python=str(fake_python),
+        extra_sbatch_args=[hostile("extra")],
+    )
     attempt = camp / "curves/20m-c512/b1/attempt-1"
     request = WorkerRequest(
         point=PointSpec(model="20m", context_length=512, batch_size=1, attempt=1),
-        recipe=Recipe(name=hostile("recipe"), model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64,
-                                                                 context_length=512),
-                      training=TrainingConfig(micro_batch_size=1, batch_tokens=512)),
-        protocol=Protocol(), campaign=str(camp), python=str(fake_python), pythonpath=[str(camp / "src")],
-        worker=hostile("worker"), result=str(attempt / "result.json"),
+        recipe=Recipe(
+            name=hostile("recipe"),
+            model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=512),
+            training=TrainingConfig(micro_batch_size=1, batch_tokens=512),
+        ),
+        protocol=Protocol(),
+        campaign=str(camp),
+        python=str(fake_python),
+        pythonpath=[str(camp / "src")],
+        worker=hostile("worker"),
+        result=str(attempt / "result.json"),
     )
     write_atomic(attempt / "request.json", request)
     script = job_script(request, profile=prof.name)
@@ -112,8 +136,9 @@ def test_real_sbatch_with_a_hostile_output_path_and_hostile_profile_strings(loca
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2": "cuda_oom"}, ok_seconds=0.05)
     out = tmp_path / hostile("camp").replace("/", "_")
-    r = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--profile", profile(tmp_path), *FAST,
-              plan=plan)
+    r = sweep(
+        "run", "--output", out, "--models", "20m", "--contexts", "512", "--profile", profile(tmp_path), *FAST, plan=plan
+    )
     assert r.returncode == 0, r.stderr
     assert check_campaign(out, since) == {"20m-c512": "bounded"}
     assert list(out.glob("curves/20m-c512/b1/attempt-1/slurm-*.out"))
@@ -121,8 +146,21 @@ def test_real_sbatch_with_a_hostile_output_path_and_hostile_profile_strings(loca
 
     bad = tmp_path / "bad"
     prof = profile(tmp_path, "hostile.yaml", account=hostile("acct"), partition=hostile("part"), name=hostile("name"))
-    r = sweep("run", "--output", bad, "--models", "20m", "--contexts", "512", "--profile", prof, *FAST,
-              "--no-preflight", plan=plan, timeout=120)
+    r = sweep(
+        "run",
+        "--output",
+        bad,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--profile",
+        prof,
+        *FAST,
+        "--no-preflight",
+        plan=plan,
+        timeout=120,
+    )
     assert r.returncode == BLOCKED, r.stderr
     assert "sbatch refused the job" in r.stderr
     assert check_campaign(bad, since) == {"20m-c512": "blocked"}

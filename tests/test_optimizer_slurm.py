@@ -16,9 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema import WorkerResult, outcome_kind, read
-from throughput_schema.layout import decode_bursts
-
 from optimizer_campaigns import (
     audit,
     collect,
@@ -32,6 +29,8 @@ from optimizer_campaigns import (
     status,
     throughput_campaign,
 )
+from throughput_schema import WorkerResult, outcome_kind, read
+from throughput_schema.layout import decode_bursts
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
@@ -79,12 +78,15 @@ def assert_audit_passes(campaign: Path) -> dict:
 
 def test_sequential_follow_up_unexpected_oom_blocks_only_its_curve_then_completes(parent, tmp_path):
     root, before = parent
-    plan = plan_file(tmp_path, {
-        **PARENT_PLAN,
-        "20m-c1024-b2@1:optimizer": "cuda_oom",  # the parent fitted b2: an OOM here is unexpected
-        "20m-c512-b1:optimizer": "optimizer_unstable",  # optimizer CV > 5%: ten windows, flagged
-        "20m-c512-b2:optimizer": {"outcome": "ok", "slowdown": 1.08},  # instrumented wall time +8%
-    })
+    plan = plan_file(
+        tmp_path,
+        {
+            **PARENT_PLAN,
+            "20m-c1024-b2@1:optimizer": "cuda_oom",  # the parent fitted b2: an OOM here is unexpected
+            "20m-c512-b1:optimizer": "optimizer_unstable",  # optimizer CV > 5%: ten windows, flagged
+            "20m-c512-b2:optimizer": {"outcome": "ok", "slowdown": 1.08},  # instrumented wall time +8%
+        },
+    )
     profile = local_profile(tmp_path)
     opt = tmp_path / "optimizer"
     optimizer_campaign(root, opt, plan, profile, blocked=True)
@@ -95,8 +97,12 @@ def test_sequential_follow_up_unexpected_oom_blocks_only_its_curve_then_complete
     assert "20m-c512           complete" in text and "20m-c1024          blocked" in text
     assert "cuda_oom" in text
     # The blocked curve stops at its OOM: b4 is never submitted; the other curve is whole.
-    assert points(opt) == {("20m-c512", 1): ["attempt-1"], ("20m-c512", 2): ["attempt-1"], ("20m-c1024", 1): ["attempt-1"],
-                           ("20m-c1024", 2): ["attempt-1"]}
+    assert points(opt) == {
+        ("20m-c512", 1): ["attempt-1"],
+        ("20m-c512", 2): ["attempt-1"],
+        ("20m-c1024", 1): ["attempt-1"],
+        ("20m-c1024", 2): ["attempt-1"],
+    }
     oom = opt / "curves/20m-c1024/b2/attempt-1"
     assert kind(read(oom / "result.json", WorkerResult)) == "cuda_oom"
     assert kind(read(oom / "baseline.json", WorkerResult)) == "ok" and not (oom / "bursts.jsonl").exists()
@@ -151,7 +157,11 @@ def test_parallel_follow_up_failure_pauses_only_its_curve_until_retried(parent, 
     assert manifest["parallel_points"] and manifest["inherited_batches"] == GRID
     text = status(par)
     assert "20m-c512           complete" in text and "20m-c1024          blocked" in text and "nonfinite" in text
-    assert points(par) == {("20m-c512", 1): ["attempt-1"], ("20m-c512", 2): ["attempt-1"], ("20m-c1024", 1): ["attempt-1"]}
+    assert points(par) == {
+        ("20m-c512", 1): ["attempt-1"],
+        ("20m-c512", 2): ["attempt-1"],
+        ("20m-c1024", 1): ["attempt-1"],
+    }
 
     resume_retry(par, plan)
     assert "20m-c1024          complete" in status(par)

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema.recipe import load_recipe
-
 from throughput_report.architecture import count_parameters, weight_shapes
+from throughput_schema.recipe import load_recipe
 
 torch = pytest.importorskip("torch")
 from tiny_llm.model import build_model  # noqa: E402

@@ -16,7 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from campaign_helpers import BLOCKED, ROOT, check_campaign, job_state, profile, receipts, start_sweep, sweep, wait_for, write_plan
+from campaign_helpers import (
+    BLOCKED,
+    ROOT,
+    check_campaign,
+    job_state,
+    profile,
+    receipts,
+    start_sweep,
+    sweep,
+    wait_for,
+    write_plan,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -28,21 +39,59 @@ def test_a_preempted_point_blocks_its_curve_and_retries_without_a_boundary(local
     plan = write_plan(tmp_path, {"20m-c512-b2@1": {"outcome": "sleep", "seconds": 300}})
     out = tmp_path / "camp"
     log = tmp_path / "run.log"
-    watcher = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--profile",
-                          profile(tmp_path, time_limit_minutes=6, watchdog_minutes=5), "--worker", "scripted_worker",
-                          "--max-batch", "4", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress",
-                          plan=plan, log=log)
+    watcher = start_sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--profile",
+        profile(tmp_path, time_limit_minutes=6, watchdog_minutes=5),
+        "--worker",
+        "scripted_worker",
+        "--max-batch",
+        "4",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+        log=log,
+    )
     urgent = ""
     try:
-        job = wait_for(lambda: (out / POINT / "receipt.json").exists()
-                       and json.loads((out / POINT / "receipt.json").read_text())["job_id"],
-                       timeout=120, what="the batch-2 job")
+        job = wait_for(
+            lambda: (
+                (out / POINT / "receipt.json").exists()
+                and json.loads((out / POINT / "receipt.json").read_text())["job_id"]
+            ),
+            timeout=120,
+            what="the batch-2 job",
+        )
         wait_for(lambda: job_state(job) == "RUNNING", timeout=60, what="the batch-2 job to run")
         # Another user's urgent job needs the whole node: Slurm cancels ours to make room.
-        urgent = subprocess.run(
-            ["sbatch", "--parsable", "--partition=urgent", "--exclusive", "--time=1", "--output=/dev/null", "--wrap=sleep 2"],
-            capture_output=True, text=True, check=True, timeout=30,
-        ).stdout.strip().split(";")[0]
+        urgent = (
+            subprocess.run(
+                [
+                    "sbatch",
+                    "--parsable",
+                    "--partition=urgent",
+                    "--exclusive",
+                    "--time=1",
+                    "--output=/dev/null",
+                    "--wrap=sleep 2",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            )
+            .stdout.strip()
+            .split(";")[0]
+        )
         assert watcher.wait(timeout=180) == BLOCKED, log.read_text()
     finally:
         watcher.kill()
@@ -57,13 +106,17 @@ def test_a_preempted_point_blocks_its_curve_and_retries_without_a_boundary(local
     assert "preempted" in status.stdout.lower(), status.stdout
     assert "--retry-failed" in status.stdout, status.stdout
 
-    r = sweep("run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    r = sweep(
+        "run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "1", "--no-progress", plan=plan
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert check_campaign(out, since) == {"20m-c512": "capped"}
     assert len(receipts(out)) == 4  # batches 1, 2 (preempted), 2 again, 4
     assert sweep("collect", "--output", out, plan=plan).returncode == 0
     audit = subprocess.run(
         [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(out), "--allow-test-worker"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert audit.returncode == 0, audit.stdout + audit.stderr

@@ -17,13 +17,29 @@ PREFIX = "throughput-sweep: "
 
 def _run(tmp_path, prof, *extra):
     out = tmp_path / "camp"
-    r = sweep("run", "--output", out, "--profile", prof, "--models", "20m", "--contexts", "512",
-              "--max-batch", "2", "--worker", "scripted_worker", "--no-progress", *extra, timeout=120)
+    r = sweep(
+        "run",
+        "--output",
+        out,
+        "--profile",
+        prof,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "2",
+        "--worker",
+        "scripted_worker",
+        "--no-progress",
+        *extra,
+        timeout=120,
+    )
     return out, r
 
 
 def _problems(stderr: str) -> list[str]:
-    return [line[len(PREFIX):] for line in stderr.splitlines() if line.startswith(PREFIX)]
+    return [line[len(PREFIX) :] for line in stderr.splitlines() if line.startswith(PREFIX)]
 
 
 @pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
@@ -58,8 +74,10 @@ def test_within_the_partitions_max_time_the_preflight_passes_and_says_what_it_ch
     prof = profile(tmp_path, partition="short", time_limit_minutes=5, watchdog_minutes=4)
     out, r = _run(tmp_path, prof, "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert ("[sweep] preflight passed: partition short (MaxTime 5 minutes); 16 GPUs on its largest node; "
-            "account throughput, QOS normal; sbatch --test-only accepted the first job") in r.stderr
+    assert (
+        "[sweep] preflight passed: partition short (MaxTime 5 minutes); 16 GPUs on its largest node; "
+        "account throughput, QOS normal; sbatch --test-only accepted the first job"
+    ) in r.stderr
     # --max-batch 2: batches 1 and 2 of one curve, each running to its 5 minutes on 1 GPU.
     assert "worst case: at most 2 job(s) of up to 5 min on 1 GPU(s): 0.2 GPU-hours" in r.stdout
     assert not out.exists()
@@ -68,10 +86,16 @@ def test_within_the_partitions_max_time_the_preflight_passes_and_says_what_it_ch
 @pytest.mark.parametrize(
     "account, note",
     [
-        ("limited", "QOS submit2 has MaxSubmitJobsPerUser=2, below the profile's max_concurrent_jobs=12: "
-                    "the watcher keeps at most 2 jobs submitted at a time"),
-        ("throttled", "QOS run2 has MaxJobsPerUser=2, below the profile's max_concurrent_jobs=12: "
-                      "at most 2 of its jobs run at once and the others wait in the queue"),
+        (
+            "limited",
+            "QOS submit2 has MaxSubmitJobsPerUser=2, below the profile's max_concurrent_jobs=12: "
+            "the watcher keeps at most 2 jobs submitted at a time",
+        ),
+        (
+            "throttled",
+            "QOS run2 has MaxJobsPerUser=2, below the profile's max_concurrent_jobs=12: "
+            "at most 2 of its jobs run at once and the others wait in the queue",
+        ),
     ],
 )
 def test_a_submit_or_run_limit_below_the_cap_is_a_note_not_a_refusal(local_slurm, tmp_path, account, note):

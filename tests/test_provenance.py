@@ -20,9 +20,9 @@ from pathlib import Path
 import msgspec
 import pytest
 from pypdf import PdfReader
-from throughput_schema import WorkerResult, read, write_atomic
 
 from campaign_helpers import ROOT, sweep, write_plan
+from throughput_schema import WorkerResult, read, write_atomic
 
 pytestmark = pytest.mark.slow  # whole campaigns, collected, audited and reported
 
@@ -32,8 +32,13 @@ FAST = ("--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seco
 
 
 def tool(script: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +68,9 @@ def copy(pair, tmp_path) -> tuple[Path, Path]:
 
 
 def results(campaign: Path) -> list[Path]:
-    return sorted(campaign.glob("curves/*/b*/attempt-*/result.json")) + sorted(campaign.glob("curves/*/b*/attempt-*/baseline.json"))
+    return sorted(campaign.glob("curves/*/b*/attempt-*/result.json")) + sorted(
+        campaign.glob("curves/*/b*/attempt-*/baseline.json")
+    )
 
 
 def pdf_pages(report: Path) -> list[str]:
@@ -143,8 +150,12 @@ def test_a_protocol_other_than_the_guides_is_said_everywhere(pair, tmp_path):
     assert PROTOCOL_LINE in (tp / "README.md").read_text()
     assert PROTOCOL_LINE in tool("throughput_audit.py", "--output", tp, "--allow-test-worker").stdout
     out = tmp_path / "report"
-    assert tool("throughput_report.py", "--throughput", tp, "--optimizer", opt, "--output", out,
-                "--allow-test-worker").returncode == 0
+    assert (
+        tool(
+            "throughput_report.py", "--throughput", tp, "--optimizer", opt, "--output", out, "--allow-test-worker"
+        ).returncode
+        == 0
+    )
     assert PROTOCOL_LINE in " ".join(pdf_pages(out)[0].split()).lower()
 
 
@@ -155,7 +166,9 @@ def test_collect_names_each_points_hardware(pair):
     tp, _ = pair
     rows = list(csv.DictReader((tp / "results.csv").open()))
     ok = [r for r in rows if r["outcome"] == "ok"]
-    assert ok and all(r["gpu_name"] == "scripted test worker (no GPU)" and r["python"] and r["gpu_memory_bytes"] for r in ok)
+    assert ok and all(
+        r["gpu_name"] == "scripted test worker (no GPU)" and r["python"] and r["gpu_memory_bytes"] for r in ok
+    )
     assert {"driver", "cuda", "torch"} <= set(rows[0])
     points = json.loads((tp / "results.json").read_text())["points"]
     assert all(p["gpu_name"] for p in points if p["outcome"] == "ok")
@@ -179,6 +192,10 @@ def test_points_on_different_hardware_are_flagged(pair, tmp_path):
     assert json.loads((tp / "results.json").read_text())["hardware_mix"].startswith(flag)
     assert flag in tool("throughput_audit.py", "--output", tp, "--allow-test-worker").stdout
     out = tmp_path / "report"
-    assert tool("throughput_report.py", "--throughput", tp, "--optimizer", opt, "--output", out,
-                "--allow-test-worker").returncode == 0
+    assert (
+        tool(
+            "throughput_report.py", "--throughput", tp, "--optimizer", opt, "--output", out, "--allow-test-worker"
+        ).returncode
+        == 0
+    )
     assert flag.lower() in " ".join(pdf_pages(out)[0].split()).lower()

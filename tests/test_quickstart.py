@@ -32,8 +32,19 @@ def _worker_ready() -> bool:
 # The quick start takes about two minutes on two idle cores; 7 min 53 s was seen on a
 # loaded two-core machine. The limit only catches a hang.
 QUICKSTART_LIMIT_SECONDS = 20 * 60
-README_RUN = ["run", "--output", "runs/quickstart", "--models", "tiny", "--contexts", "128", "--max-batch", "8",
-              "--window-seconds", "1"]
+README_RUN = [
+    "run",
+    "--output",
+    "runs/quickstart",
+    "--models",
+    "tiny",
+    "--contexts",
+    "128",
+    "--max-batch",
+    "8",
+    "--window-seconds",
+    "1",
+]
 
 
 @pytest.mark.slow
@@ -49,8 +60,14 @@ def test_quickstart_on_cpu(tmp_path):
         assert r.returncode == 2 and "Slurm was found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "runs").exists()
         env[PROFILE_ENV] = "local"
-    r = subprocess.run(cmd + README_RUN + ["--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=QUICKSTART_LIMIT_SECONDS)
+    r = subprocess.run(
+        cmd + README_RUN + ["--no-progress"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=QUICKSTART_LIMIT_SECONDS,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     status = subprocess.run(cmd + ["status", "--output", str(out)], cwd=ROOT, capture_output=True, text=True).stdout
     assert "tiny-c128" in status and "capped" in status and "no OOM up to the cap (batch 8)" in status

@@ -27,7 +27,6 @@ PROTOCOL = ["--window-seconds", "0.5", "--warmup", "2", "--windows", "3"]
 DRIVERS = ROOT / "scripts"
 
 
-
 def one_cpu_profile(folder: Path) -> Path:
     """local-slurm with one CPU per job, chosen by path as a user may choose any profile.
 
@@ -37,7 +36,9 @@ def one_cpu_profile(folder: Path) -> Path:
     of contention: updates 13x slower while the other job runs, figures that disagree.
     """
     text = (ROOT / "configs/clusters/local-slurm.yaml").read_text()
-    text = text.replace("name: local-slurm", "name: local-slurm-one-cpu").replace("cpus_per_task: 8", "cpus_per_task: 1")
+    text = text.replace("name: local-slurm", "name: local-slurm-one-cpu").replace(
+        "cpus_per_task: 8", "cpus_per_task: 1"
+    )
     assert "cpus_per_task: 1" in text and "local-slurm-one-cpu" in text
     path = folder / "local-slurm-one-cpu.yaml"
     path.write_text(text)
@@ -47,8 +48,14 @@ def one_cpu_profile(folder: Path) -> Path:
 def guide(cwd: Path, driver: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
     env = dict(os.environ, THROUGHPUT_SWEEP_PROFILE=str(one_cpu_profile(cwd)))
     env.pop("PYTHONPATH", None)  # nothing of the tests' own: the frozen sources run the jobs
-    return subprocess.run([sys.executable, str(DRIVERS / driver), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(DRIVERS / driver), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ok(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
@@ -73,8 +80,24 @@ def cores_to_itself():
 
 
 def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, cores_to_itself, tmp_path):
-    ok(guide(tmp_path, "throughput_sweep.py", "run", "--output", "runs/tp", "--models", "tiny", "--contexts", "128",
-             "--max-batch", "2", *PROTOCOL, "--no-progress"), "throughput campaign")
+    ok(
+        guide(
+            tmp_path,
+            "throughput_sweep.py",
+            "run",
+            "--output",
+            "runs/tp",
+            "--models",
+            "tiny",
+            "--contexts",
+            "128",
+            "--max-batch",
+            "2",
+            *PROTOCOL,
+            "--no-progress",
+        ),
+        "throughput campaign",
+    )
     tp = tmp_path / "runs/tp"
     manifest = json.loads((tp / "manifest.json").read_text())
     assert manifest["profile"]["name"] == "local-slurm-one-cpu" and manifest["profile"]["scheduler"] == "slurm"
@@ -87,8 +110,20 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, cor
     assert all(r["accounting"]["state"] == "COMPLETED" for r in receipts)
 
     # The follow-up takes its parent's profile; it is chosen nowhere else.
-    ok(guide(tmp_path, "throughput_sweep.py", "run", "--optimizer-timing-from", "runs/tp", "--output", "runs/opt",
-             "--parallel-optimizer-points", "--no-progress"), "optimizer follow-up")
+    ok(
+        guide(
+            tmp_path,
+            "throughput_sweep.py",
+            "run",
+            "--optimizer-timing-from",
+            "runs/tp",
+            "--output",
+            "runs/opt",
+            "--parallel-optimizer-points",
+            "--no-progress",
+        ),
+        "optimizer follow-up",
+    )
     opt = tmp_path / "runs/opt"
     assert json.loads((opt / "manifest.json").read_text())["profile"]["name"] == "local-slurm-one-cpu"
     for point in sorted(opt.glob("curves/tiny-c128/b*/attempt-1")):
@@ -103,6 +138,18 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, cor
         proc = audit(name, cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
         assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
-    ok(guide(tmp_path, "throughput_report.py", "--throughput", "runs/tp", "--optimizer", "runs/opt",
-             "--output", "runs/report", timeout=600), "report")
+    ok(
+        guide(
+            tmp_path,
+            "throughput_report.py",
+            "--throughput",
+            "runs/tp",
+            "--optimizer",
+            "runs/opt",
+            "--output",
+            "runs/report",
+            timeout=600,
+        ),
+        "report",
+    )
     assert (tmp_path / "runs/report/report.pdf").stat().st_size > 10_000

@@ -42,19 +42,41 @@ def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_
     prof = local_profile(tmp_path)
     plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom", "20m-c1024-b2@1": "compile_error"}, ok_seconds=0.1)
 
-    first = sweep(work, "run", "--output", "runs/rel", "--models", "20m", "--contexts", "512", "1024",
-                  "--profile", prof, "--worker", "scripted_worker", "--max-batch", "4", *FAST, plan=plan, rc=BLOCKED)
+    first = sweep(
+        work,
+        "run",
+        "--output",
+        "runs/rel",
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--profile",
+        prof,
+        "--worker",
+        "scripted_worker",
+        "--max-batch",
+        "4",
+        *FAST,
+        plan=plan,
+        rc=BLOCKED,
+    )
     camp = work / "runs/rel"
     assert "--resume --retry-failed" in first.stderr and "blocked curves: 20m-c1024" in first.stderr
     assert "write the report" not in first.stderr
     outs = sorted(p.relative_to(camp).as_posix() for p in camp.glob("curves/*/b*/attempt-*/slurm-*.out"))
     assert len(outs) == 5, outs  # every job's script started and wrote its log
-    results = {p.parent.relative_to(camp).as_posix(): json.loads(p.read_text())["outcome"]["kind"]
-               for p in camp.glob("curves/*/b*/attempt-*/result.json")}
+    results = {
+        p.parent.relative_to(camp).as_posix(): json.loads(p.read_text())["outcome"]["kind"]
+        for p in camp.glob("curves/*/b*/attempt-*/result.json")
+    }
     assert results == {
-        "curves/20m-c512/b1/attempt-1": "ok", "curves/20m-c512/b2/attempt-1": "ok",
+        "curves/20m-c512/b1/attempt-1": "ok",
+        "curves/20m-c512/b2/attempt-1": "ok",
         "curves/20m-c512/b4/attempt-1": "cuda_oom",
-        "curves/20m-c1024/b1/attempt-1": "ok", "curves/20m-c1024/b2/attempt-1": "compile_error",
+        "curves/20m-c1024/b1/attempt-1": "ok",
+        "curves/20m-c1024/b2/attempt-1": "compile_error",
     }
     status = sweep(work, "status", "--output", "runs/rel", rc=BLOCKED).stdout
     assert status.splitlines()[0].endswith("ended with blocked curves")
@@ -63,8 +85,20 @@ def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_
     assert sweep(work, "status", "--output", "runs/rel").stdout.splitlines()[0].endswith("complete")
 
     plan = write_plan(tmp_path, {}, ok_seconds=0.1)  # the failure above was planned for attempt 1 of any campaign
-    sweep(work, "run", "--optimizer-timing-from", "runs/rel", "--output", "runs/rel-opt", "--profile", prof,
-          "--worker", "scripted_worker", *FAST[2:], plan=plan)
+    sweep(
+        work,
+        "run",
+        "--optimizer-timing-from",
+        "runs/rel",
+        "--output",
+        "runs/rel-opt",
+        "--profile",
+        prof,
+        "--worker",
+        "scripted_worker",
+        *FAST[2:],
+        plan=plan,
+    )
     opt = work / "runs/rel-opt"
     assert json.loads((opt / "manifest.json").read_text())["parent"]["path"] == str(camp)
     assert len(list(opt.glob("curves/*/b*/attempt-*/baseline.json"))) == 5
@@ -74,9 +108,17 @@ def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_
         proc = audit(name, cwd=work)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
-    report = in_folder(work, [sys.executable, str(ROOT / "scripts/throughput_report.py")],
-                       "--throughput", "runs/rel", "--optimizer", "runs/rel-opt", "--output", "runs/rel-report",
-                       "--allow-test-worker")
+    report = in_folder(
+        work,
+        [sys.executable, str(ROOT / "scripts/throughput_report.py")],
+        "--throughput",
+        "runs/rel",
+        "--optimizer",
+        "runs/rel-opt",
+        "--output",
+        "runs/rel-report",
+        "--allow-test-worker",
+    )
     assert report.returncode == 0, report.stdout[-2000:] + report.stderr[-2000:]
     assert (work / "runs/rel-report/report.pdf").stat().st_size > 10_000
 
@@ -86,8 +128,25 @@ def test_a_job_slurm_fails_before_its_script_starts_says_so_and_names_the_path(l
     missing = tmp_path / "no-such-folder"
     prof = local_profile(tmp_path, extra_sbatch_args=[f"--output={missing}/slurm-%j.out"])
     plan = write_plan(tmp_path, {}, ok_seconds=0.1)
-    sweep(tmp_path, "run", "--output", "camp", "--models", "20m", "--contexts", "512", "--profile", prof,
-          "--worker", "scripted_worker", "--max-batch", "1", *FAST, plan=plan, rc=BLOCKED)
+    sweep(
+        tmp_path,
+        "run",
+        "--output",
+        "camp",
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--profile",
+        prof,
+        "--worker",
+        "scripted_worker",
+        "--max-batch",
+        "1",
+        *FAST,
+        plan=plan,
+        rc=BLOCKED,
+    )
     result = json.loads((tmp_path / "camp/curves/20m-c512/b1/attempt-1/result.json").read_text())
     message = result["outcome"]["message"]
     assert result["outcome"]["kind"] == "crashed"

@@ -13,9 +13,8 @@ import json
 import pytest
 from pypdf import PdfReader
 
-from throughput_report.report import FIGURE_FILES, REPORT_FILES
-
 from optimizer_campaigns import audit, pair, report
+from throughput_report.report import FIGURE_FILES, REPORT_FILES
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 

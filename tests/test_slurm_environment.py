@@ -16,11 +16,10 @@ import msgspec
 import pytest
 import yaml
 
+from campaign_helpers import ROOT, profile, receipts, sweep, write_plan
 from throughput_schema import ClusterProfile
 from throughput_sweep.schedulers.base import QueryFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
-
-from campaign_helpers import ROOT, profile, receipts, sweep, write_plan
 
 pytestmark = pytest.mark.slurm
 
@@ -70,18 +69,43 @@ def test_the_job_gets_the_profiles_settings_and_none_of_the_shells_slurm_variabl
     assert not [k for k in env if k.startswith("SBATCH_")]
     assert sched.removed == INHERITED
     # The profile's time limit and the association's QOS, not SBATCH_TIMELIMIT or SBATCH_QOS.
-    row = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=QOS,Timelimit,Start"],
-                         capture_output=True, text=True, check=True, env=_clean()).stdout.split("|")
+    row = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "--format=QOS,Timelimit,Start"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_clean(),
+    ).stdout.split("|")
     assert row[:2] == ["normal", "00:02:00"]
     assert status.accounting.timelimit == "00:02:00"
     assert FULL_DATE.match(status.accounting.start), status.accounting.start
 
 
-def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_was_removed(local_slurm, inherited, tmp_path):
+def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_was_removed(
+    local_slurm, inherited, tmp_path
+):
     out = tmp_path / "camp"
-    r = sweep("run", "--output", out, "--profile", profile(tmp_path), "--models", "20m", "--contexts", "512",
-              "--max-batch", "2", "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1",
-              "--no-progress", plan=write_plan(tmp_path, {}))
+    r = sweep(
+        "run",
+        "--output",
+        out,
+        "--profile",
+        profile(tmp_path),
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "2",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=write_plan(tmp_path, {}),
+    )
     assert r.returncode == 0, r.stderr
     assert "[sweep] kept from Slurm and its jobs: SBATCH_QOS, SBATCH_TIMELIMIT, " in r.stderr
     manifest = json.loads((out / "manifest.json").read_text())
@@ -92,8 +116,13 @@ def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_w
         acct = receipt["accounting"]
         assert FULL_DATE.match(acct["start"]) and FULL_DATE.match(acct["end"]), acct
         assert acct["timelimit"] == "00:02:00"
-        row = subprocess.run(["sacct", "-X", "-n", "-P", "-j", receipt["job_id"], "--format=QOS,Timelimit"],
-                             capture_output=True, text=True, check=True, env=_clean()).stdout.strip()
+        row = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", receipt["job_id"], "--format=QOS,Timelimit"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_clean(),
+        ).stdout.strip()
         assert row == "normal|00:02:00"
 
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tarfile
 from datetime import datetime
-from pathlib import Path
 
 from campaign_helpers import ROOT
 
@@ -20,7 +19,9 @@ STATE = ROOT / "docs/examples/slurm-h200-state/e2e-h200-slurm.tar.gz"
 
 
 def accounting(campaign: str) -> list[dict]:
-    lines = [line for line in (EXAMPLE / campaign / "accounting.txt").read_text().splitlines() if not line.startswith("#")]
+    lines = [
+        line for line in (EXAMPLE / campaign / "accounting.txt").read_text().splitlines() if not line.startswith("#")
+    ]
     return list(csv.DictReader(lines, delimiter="|"))
 
 
@@ -61,7 +62,11 @@ def test_every_figure_re_derives_from_the_packed_raw_files(tmp_path):
         tar.extractall(tmp_path, filter="data")
     [root] = list(tmp_path.iterdir())
     for campaign in ("throughput", "optimizer"):
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output",
-                               str(root / campaign), "--no-slurm"], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts/throughput_audit.py"), "--output", str(root / campaign), "--no-slurm"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:]
         assert " 0 failed" in proc.stdout

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -65,8 +64,11 @@ def watchdog_job(profile: ClusterProfile, attempt: Path, worker_code: str, **fie
     srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1], mods]
     request = WorkerRequest(
         point=PointSpec(model="tiny", context_length=128, batch_size=1),
-        recipe=Recipe(name="tiny", model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
-                      training=TrainingConfig(micro_batch_size=1, batch_tokens=128)),
+        recipe=Recipe(
+            name="tiny",
+            model=ModelConfig(n_layers=1, d_model=64, n_heads=1, ffn_dim=64, context_length=128),
+            training=TrainingConfig(micro_batch_size=1, batch_tokens=128),
+        ),
         protocol=Protocol(),
         campaign=str(campaign),
         python=sys.executable,

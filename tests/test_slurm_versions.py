@@ -21,8 +21,21 @@ from campaign_helpers import BLOCKED, profile, receipts, start_sweep, sweep, wai
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
-RUN = ["--models", "20m", "--contexts", "512", "--max-batch", "1", "--worker", "scripted_worker",
-       "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
+RUN = [
+    "--models",
+    "20m",
+    "--contexts",
+    "512",
+    "--max-batch",
+    "1",
+    "--worker",
+    "scripted_worker",
+    "--window-seconds",
+    "1",
+    "--poll-max-seconds",
+    "1",
+    "--no-progress",
+]
 
 
 def outcome(out: Path) -> dict:
@@ -61,8 +74,9 @@ def test_an_output_folder_that_cannot_be_made_fails_the_job_before_its_script_on
 def test_a_job_cancelled_while_it_pends_is_cancelled_and_never_started(local_slurm, tmp_path):
     prof = profile(tmp_path, extra_sbatch_args=["--begin=now+3600"])  # pends (BeginTime) until cancelled
     out = tmp_path / "camp"
-    watcher = start_sweep("run", "--output", out, "--profile", prof, *RUN, plan=write_plan(tmp_path, {}),
-                          log=tmp_path / "run.log")
+    watcher = start_sweep(
+        "run", "--output", out, "--profile", prof, *RUN, plan=write_plan(tmp_path, {}), log=tmp_path / "run.log"
+    )
     try:
         job_id = wait_for(lambda: receipts(out) and receipts(out)[0]["job_id"], 60, "the job's receipt")
         subprocess.run(["scancel", job_id], check=True)

@@ -18,8 +18,10 @@ def test_the_reading_table_is_the_comparison():
     c = comparison()
     assert c["spot_check"] is True and c["kind"] == "throughput"
     for p in c["points"]:
-        row = (f"| {p['curve']} | {p['batch_size']} | {p['tokens_per_second_a']:,.0f} | "
-               f"{p['tokens_per_second_b']:,.0f} | {p['ratio']:.4f} | {p['verdict']} |")
+        row = (
+            f"| {p['curve']} | {p['batch_size']} | {p['tokens_per_second_a']:,.0f} | "
+            f"{p['tokens_per_second_b']:,.0f} | {p['ratio']:.4f} | {p['verdict']} |"
+        )
         assert row in READING, row
     verdicts = [p["verdict"] for p in c["points"]]
     assert verdicts.count("faster") == 3 and verdicts.count("same") == 3 and len(verdicts) == 6

@@ -13,13 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from campaign_helpers import (
+    BLOCKED,
+    ROOT,
+    SWEEP,
+    job_state,
+    profile,
+    receipts,
+    start_sweep,
+    sweep,
+    sweep_env,
+    wait_for,
+    write_plan,
+)
 from throughput_sweep.campaign import open_campaign
 from throughput_sweep.live import ask
 from throughput_sweep.schedulers.slurm import SlurmScheduler
-
-from campaign_helpers import (
-    BLOCKED, ROOT, SWEEP, job_state, profile, receipts, start_sweep, sweep, sweep_env, wait_for, write_plan,
-)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -34,8 +43,14 @@ def receipt_job(out: Path, attempt: int) -> str:
 
 
 def status(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*SWEEP, "status", "--output", str(out), *extra], cwd=ROOT, env=env or sweep_env(None),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*SWEEP, "status", "--output", str(out), *extra],
+        cwd=ROOT,
+        env=env or sweep_env(None),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -57,7 +72,20 @@ def test_status_asks_slurm_names_a_stale_lock_and_shows_a_job_cancelled_while_no
 def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
     held = profile(tmp_path, extra_sbatch_args=["--hold"])  # every job waits for `scontrol release`
     plan = write_plan(tmp_path, {})
-    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--profile", held, *FAST]
+    args = [
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "1",
+        "--profile",
+        held,
+        *FAST,
+    ]
     watcher = start_sweep(*args, plan=plan, log=tmp_path / "watcher.log")
     try:
         job = receipt_job(out, 1)
@@ -94,15 +122,19 @@ def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
     assert f"running: batch 1 attempt 1, job {job}" in offline.stdout and "CANCELLED" not in offline.stdout
     assert "the scheduler was not asked" in offline.stdout and "stale lock" in offline.stdout
 
-    for env in (dict(sweep_env(None), PATH=str(tmp_path / "no-slurm-here")),  # squeue and sacct missing
-                dict(sweep_env(None), SLURM_CONF=str(tmp_path / "plan.json"))):  # squeue and sacct failing
+    for env in (
+        dict(sweep_env(None), PATH=str(tmp_path / "no-slurm-here")),  # squeue and sacct missing
+        dict(sweep_env(None), SLURM_CONF=str(tmp_path / "plan.json")),
+    ):  # squeue and sacct failing
         blind = status(out, env=env)
         assert blind.returncode == INCOMPLETE, blind.stderr
         notes = [x for x in blind.stdout.splitlines() if x.startswith("cannot ask the scheduler")]
         assert len(notes) == 1 and notes[0].endswith("shown from the campaign's files alone"), blind.stdout
         assert f"running: batch 1 attempt 1, job {job}" in blind.stdout
 
-    retry = start_sweep("run", "--output", out, "--resume", "--retry-failed", *FAST, plan=plan, log=tmp_path / "retry.log")
+    retry = start_sweep(
+        "run", "--output", out, "--resume", "--retry-failed", *FAST, plan=plan, log=tmp_path / "retry.log"
+    )
     try:
         second = receipt_job(out, 2)
         subprocess.run(["scontrol", "release", second], check=True)
@@ -111,27 +143,48 @@ def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
         if retry.poll() is None:
             retry.kill()
             retry.wait()
-    kinds = [json.loads((out / f"curves/20m-c512/b1/attempt-{k}/result.json").read_text())["outcome"]["kind"] for k in (1, 2)]
+    kinds = [
+        json.loads((out / f"curves/20m-c512/b1/attempt-{k}/result.json").read_text())["outcome"]["kind"] for k in (1, 2)
+    ]
     assert kinds == ["cancelled", "ok"]
     done = status(out)
     assert done.returncode == 0 and "no watcher is running\n" in done.stdout  # released cleanly: no stale lock
     assert "GPU-hours so far: " in done.stdout and "over 2 job(s)" in done.stdout
 
 
-def test_a_refusal_of_the_frozen_profile_says_fix_it_and_resume_profile_replaces_it_while_nothing_ran(local_slurm, tmp_path):
+def test_a_refusal_of_the_frozen_profile_says_fix_it_and_resume_profile_replaces_it_while_nothing_ran(
+    local_slurm, tmp_path
+):
     out = tmp_path / "camp"
     bad = profile(tmp_path, "bad.yaml", partition="nosuch-partition")
     good = profile(tmp_path, "fixed.yaml")
     plan = write_plan(tmp_path, {})
     # --no-preflight: past the preflight (which refuses this profile before creation), to sbatch's own refusal.
-    first = sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--profile", bad,
-                  *FAST, "--no-preflight", plan=plan)
+    first = sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "1",
+        "--profile",
+        bad,
+        *FAST,
+        "--no-preflight",
+        plan=plan,
+    )
     assert first.returncode == BLOCKED, first.stdout + first.stderr
     advice = first.stderr.strip().splitlines()[-1]
     assert "Invalid partition name specified" in first.stdout
     assert "frozen profile 'local-slurm-test' (check its partition)" in advice
     assert "fix the profile and start a new campaign (choose a new --output)" in advice
-    assert f"nothing of this campaign has run yet: {SWEEP[0]} {SWEEP[1]} run --output {out} --resume --profile FIXED" in advice
+    assert (
+        f"nothing of this campaign has run yet: {SWEEP[0]} {SWEEP[1]} run --output {out} --resume --profile FIXED"
+        in advice
+    )
     assert "--retry-failed" not in first.stdout + first.stderr
     shown = status(out)
     assert shown.returncode == BLOCKED and "--retry-failed" not in shown.stdout

@@ -8,8 +8,6 @@ from datetime import datetime, timedelta
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm2411]
-
 from campaign_helpers import (
     BLOCKED,
     check_campaign,
@@ -24,20 +22,45 @@ from campaign_helpers import (
     write_plan,
 )
 
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm2411]
+
 
 def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
     since = datetime.now() - timedelta(seconds=5)
-    plan = write_plan(tmp_path, {
-        "20m-c512-b4": "cuda_oom",
-        "20m-c1024-b2@1": "compile_error",
-        "90m-c512-b2@1": {"outcome": "sleep", "seconds": 3600},
-        "90m-c1024-b2@1": {"outcome": "allocate", "mb": 1500},
-    })
+    plan = write_plan(
+        tmp_path,
+        {
+            "20m-c512-b4": "cuda_oom",
+            "20m-c1024-b2@1": "compile_error",
+            "90m-c512-b2@1": {"outcome": "sleep", "seconds": 3600},
+            "90m-c1024-b2@1": {"outcome": "allocate", "mb": 1500},
+        },
+    )
     out = tmp_path / "camp"
     prof = profile(tmp_path, mem="400M")
-    r = sweep("run", "--output", out, "--models", "20m", "90m", "--contexts", "512", "1024", "--profile", prof,
-              "--worker", "scripted_worker", "--max-batch", "4", "--window-seconds", "1", "--poll-max-seconds", "2",
-              "--no-progress", plan=plan)
+    r = sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "90m",
+        "--contexts",
+        "512",
+        "1024",
+        "--profile",
+        prof,
+        "--worker",
+        "scripted_worker",
+        "--max-batch",
+        "4",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "2",
+        "--no-progress",
+        plan=plan,
+    )
     assert r.returncode == BLOCKED, r.stderr
     status = sweep("status", "--output", out, plan=plan).stdout
     assert "20m-c512           bounded" in status
@@ -61,7 +84,9 @@ def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
     assert (out / "README.md").read_text().startswith("**INCOMPLETE**")
 
     # --resume --retry-failed: fresh attempt directories; the failed ones are kept.
-    r = sweep("run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+    r = sweep(
+        "run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress", plan=plan
+    )
     assert r.returncode == 0, r.stderr
     for name in ("20m-c1024", "90m-c512", "90m-c1024"):
         assert (out / f"curves/{name}/b2/attempt-1/result.json").exists()
@@ -77,9 +102,34 @@ def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {}, ok_seconds=15)
     out = tmp_path / "twenty"
-    r = sweep("run", "--output", out, "--models", "20m", "50m", "90m", "250m", "500m",
-              "--contexts", "512", "1024", "2048", "4096", "--profile", profile(tmp_path), "--worker", "scripted_worker",
-              "--max-batch", "1", "--window-seconds", "1", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+    r = sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "50m",
+        "90m",
+        "250m",
+        "500m",
+        "--contexts",
+        "512",
+        "1024",
+        "2048",
+        "4096",
+        "--profile",
+        profile(tmp_path),
+        "--worker",
+        "scripted_worker",
+        "--max-batch",
+        "1",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "2",
+        "--no-progress",
+        plan=plan,
+    )
     assert r.returncode == 0, r.stderr
     tokens = {t for ts in intents(out).values() for t in ts}
     rows = [row for row in sacct_jobs(since) if row["name"] in tokens]
@@ -94,12 +144,35 @@ def test_ctrl_c_leaves_the_jobs_running_and_resume_finishes_every_point_once(loc
     plan = write_plan(tmp_path, {"20m-c512-b2": "cuda_oom"}, ok_seconds=20)
     out = tmp_path / "camp"
     log = tmp_path / "run.log"
-    watcher = start_sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--profile",
-                          profile(tmp_path), "--worker", "scripted_worker", "--max-batch", "4", "--window-seconds", "1",
-                          "--poll-max-seconds", "2", "--no-progress", plan=plan, log=log)
+    watcher = start_sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--profile",
+        profile(tmp_path),
+        "--worker",
+        "scripted_worker",
+        "--max-batch",
+        "4",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "2",
+        "--no-progress",
+        plan=plan,
+        log=log,
+    )
     try:
-        jobs = wait_for(lambda: [r["job_id"] for r in receipts(out)] if len(receipts(out)) == 2 else None,
-                        timeout=120, what="both curves' first jobs")
+        jobs = wait_for(
+            lambda: [r["job_id"] for r in receipts(out)] if len(receipts(out)) == 2 else None,
+            timeout=120,
+            what="both curves' first jobs",
+        )
         watcher.send_signal(signal.SIGINT)
         assert watcher.wait(timeout=60) == 130, log.read_text()
     finally:
@@ -117,13 +190,32 @@ def test_ctrl_c_leaves_the_jobs_running_and_resume_finishes_every_point_once(loc
     assert all(len(tokens) == 1 for tokens in intents(out).values()), intents(out)
 
 
-@pytest.mark.parametrize("step", ["before-intent@2", "after-request@2", "after-intent", "after-submit@2", "after-receipt@3"])
+@pytest.mark.parametrize(
+    "step", ["before-intent@2", "after-request@2", "after-intent", "after-submit@2", "after-receipt@3"]
+)
 def test_sigkill_at_a_step_then_resume_submits_each_point_once(local_slurm, tmp_path, step):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "crash"})
     out = tmp_path / "camp"
-    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--profile", profile(tmp_path),
-            "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "2", "--no-progress"]
+    args = [
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--profile",
+        profile(tmp_path),
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "2",
+        "--no-progress",
+    ]
     r = sweep(*args, plan=plan, crash=step)
     assert r.returncode == -9, (r.returncode, r.stderr)
     r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)

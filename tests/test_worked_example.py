@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from pypdf import PdfReader
+
 from throughput_report import tables
 
 pytestmark = pytest.mark.slow  # re-audits and rebuilds the committed H200 example
@@ -45,7 +46,11 @@ def test_the_audit_does_not_depend_on_the_auditors_timezone(worked_example, tz, 
     shutil.copytree(worked_example / "throughput", campaign)
     audited = subprocess.run(
         [sys.executable, "-m", "throughput_audit.cli", "--output", str(campaign)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "TZ": tz},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TZ": tz},
     )
     assert audited.returncode == 0, audited.stdout + audited.stderr
 
@@ -83,7 +88,8 @@ def test_the_reading_quotes_the_published_results():
         assert cells[0] == str(c["fastest_stable_batch"])
         assert cells[1] == f"{c['fastest_tokens_per_second']:,.0f}"
         largest = next(
-            p for p in points
+            p
+            for p in points
             if p["curve"] == c["curve"] and p["batch_size"] == c["largest_fitting_batch"] and p["status"] == "ok"
         )
         peak = max(largest["setup_reserved_bytes"], largest["measurement_reserved_bytes"]) / 2**30
@@ -115,8 +121,13 @@ def _without_paths(points_json: Path) -> dict:
 def test_the_published_report_rebuilds_from_the_archive(worked_example, tmp_path):
     out = tmp_path / "report"
     built = _cli(
-        "throughput_report.cli", "--throughput", str(worked_example / "throughput"),
-        "--optimizer", str(worked_example / "optimizer"), "--output", str(out),
+        "throughput_report.cli",
+        "--throughput",
+        str(worked_example / "throughput"),
+        "--optimizer",
+        str(worked_example / "optimizer"),
+        "--output",
+        str(out),
     )
     assert built.returncode == 0, built.stdout + built.stderr  # its independent checks passed
     assert _without_paths(out / "points.json") == _without_paths(PUBLISHED / "report/points.json")
@@ -156,7 +167,10 @@ def test_the_reading_quotes_the_report():
 def test_the_project_readme_quotes_the_worked_example():
     summary = " ".join((ROOT / "README.md").read_text().split())
     curves = _curves(PUBLISHED / "throughput/results.json")
-    best = {m: max(c["fastest_tokens_per_second"] for c in curves if c["curve"].startswith(f"{m}-")) for m in ("20m", "250m")}
+    best = {
+        m: max(c["fastest_tokens_per_second"] for c in curves if c["curve"].startswith(f"{m}-"))
+        for m in ("20m", "250m")
+    }
     doc = json.loads((PUBLISHED / "report/points.json").read_text())
     primary = [p for _, p in _primary_points(doc)]
     fastest = {m: min(p["projected_seconds"] for p in primary if p["model"] == m) for m in ("20m", "250m")}
@@ -166,4 +180,6 @@ def test_the_project_readme_quotes_the_worked_example():
         in summary
     )
     assert f"the optimizer step is at most {tables.fmt_pct(share)} of the update" in summary
-    assert f"projects {fastest['20m'] / 60:.1f} minutes for 20m and {fastest['250m'] / 3600:.2f} hours for 250m" in summary
+    assert (
+        f"projects {fastest['20m'] / 60:.1f} minutes for 20m and {fastest['250m'] / 3600:.2f} hours for 250m" in summary
+    )

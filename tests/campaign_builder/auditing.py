@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from throughput_audit.audit import run_audit
 from campaign_builder.complete import FakeSacct
+from throughput_audit.audit import run_audit
 
 
 def edit(path: Path, change) -> None:

@@ -11,17 +11,18 @@ import shutil
 
 import msgspec
 
+from campaign_builder.complete import FakeSacct
+from campaign_builder.planting import Planted
 from throughput_schema import CurveClosure, Settlement, write_atomic
 from throughput_schema.layout import MANIFEST, RESULTS_JSON, closure_path
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR
 
-from campaign_builder.complete import FakeSacct
-from campaign_builder.planting import Planted
-
 
 def middle_point_made_oom(p: Planted) -> None:
     # A consistent forgery of the worker, the receipt and sacct: b2 of 20m-c512 "ran out of memory".
-    p.edit_point("20m-c512", 2, "result.json", lambda d: d.update(outcome={"kind": "cuda_oom", "phase": "setup"}, exit_code=3))
+    p.edit_point(
+        "20m-c512", 2, "result.json", lambda d: d.update(outcome={"kind": "cuda_oom", "phase": "setup"}, exit_code=3)
+    )
     p.edit_point("20m-c512", 2, "receipt.json", lambda d: d["accounting"].update(state="FAILED", exit_code="3:0"))
     p.sacct_row("20m-c512", 2, state="FAILED", exit_code="3:0")
 
@@ -45,7 +46,10 @@ def point_beyond_cap(p: Planted) -> None:
     src = p.donor(contexts=(512,), first_oom=16).points["20m-c512"][8].parent
     shutil.copytree(src, p.folder("20m-c512", 4).parent.parent / "b8")
     # ...and the summary forged to match it.
-    p.edit(RESULTS_JSON, lambda d: d["curves"][0].update(fitting_batches=[1, 2, 4, 8], largest_fitting_batch=8, fastest_stable_batch=8))
+    p.edit(
+        RESULTS_JSON,
+        lambda d: d["curves"][0].update(fitting_batches=[1, 2, 4, 8], largest_fitting_batch=8, fastest_stable_batch=8),
+    )
 
 
 def manifest_protocol_edited(p: Planted) -> None:
@@ -169,7 +173,9 @@ def fitting_point_retried(p: Planted) -> None:
     dst = p.folder("20m-c512", 4).parent / "attempt-2"
     shutil.copytree(src, dst)
     path = dst / "intent.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "point": {**json.loads(path.read_text())["point"], "attempt": 2}}))
+    path.write_text(
+        json.dumps({**json.loads(path.read_text()), "point": {**json.loads(path.read_text())["point"], "attempt": 2}})
+    )
 
 
 def receipt_from_another_scheduler(p: Planted) -> None:
@@ -187,10 +193,19 @@ def optimizer_contexts_edited(p: Planted) -> None:
 
 def bounded_curve_closed_by_hand(p: Planted) -> None:
     # A closure makes a curve "closed" in the report; this curve ended at a CUDA OOM.
-    write_atomic(closure_path(p.built.root, "20m-c512"), CurveClosure(
-        curve="20m-c512", batch_size=8, attempt=1, outcome="host_oom", reason="planted",
-        closed_at="2026-10-08T13:00:00+00:00", user="someone", host="login1",
-    ))
+    write_atomic(
+        closure_path(p.built.root, "20m-c512"),
+        CurveClosure(
+            curve="20m-c512",
+            batch_size=8,
+            attempt=1,
+            outcome="host_oom",
+            reason="planted",
+            closed_at="2026-10-08T13:00:00+00:00",
+            user="someone",
+            host="login1",
+        ),
+    )
 
 
 class _UnreachableSacct(FakeSacct):
@@ -210,7 +225,9 @@ class _SilentlyFailingSacct(FakeSacct):
         from subprocess import CompletedProcess
 
         # Slurm before 23.11.4 with slurmdbd down: exit 0, no rows, the error on stderr only.
-        return CompletedProcess(list(argv), 0, "", "sacct: error: Problem talking to the database: Connection refused\n")
+        return CompletedProcess(
+            list(argv), 0, "", "sacct: error: Problem talking to the database: Connection refused\n"
+        )
 
 
 def accounting_error_with_exit_0(p: Planted) -> None:
@@ -224,8 +241,14 @@ def _dateless(iso: str) -> str:
 
 def receipt_times_without_a_date(p: Planted) -> None:
     # A campaign run with SLURM_TIME_FORMAT=relative stored its receipts' times so.
-    p.edit_point("20m-c512", 1, "receipt.json", lambda d: d["accounting"].update(
-        start=_dateless(d["accounting"]["start"]), end=_dateless(d["accounting"]["end"])))
+    p.edit_point(
+        "20m-c512",
+        1,
+        "receipt.json",
+        lambda d: d["accounting"].update(
+            start=_dateless(d["accounting"]["start"]), end=_dateless(d["accounting"]["end"])
+        ),
+    )
 
 
 def sacct_times_without_a_date(p: Planted) -> None:
@@ -247,9 +270,15 @@ def never_submitted_attempt_with_a_result(p: Planted) -> None:
     intent = json.loads((second / "intent.json").read_text())
     intent["point"]["attempt"] = 2
     (second / "intent.json").write_text(json.dumps(intent))
-    write_atomic(first / "settlement.json", Settlement(
-        token=json.loads((first / "intent.json").read_text())["token"], state="never-submitted", reason="planted", decided_at="2026-10-08T12:10:00+00:00",
-    ))
+    write_atomic(
+        first / "settlement.json",
+        Settlement(
+            token=json.loads((first / "intent.json").read_text())["token"],
+            state="never-submitted",
+            reason="planted",
+            decided_at="2026-10-08T12:10:00+00:00",
+        ),
+    )
 
 
 def _registry_entry(p: Planted, curve: str, batch: int) -> str:
@@ -262,4 +291,3 @@ def registry_request_edited(p: Planted) -> None:
 
 def registry_unreadable(p: Planted) -> None:
     (p.built.root / _registry_entry(p, "20m-c512", 2)).write_bytes(bytes(range(256)))
-

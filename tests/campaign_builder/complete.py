@@ -21,11 +21,14 @@ from subprocess import CompletedProcess
 
 import msgspec
 
+from campaign_builder.files import sha256, write_attempt_files
+from campaign_builder.results import at_point, bursts_for, failed_result, optimizer_timing, preset, throughput_result
 from throughput_schema import (
     AccountingRow,
     BurstSample,
     ClusterProfile,
     CudaOom,
+    CurveSummary,
     FrozenFile,
     Manifest,
     ParentCampaign,
@@ -35,11 +38,9 @@ from throughput_schema import (
     SubmissionIntent,
     Timeout,
     WorkerResult,
-    CurveSummary,
     dumps,
     write_atomic,
 )
-from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
 from throughput_schema.layout import (
     FROZEN,
     JOB_SCRIPT,
@@ -51,9 +52,7 @@ from throughput_schema.layout import (
     curve_name,
     job_log,
 )
-
-from campaign_builder.files import sha256, write_attempt_files
-from campaign_builder.results import at_point, bursts_for, failed_result, optimizer_timing, preset, throughput_result
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0)
@@ -67,7 +66,7 @@ class BuiltCampaign:
     # curve -> batch -> attempt folder
     points: dict[str, dict[int, Path]] = field(default_factory=dict)
 
-    def sacct(self) -> "FakeSacct":
+    def sacct(self) -> FakeSacct:
         return FakeSacct(self.rows)
 
 
@@ -130,11 +129,7 @@ def _frozen(root: Path, models: list[str]) -> list[FrozenFile]:
 
 def _profile(scheduler: str, max_concurrent: int) -> ClusterProfile:
     return ClusterProfile(
-        name="test",
-        scheduler=scheduler,
-        account="throughput",
-        partition="gpu",
-        max_concurrent_jobs=max_concurrent,
+        name="test", scheduler=scheduler, account="throughput", partition="gpu", max_concurrent_jobs=max_concurrent
     )
 
 
@@ -169,7 +164,9 @@ def _write_attempt(
     job = jobs.take()
     end = start + timedelta(seconds=90)
     # The worker ran inside its job, as a real one does.
-    ran = dict(started_at=(start + timedelta(seconds=5)).isoformat(), finished_at=(end - timedelta(seconds=5)).isoformat())
+    ran = dict(
+        started_at=(start + timedelta(seconds=5)).isoformat(), finished_at=(end - timedelta(seconds=5)).isoformat()
+    )
     result = msgspec.structs.replace(result, **ran)
     baseline = msgspec.structs.replace(baseline, **ran) if baseline is not None else None
     row = AccountingRow(
@@ -210,13 +207,29 @@ def _registered(root: Path, profile: ClusterProfile, row: AccountingRow, folder:
     """A local campaign's job in its scheduler's registry; the row the scheduler would record."""
     jobs_dir = root / LOCAL_JOBS_DIR
     job = LocalJob(
-        job_id=row.job_id, token=row.job_name, script=str(folder / JOB_SCRIPT), workdir=str(folder),
-        output=str(folder / job_log(row.job_id)), slot=0, gpus="0", submitted_at=start.isoformat(),
-        time_limit_seconds=profile.time_limit_minutes * 60, wrapper_pid=0, wrapper_start=0,
-        cpus=profile.cpus_per_task, mem=profile.mem, machine_cpus=2, machine_mem="24105M", host=row.node_list,
+        job_id=row.job_id,
+        token=row.job_name,
+        script=str(folder / JOB_SCRIPT),
+        workdir=str(folder),
+        output=str(folder / job_log(row.job_id)),
+        slot=0,
+        gpus="0",
+        submitted_at=start.isoformat(),
+        time_limit_seconds=profile.time_limit_minutes * 60,
+        wrapper_pid=0,
+        wrapper_start=0,
+        cpus=profile.cpus_per_task,
+        mem=profile.mem,
+        machine_cpus=2,
+        machine_mem="24105M",
+        host=row.node_list,
     )
     ended = LocalEnd(
-        job_id=row.job_id, state=row.state, exit_code=row.exit_code, start=start.isoformat(), end=end.isoformat(),
+        job_id=row.job_id,
+        state=row.state,
+        exit_code=row.exit_code,
+        start=start.isoformat(),
+        end=end.isoformat(),
         elapsed_seconds=(end - start).total_seconds(),
     )
     write_atomic(job_path(jobs_dir, row.job_id), job)
@@ -274,7 +287,17 @@ def build_throughput(
             else:
                 res = failed_result(point, protocol, CudaOom(phase="setup", message="CUDA out of memory"))
                 state = ("FAILED", "3:0")
-            _write_attempt(built, jobs, model=model, context=context, batch=batch, result=res, start=start, state=state, mode="throughput")
+            _write_attempt(
+                built,
+                jobs,
+                model=model,
+                context=context,
+                batch=batch,
+                result=res,
+                start=start,
+                state=state,
+                mode="throughput",
+            )
             batch *= 2
             k += 1
         summaries.append(
@@ -295,12 +318,16 @@ def build_throughput(
     return built
 
 
-def build_optimizer(root: Path, parent: BuiltCampaign, *, start_id: int = 5000, scheduler: str = "slurm") -> BuiltCampaign:
+def build_optimizer(
+    root: Path, parent: BuiltCampaign, *, start_id: int = 5000, scheduler: str = "slurm"
+) -> BuiltCampaign:
     root = Path(root)
     pm = parent.manifest
     protocol = pm.protocol
     inherited = {
-        name: sorted(b for b, f in pts.items() if msgspec.json.decode((f / RESULT).read_bytes())["outcome"]["kind"] == "ok")
+        name: sorted(
+            b for b, f in pts.items() if msgspec.json.decode((f / RESULT).read_bytes())["outcome"]["kind"] == "ok"
+        )
         for name, pts in parent.points.items()
     }
     manifest = Manifest(
@@ -313,7 +340,9 @@ def build_optimizer(root: Path, parent: BuiltCampaign, *, start_id: int = 5000, 
         profile=_profile(scheduler, pm.profile.max_concurrent_jobs),
         tool_version="0.1.0",
         frozen_files=_frozen(root, list(pm.models)),
-        parent=ParentCampaign(path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / MANIFEST), name=pm.name),
+        parent=ParentCampaign(
+            path=str(parent.root.resolve()), manifest_sha256=sha256(parent.root / MANIFEST), name=pm.name
+        ),
         inherited_batches=inherited,
     )
     write_atomic(root / MANIFEST, manifest)
@@ -326,13 +355,33 @@ def build_optimizer(root: Path, parent: BuiltCampaign, *, start_id: int = 5000, 
             base = throughput_result(point, protocol, batch, context)
             inst = throughput_result(point, protocol, batch, context, mode="optimizer-timing", slower=1.02)
             bursts = bursts_for(inst, optimizer_ms=0.5 + 0.1 * batch)
-            inst = msgspec.structs.replace(inst, optimizer_timing=optimizer_timing(inst, bursts, batch, context, protocol))
+            inst = msgspec.structs.replace(
+                inst, optimizer_timing=optimizer_timing(inst, bursts, batch, context, protocol)
+            )
             start = T0 + timedelta(hours=1, seconds=ci + 100 * k)
             _write_attempt(
-                built, jobs, model=model, context=context, batch=batch, result=inst, start=start,
-                state=("COMPLETED", "0:0"), mode="optimizer-timing", baseline=base, bursts=bursts,
+                built,
+                jobs,
+                model=model,
+                context=context,
+                batch=batch,
+                result=inst,
+                start=start,
+                state=("COMPLETED", "0:0"),
+                mode="optimizer-timing",
+                baseline=base,
+                bursts=bursts,
             )
     return built
 
 
-__all__ = ["BuiltCampaign", "FakeSacct", "Timeout", "build_optimizer", "build_throughput", "bursts_for", "optimizer_timing", "preset"]
+__all__ = [
+    "BuiltCampaign",
+    "FakeSacct",
+    "Timeout",
+    "build_optimizer",
+    "build_throughput",
+    "bursts_for",
+    "optimizer_timing",
+    "preset",
+]

@@ -11,16 +11,20 @@ from collections.abc import Callable
 
 import msgspec
 
+from campaign_builder.planting import H200, Plant, Planted, replace_fields
+from campaign_builder.results import bursts_for, optimizer_timing
 from throughput_schema import WorkerResult
 from throughput_schema.layout import RESULTS_JSON, encode_bursts
 from throughput_schema.recipe import flops_per_token
 
-from campaign_builder.planting import H200, Plant, Planted, replace_fields
-from campaign_builder.results import bursts_for, optimizer_timing
-
 
 def summary_rate_edited(p: Planted) -> None:
-    p.edit_point("20m-c1024", 1, "result.json", lambda d: d["throughput"].update(tokens_per_second=d["throughput"]["tokens_per_second"] * 1.2))
+    p.edit_point(
+        "20m-c1024",
+        1,
+        "result.json",
+        lambda d: d["throughput"].update(tokens_per_second=d["throughput"]["tokens_per_second"] * 1.2),
+    )
 
 
 def window_dropped(p: Planted) -> None:
@@ -28,13 +32,18 @@ def window_dropped(p: Planted) -> None:
 
 
 def window_seconds_edited(p: Planted) -> None:
-    p.edit_point("20m-c1024", 2, "result.json", lambda d: d["windows"][3].update(seconds=d["windows"][3]["seconds"] * 1.1))
+    p.edit_point(
+        "20m-c1024", 2, "result.json", lambda d: d["windows"][3].update(seconds=d["windows"][3]["seconds"] * 1.1)
+    )
 
 
 def window_updates_edited(p: Planted) -> None:
     # One window ran one update more, its counters and figures made to agree.
     def change(r: WorkerResult) -> WorkerResult:
-        ws = [w if i < 2 else msgspec.structs.replace(w, counter_after=w.counter_after + 1) for i, w in enumerate(r.windows)]
+        ws = [
+            w if i < 2 else msgspec.structs.replace(w, counter_after=w.counter_after + 1)
+            for i, w in enumerate(r.windows)
+        ]
         ws[2] = msgspec.structs.replace(ws[2], updates=ws[2].updates + 1)
         return msgspec.structs.replace(r, windows=ws)
 
@@ -42,11 +51,18 @@ def window_updates_edited(p: Planted) -> None:
 
 
 def counter_edited(p: Planted) -> None:
-    p.edit_point("20m-c512", 1, "result.json", lambda d: d["windows"][2].update(counter_after=d["windows"][2]["counter_after"] + 1))
+    p.edit_point(
+        "20m-c512",
+        1,
+        "result.json",
+        lambda d: d["windows"][2].update(counter_after=d["windows"][2]["counter_after"] + 1),
+    )
 
 
 def calibration_edited(p: Planted) -> None:
-    p.edit_point("20m-c512", 1, "result.json", lambda d: d["calibration"].update(updates=d["calibration"]["updates"] + 1))
+    p.edit_point(
+        "20m-c512", 1, "result.json", lambda d: d["calibration"].update(updates=d["calibration"]["updates"] + 1)
+    )
 
 
 def learning_rate_changed(p: Planted) -> None:
@@ -78,7 +94,9 @@ def sequences_per_second_edited(p: Planted) -> None:
 
 
 def update_ms_edited(p: Planted) -> None:
-    p.edit_point("20m-c512", 1, "result.json", lambda d: d["throughput"].update(update_ms=d["throughput"]["update_ms"] / 2))
+    p.edit_point(
+        "20m-c512", 1, "result.json", lambda d: d["throughput"].update(update_ms=d["throughput"]["update_ms"] / 2)
+    )
 
 
 def mode_edited(p: Planted) -> None:
@@ -96,8 +114,11 @@ def faster_than_the_gpu(p: Planted) -> None:
         for batch in points:
             p.rewrite_result(curve, batch, replace_fields(hardware=H200))
     p.rewrite_result(
-        "20m-c1024", 1,
-        lambda r: msgspec.structs.replace(r, windows=[msgspec.structs.replace(w, seconds=w.seconds / 2000) for w in r.windows]),
+        "20m-c1024",
+        1,
+        lambda r: msgspec.structs.replace(
+            r, windows=[msgspec.structs.replace(w, seconds=w.seconds / 2000) for w in r.windows]
+        ),
     )
     p.edit(RESULTS_JSON, lambda d: d["curves"][1].update(fastest_stable_batch=1))
 
@@ -129,7 +150,12 @@ def optimizer_burst_edited(p: Planted) -> None:
 
 
 def optimizer_ms_edited(p: Planted) -> None:
-    p.edit_point("20m-c512", 2, "result.json", lambda d: d["optimizer_timing"].update(optimizer_ms=d["optimizer_timing"]["optimizer_ms"] * 1.3))
+    p.edit_point(
+        "20m-c512",
+        2,
+        "result.json",
+        lambda d: d["optimizer_timing"].update(optimizer_ms=d["optimizer_timing"]["optimizer_ms"] * 1.3),
+    )
 
 
 def result_truncated(p: Planted) -> None:
@@ -137,13 +163,17 @@ def result_truncated(p: Planted) -> None:
     path.write_bytes(path.read_bytes()[:200])
 
 
-def _with_flops(flops_delta: int = 0, mfu_factor: float = 1.0, peak: float = 989e12) -> Callable[[WorkerResult], WorkerResult]:
+def _with_flops(
+    flops_delta: int = 0, mfu_factor: float = 1.0, peak: float = 989e12
+) -> Callable[[WorkerResult], WorkerResult]:
     """An H200 result carrying its FLOP/token and MFU (the builder's results do not)."""
 
     def change(r: WorkerResult) -> WorkerResult:
         fpt = flops_per_token(r.recipe.model) + flops_delta
         tp = msgspec.structs.replace(
-            r.throughput, flops_per_token=float(fpt), peak_flops=peak,
+            r.throughput,
+            flops_per_token=float(fpt),
+            peak_flops=peak,
             mfu=mfu_factor * fpt * r.throughput.tokens_per_second / peak,
         )
         return msgspec.structs.replace(r, hardware=H200, throughput=tp)
@@ -212,7 +242,9 @@ def optimizer_burst_updates_edited(p: Planted) -> None:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     lines[0]["updates"] += 1
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    p.edit_point("20m-c512", 1, "result.json", lambda d: d["optimizer_timing"]["bursts"][0].update(updates=lines[0]["updates"]))
+    p.edit_point(
+        "20m-c512", 1, "result.json", lambda d: d["optimizer_timing"]["bursts"][0].update(updates=lines[0]["updates"])
+    )
 
 
 def windows_removed(p: Planted) -> None:
@@ -230,7 +262,10 @@ def optimizer_slower_than_the_update(p: Planted) -> None:
     (folder / "result.json").write_bytes(msgspec.json.encode(msgspec.structs.replace(res, optimizer_timing=timing)))
     (folder / "bursts.jsonl").write_bytes(encode_bursts(bursts))
     p.rewrite_result(
-        "20m-c512", 1,
-        lambda r: msgspec.structs.replace(r, windows=[msgspec.structs.replace(w, seconds=w.seconds / 2) for w in r.windows]),
+        "20m-c512",
+        1,
+        lambda r: msgspec.structs.replace(
+            r, windows=[msgspec.structs.replace(w, seconds=w.seconds / 2) for w in r.windows]
+        ),
         name="baseline.json",
     )

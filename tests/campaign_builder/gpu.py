@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+
+from campaign_builder.files import sha256, write_attempt_files
+from campaign_builder.results import throughput_of, timing_of
 from throughput_schema import codec
 from throughput_schema.layout import BASELINE, CURVES, MANIFEST, RESULT, attempt_dir, curve_name
 from throughput_schema.outcomes import CudaOom, Ok, Timeout
@@ -33,9 +36,6 @@ from throughput_schema.records import (
     WorkerResult,
 )
 
-from campaign_builder.files import sha256, write_attempt_files
-from campaign_builder.results import throughput_of, timing_of
-
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 GPU_BYTES = 150_754_820_096  # an H200's reported total memory
 HARDWARE = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=GPU_BYTES, gpu_count=1, hostname="gpu-test")
@@ -54,7 +54,9 @@ class Gpu:
 
 
 def recipe_for(model: str, context: int, batch: int):
-    return with_point(load_recipe(CONFIGS / f"{model}.yaml"), context_length=context, batch_size=batch, protocol=PROTOCOL)
+    return with_point(
+        load_recipe(CONFIGS / f"{model}.yaml"), context_length=context, batch_size=batch, protocol=PROTOCOL
+    )
 
 
 def memory_bytes(recipe, batch: int) -> int:

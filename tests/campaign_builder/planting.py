@@ -14,12 +14,11 @@ from pathlib import Path
 
 import msgspec
 
+from campaign_builder.complete import BuiltCampaign, FakeSacct, build_optimizer, build_throughput
+from campaign_builder.results import throughput_of
 from throughput_audit.audit import run_audit
 from throughput_schema import Hardware, WorkerResult
 from throughput_schema.layout import MANIFEST, RESULTS_JSON
-
-from campaign_builder.complete import BuiltCampaign, FakeSacct, build_optimizer, build_throughput
-from campaign_builder.results import throughput_of
 
 H200 = Hardware(gpu_name="NVIDIA H200", gpu_memory_bytes=150_754_820_096, gpu_count=1, gpu_uuid="GPU-0")
 
@@ -51,7 +50,9 @@ class Planted:
     def edit_point(self, curve: str, batch: int, name: str, change: Callable[[dict], object]) -> None:
         self.edit(self.folder(curve, batch) / name, change)
 
-    def rewrite_result(self, curve: str, batch: int, change: Callable[[WorkerResult], WorkerResult], name: str = "result.json") -> None:
+    def rewrite_result(
+        self, curve: str, batch: int, change: Callable[[WorkerResult], WorkerResult], name: str = "result.json"
+    ) -> None:
         """A forger's edit: change the record, then make every derived figure agree with it."""
         path = self.folder(curve, batch) / name
         res = change(msgspec.json.decode(path.read_bytes(), type=WorkerResult))
@@ -103,10 +104,18 @@ def build(tmp_path: Path, kind: str) -> Planted:
         manifest["max_batch"] = 4
         (built.root / MANIFEST).write_text(json.dumps(manifest))
         summary = json.loads((built.root / RESULTS_JSON).read_text())
-        summary["curves"][0].update(state="capped", first_oom_batch=None, fitting_batches=[1, 2, 4], largest_fitting_batch=4, fastest_stable_batch=4)
+        summary["curves"][0].update(
+            state="capped",
+            first_oom_batch=None,
+            fitting_batches=[1, 2, 4],
+            largest_fitting_batch=4,
+            fastest_stable_batch=4,
+        )
         (built.root / RESULTS_JSON).write_text(json.dumps(summary))
         return Planted(built=built, sacct=built.sacct(), tmp=tmp_path)
-    built = build_throughput(tmp_path / "tp", unstable={"20m-c512": [2]}, scheduler="local" if kind == "local" else "slurm")
+    built = build_throughput(
+        tmp_path / "tp", unstable={"20m-c512": [2]}, scheduler="local" if kind == "local" else "slurm"
+    )
     return Planted(built=built, sacct=built.sacct(), tmp=tmp_path)
 
 

@@ -38,7 +38,11 @@ def at_point(recipe: Recipe, context: int, batch: int, protocol: Protocol) -> Re
         recipe,
         model=r.replace(recipe.model, context_length=context),
         training=r.replace(
-            recipe.training, micro_batch_size=batch, batch_tokens=batch * context, seed=protocol.seed, grad_clip=protocol.grad_clip
+            recipe.training,
+            micro_batch_size=batch,
+            batch_tokens=batch * context,
+            seed=protocol.seed,
+            grad_clip=protocol.grad_clip,
         ),
         optimizer=r.replace(
             recipe.optimizer,
@@ -58,7 +62,14 @@ def window_seconds(batch: int, n: int, *, jitter: float) -> list[float]:
 
 
 def throughput_result(
-    recipe: Recipe, protocol: Protocol, batch: int, context: int, *, unstable: bool = False, mode: str = "throughput", slower: float = 1.0
+    recipe: Recipe,
+    protocol: Protocol,
+    batch: int,
+    context: int,
+    *,
+    unstable: bool = False,
+    mode: str = "throughput",
+    slower: float = 1.0,
 ) -> WorkerResult:
     updates = 40
     jitter = 0.2 if unstable else 0.002
@@ -66,7 +77,9 @@ def throughput_result(
     seconds = [s * slower for s in window_seconds(batch, n, jitter=jitter)]
     setup_updates = 3
     start = setup_updates + protocol.warmup + protocol.calibration_updates
-    windows = [Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)]
+    windows = [
+        Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)
+    ]
     return WorkerResult(
         outcome=Ok(),
         recipe=recipe,
@@ -98,10 +111,19 @@ def throughput_of(windows: list[Window], batch: int, context: int, protocol: Pro
 
 
 def failed_result(recipe: Recipe, protocol: Protocol, outcome, mode: str = "throughput") -> WorkerResult:
-    return WorkerResult(outcome=outcome, recipe=recipe, parameters=parameter_count(recipe.model), mode=mode, protocol=protocol, exit_code=3)
+    return WorkerResult(
+        outcome=outcome,
+        recipe=recipe,
+        parameters=parameter_count(recipe.model),
+        mode=mode,
+        protocol=protocol,
+        exit_code=3,
+    )
 
 
-def bursts_for(result: WorkerResult, *, size: int = 7, optimizer_ms: float = 2.0, graph_ms: float = 20.0) -> list[BurstSample]:
+def bursts_for(
+    result: WorkerResult, *, size: int = 7, optimizer_ms: float = 2.0, graph_ms: float = 20.0
+) -> list[BurstSample]:
     out = []
     for i, w in enumerate(result.windows):
         left, j = w.updates, 0
@@ -121,7 +143,9 @@ def bursts_for(result: WorkerResult, *, size: int = 7, optimizer_ms: float = 2.0
     return out
 
 
-def optimizer_timing(result: WorkerResult, bursts: list[BurstSample], batch: int, context: int, protocol: Protocol) -> OptimizerTiming:
+def optimizer_timing(
+    result: WorkerResult, bursts: list[BurstSample], batch: int, context: int, protocol: Protocol
+) -> OptimizerTiming:
     return timing_of(result.windows, bursts, protocol)
 
 

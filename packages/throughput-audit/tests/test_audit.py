@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import msgspec
 import pytest
 
-from throughput_audit import cli, slurm
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_optimizer, build_throughput
+from throughput_audit import cli, slurm
 
 
 def test_untouched_throughput_campaign_passes(campaign):
@@ -94,7 +93,10 @@ def test_timeout_result_with_oom_accounting_is_caught(campaign):
     names = {c.name for c in failures(out)}
     assert {"receipt.state", "slurm.state", "summary.curve"} <= names
     state = failures(out, "slurm.state")[0]
-    assert "ended FAILED exit 3:0; result.json outcome timeout implies TIMEOUT or DEADLINE or FAILED with exit 6" in state.message
+    assert (
+        "ended FAILED exit 3:0; result.json outcome timeout implies TIMEOUT or DEADLINE or FAILED with exit 6"
+        in state.message
+    )
 
 
 def test_recipe_differing_from_frozen_is_caught(campaign):
@@ -206,10 +208,16 @@ def test_optimizer_primary_percentage_uses_the_paired_baseline(tmp_path, campaig
     opt = build_optimizer(tmp_path / "opt", campaign)
     folder = point(opt, "20m-c1024", 4)
     out = audit(opt)
-    pct = next(c for c in out.report.checks if c.name == "optimizer.primary_percent" and c.file.startswith(str(folder.relative_to(opt.root))))
+    pct = next(
+        c
+        for c in out.report.checks
+        if c.name == "optimizer.primary_percent" and c.file.startswith(str(folder.relative_to(opt.root)))
+    )
     base = json.loads((folder / "baseline.json").read_text())
     res = json.loads((folder / "result.json").read_text())
-    expected = 100 * res["optimizer_timing"]["optimizer_ms"] / (1000 * 4 * 1024 / base["throughput"]["tokens_per_second"])
+    expected = (
+        100 * res["optimizer_timing"]["optimizer_ms"] / (1000 * 4 * 1024 / base["throughput"]["tokens_per_second"])
+    )
     assert pct.values["percent"] == pytest.approx(expected, rel=1e-12)
 
 
@@ -272,6 +280,9 @@ def test_a_recomputed_figure_is_one_check_with_both_sides_named():
     assert not checks.figure("x.windows", "r.json", [1.0, 2.0], [1.0, 2.0, 3.0], what="windows")
     assert not checks.figure("x.flag", "r.json", False, True, message="flag", given={"cv": 0.1})
     median, windows, flag = checks.items
-    assert (median.status, median.message) == ("pass", "r.json: median recomputed 1.0 tok/s, result says 1.000000000001")
+    assert (median.status, median.message) == (
+        "pass",
+        "r.json: median recomputed 1.0 tok/s, result says 1.000000000001",
+    )
     assert windows.message == "r.json: windows recomputed [1.0, 2.0], result says [1.0, 2.0, 3.0]"
     assert list(flag.values) == ["cv", "recomputed", "reported"] and flag.message == "r.json: flag"

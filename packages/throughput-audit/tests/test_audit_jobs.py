@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
+from campaign_builder.auditing import audit, edit, failures, point
+from campaign_builder.complete import build_throughput
 from throughput_audit import query_windows, slurm
 from throughput_audit.allocation import mem_mib, timelimit_minutes
 from throughput_audit.audit import write_outputs
-from campaign_builder.auditing import audit, edit, failures, point
-from campaign_builder.complete import build_throughput
 
 
 def test_peak_concurrency_over_the_limit_is_caught(tmp_path):
@@ -43,8 +43,12 @@ def test_receipt_pointing_at_a_job_with_other_resources_is_caught(campaign):
     assert len(bad) == 1
     msg = bad[0].message
     assert msg.startswith(f"curves/20m-c512/b2/attempt-1/receipt.json: job {job} ")
-    for part in ("gres/gpu None, profile requires 1", "cpu '2', profile requires at least 8", "mem '2G', profile requires at least 64G",
-                 "timelimit '00:05:00', profile requires at least 00:14:00"):
+    for part in (
+        "gres/gpu None, profile requires 1",
+        "cpu '2', profile requires at least 8",
+        "mem '2G', profile requires at least 64G",
+        "timelimit '00:05:00', profile requires at least 00:14:00",
+    ):
         assert part in msg
     assert failures(out, "slurm.identity")
 
@@ -77,7 +81,9 @@ def test_local_campaign_reports_slurm_not_applicable(tmp_path):
 
 def test_audit_of_200_points_is_fast_and_batches_sacct(tmp_path):
     contexts = tuple(128 * 2**i for i in range(10))  # 2 models x 10 contexts x 10 batches = 200 points
-    built = build_throughput(tmp_path / "big", models=("20m", "90m"), contexts=contexts, first_oom=512, max_concurrent=20)
+    built = build_throughput(
+        tmp_path / "big", models=("20m", "90m"), contexts=contexts, first_oom=512, max_concurrent=20
+    )
     n = sum(len(p) for p in built.points.values())
     assert n == 200
     sacct = built.sacct()
@@ -92,8 +98,24 @@ def test_audit_of_200_points_is_fast_and_batches_sacct(tmp_path):
 
 def test_sacct_parsing_keeps_pipes_in_comments():
     fields = [name for name, _ in slurm.FIELDS]
-    line = "|".join(["42", "tok", "COMPLETED", "0:0", "gpu", "acct", "00:14:00", "cpu=8", "64G", "2026-01-01T00:00:00",
-                     "2026-01-01T00:01:00", "00:01:00", "n1", "a|b"])
+    line = "|".join(
+        [
+            "42",
+            "tok",
+            "COMPLETED",
+            "0:0",
+            "gpu",
+            "acct",
+            "00:14:00",
+            "cpu=8",
+            "64G",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:01:00",
+            "00:01:00",
+            "n1",
+            "a|b",
+        ]
+    )
     (row,) = slurm.parse(line + "\n")
     assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 14
     assert timelimit_minutes("1-00:00:00") == 1440 and timelimit_minutes("14:00") == 14
@@ -189,7 +211,7 @@ def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
     assert argv[:3] == ["sacct", "-X", "--allusers"] and "--parsable2" in argv and "--noheader" in argv
     assert f"--format={','.join(name for name, _ in slurm.FIELDS)}" in argv
     # In the auditor's local time, as sacct reads it.
-    local = [datetime(2026, 10, 8, h, m, s, tzinfo=timezone.utc).astimezone() for h, m, s in ((11, 0, 0), (13, 5, 1))]
+    local = [datetime(2026, 10, 8, h, m, s, tzinfo=UTC).astimezone() for h, m, s in ((11, 0, 0), (13, 5, 1))]
     assert argv[-3:-1] == [f"--starttime={local[0]:%Y-%m-%dT%H:%M:%S}", f"--endtime={local[1]:%Y-%m-%dT%H:%M:%S}"]
     names = next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(",")
     assert sorted(names) == sorted(_token(campaign, c, b) for c, pts in campaign.points.items() for b in pts)
@@ -199,7 +221,9 @@ def test_a_second_job_under_one_attempts_token_is_caught(campaign):
     sacct = campaign.sacct()
     token = _token(campaign, "20m-c512", 2)
     original = next(row for row in sacct.rows.values() if row.job_name == token)
-    sacct.rows["4242"] = msgspec.structs.replace(original, job_id="4242", state="RUNNING", start="2026-10-08T12:05:00", end="Unknown")
+    sacct.rows["4242"] = msgspec.structs.replace(
+        original, job_id="4242", state="RUNNING", start="2026-10-08T12:05:00", end="Unknown"
+    )
     out = audit(campaign, sacct)
     (bad,) = failures(out)
     assert bad.name == "slurm.unreceipted" and bad.file == "curves/20m-c512/b2/attempt-1/intent.json"
@@ -207,7 +231,12 @@ def test_a_second_job_under_one_attempts_token_is_caught(campaign):
         f"curves/20m-c512/b2/attempt-1/intent.json: job 4242 ({token}) was submitted without a receipt in the campaign "
         f"(sacct: RUNNING, start 2026-10-08T12:05:00); the attempt's receipt names job {original.job_id}"
     )
-    assert bad.values == {"job_id": "4242", "token": token, "state": "RUNNING", "attempt": "curves/20m-c512/b2/attempt-1"}
+    assert bad.values == {
+        "job_id": "4242",
+        "token": token,
+        "state": "RUNNING",
+        "attempt": "curves/20m-c512/b2/attempt-1",
+    }
     write_outputs(campaign.root, out)
     accounting = (campaign.root / "accounting.txt").read_text()
     assert "# 1 jobs named by the campaign's tokens without a receipt (listed last)" in accounting
@@ -223,9 +252,15 @@ def test_a_job_left_by_a_crash_before_the_receipt_is_caught(campaign):
     (folder / "result.json").unlink()
     from throughput_schema import Settlement, write_atomic
 
-    write_atomic(folder / "settlement.json", Settlement(
-        token=_token(campaign, "20m-c1024", 4), state="never-submitted", reason="planted", decided_at="2026-10-08T12:10:00+00:00",
-    ))
+    write_atomic(
+        folder / "settlement.json",
+        Settlement(
+            token=_token(campaign, "20m-c1024", 4),
+            state="never-submitted",
+            reason="planted",
+            decided_at="2026-10-08T12:10:00+00:00",
+        ),
+    )
     bad = failures(audit(campaign), "slurm.unreceipted")
     assert len(bad) == 1 and bad[0].values["job_id"] == job
     assert bad[0].message.endswith("; the attempt has no receipt and was settled as never-submitted")
@@ -233,7 +268,9 @@ def test_a_job_left_by_a_crash_before_the_receipt_is_caught(campaign):
 
 def test_token_lookup_is_batched(tmp_path):
     contexts = tuple(128 * 2**i for i in range(10))  # 2 models x 10 contexts x 10 batches = 200 tokens
-    built = build_throughput(tmp_path / "big", models=("20m", "90m"), contexts=contexts, first_oom=512, max_concurrent=20)
+    built = build_throughput(
+        tmp_path / "big", models=("20m", "90m"), contexts=contexts, first_oom=512, max_concurrent=20
+    )
     sacct = built.sacct()
     out = audit(built, sacct)
     assert failures(out) == []
@@ -270,7 +307,9 @@ def test_unreadable_intent_time_is_one_line_and_the_other_tokens_are_still_looke
     sacct = campaign.sacct()
     out = audit(campaign, sacct)
     bad = failures(out, "slurm.unreceipted")
-    assert [c.message for c in bad] == [f"{intent}: created_at 'yesterday' is not a time; jobs under its token cannot be looked up"]
+    assert [c.message for c in bad] == [
+        f"{intent}: created_at 'yesterday' is not a time; jobs under its token cannot be looked up"
+    ]
     (argv,) = sacct.by_name()
     assert len(next(a for a in argv if a.startswith("--name=")).split(",")) == 7
     assert not [c for c in out.report.checks if c.name == "slurm.unreceipted" and c.status == "pass"]

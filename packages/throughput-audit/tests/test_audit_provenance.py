@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from campaign_builder.complete import build_throughput
 from throughput_audit import cli
 from throughput_audit.audit import run_audit
-from campaign_builder.complete import build_throughput
 
 TEST_WORKER = {"module": "scripted_worker", "version": "test", "written_by": "worker"}
 
@@ -86,7 +86,7 @@ def test_a_protocol_other_than_the_guides_and_mixed_hardware_are_noted(campaign,
         edit(path, lambda r: r["protocol"].update(window_seconds=2.0, warmup=3))
     ok = [p for p in results(campaign.root) if json.loads(p.read_text())["throughput"]]
     for path, gpu in zip(ok, ("NVIDIA H200", "NVIDIA H100 80GB HBM3")):
-        edit(path, lambda r: r["hardware"].update(gpu_name=gpu))
+        edit(path, lambda r, gpu=gpu: r["hardware"].update(gpu_name=gpu))
     cli.main(["--output", str(campaign.root), "--no-slurm"])
     out = capsys.readouterr().out
     assert "protocol differs from the guide: 3 warm-up updates (guide: 20), 2 s windows (guide: 10 s)" in out

@@ -10,15 +10,21 @@ from subprocess import CompletedProcess
 import msgspec
 import pytest
 
-from throughput_schema import AccountingRow, ClusterProfile
+from campaign_builder.auditing import audit, edit, failures, point
 from throughput_audit import slurm
 from throughput_audit.allocation import allocation_problems
-from campaign_builder.auditing import audit, edit, failures, point
+from throughput_schema import AccountingRow, ClusterProfile
 
-PROFILE = ClusterProfile(name="site", scheduler="slurm", account="throughput", partition="gpu", cpus_per_task=8, mem="64G")
+PROFILE = ClusterProfile(
+    name="site", scheduler="slurm", account="throughput", partition="gpu", cpus_per_task=8, mem="64G"
+)
 ROW = AccountingRow(
-    job_id="7", account="throughput", partition="gpu", timelimit="00:14:00",
-    alloc_tres="billing=8,cpu=8,gres/gpu=1,mem=64G,node=1", req_mem="64G",
+    job_id="7",
+    account="throughput",
+    partition="gpu",
+    timelimit="00:14:00",
+    alloc_tres="billing=8,cpu=8,gres/gpu=1,mem=64G,node=1",
+    req_mem="64G",
 )
 
 
@@ -67,10 +73,14 @@ def test_no_memory_asked_accepts_what_the_site_gives_or_nothing():
 def test_allocation_message_says_what_the_profile_requires(campaign):
     sacct = campaign.sacct()
     job = json.loads((point(campaign, "20m-c512", 1) / "receipt.json").read_text())["job_id"]
-    sacct.rows[job] = msgspec.structs.replace(sacct.rows[job], alloc_tres="billing=8,cpu=8,gres/gpu=1,node=1", req_mem="4Gc")
+    sacct.rows[job] = msgspec.structs.replace(
+        sacct.rows[job], alloc_tres="billing=8,cpu=8,gres/gpu=1,node=1", req_mem="4Gc"
+    )
     (bad,) = failures(audit(campaign, sacct), "slurm.allocation")
     assert "mem 'ReqMem 4Gc x 8 CPUs', profile requires at least 64G" in bad.message
-    sacct.rows[job] = msgspec.structs.replace(sacct.rows[job], alloc_tres="billing=16,cpu=16,gres/gpu=1,mem=131072M,node=1")
+    sacct.rows[job] = msgspec.structs.replace(
+        sacct.rows[job], alloc_tres="billing=16,cpu=16,gres/gpu=1,mem=131072M,node=1"
+    )
     assert not failures(audit(campaign, sacct), "slurm.allocation")
 
 
@@ -94,7 +104,11 @@ def test_a_job_ended_by_someone_else_is_a_cancellation_to_retry_never_a_boundary
     names = {c.name for c in failures(out)}
     assert not names & {"slurm.state", "receipt.state", "slurm.worker_times"}, names
     assert names <= {"summary.curve", "summary.fastest", "summary.unstable"}  # results.json still says bounded
-    (check,) = [c for c in out.report.checks if c.name == "slurm.state" and c.file == "curves/20m-c512/b8/attempt-1/receipt.json"]
+    (check,) = [
+        c
+        for c in out.report.checks
+        if c.name == "slurm.state" and c.file == "curves/20m-c512/b8/attempt-1/receipt.json"
+    ]
     assert "not a boundary; retry the point with run --resume --retry-failed" in check.message
     curve = next(c for c in out.report.curves if c.curve == "20m-c512")
     assert (curve.state, curve.blocked_batch, curve.first_oom_batch) == ("blocked", 8, None)
@@ -160,7 +174,9 @@ def test_a_receipt_with_dateless_times_fails_naming_the_receipt_field_and_text(c
     edit(folder / "receipt.json", lambda d: d["accounting"].update(start="19:19:41"))
     (bad,) = failures(audit(campaign), "receipt.times")
     assert bad.file == "curves/20m-c1024/b2/attempt-1/receipt.json"
-    assert bad.message.startswith("curves/20m-c1024/b2/attempt-1/receipt.json: the recorded accounting's start '19:19:41' is not a date and time")
+    assert bad.message.startswith(
+        "curves/20m-c1024/b2/attempt-1/receipt.json: the recorded accounting's start '19:19:41' is not a date and time"
+    )
 
 
 def test_worker_times_never_vanish_on_a_job_without_times(campaign):
@@ -187,7 +203,9 @@ def test_checks_that_checked_nothing_fail(campaign):
 
 def test_sacct_error_on_stderr_with_exit_0_is_accounting_not_available(campaign):
     def sacct(argv):
-        return CompletedProcess(list(argv), 0, "", "sacct: error: Problem talking to the database: Connection refused\n")
+        return CompletedProcess(
+            list(argv), 0, "", "sacct: error: Problem talking to the database: Connection refused\n"
+        )
 
     out = audit(campaign, sacct)
     bad = failures(out)

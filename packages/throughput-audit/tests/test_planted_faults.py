@@ -21,12 +21,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from throughput_audit.audit import run_audit
-
 from campaign_builder import campaign_faults as campaign
 from campaign_builder import faults as edits
 from campaign_builder.planting import H200, Fault, build, caught, failed_checks, replace_fields
+from throughput_audit.audit import run_audit
 
+# fmt: off
 FAULTS: list[Fault] = [
     Fault("a summary rate edited without its windows", edits.summary_rate_edited, "throughput.median"),
     Fault("a window dropped (figures recomputed)", edits.window_dropped, "windows.count"),
@@ -115,6 +115,7 @@ FAULTS: list[Fault] = [
     Fault("an inherited optimizer point deleted", campaign.optimizer_point_missing, "optimizer.grid", campaign="optimizer"),
     Fault("the inherited grid edited", campaign.optimizer_inherited_edited, "optimizer.inherited", frozenset({"optimizer.grid"}), campaign="optimizer"),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("kind", ["throughput", "optimizer", "capped", "local"])
@@ -139,9 +140,15 @@ def test_roofline_is_not_applicable_for_an_unknown_gpu_and_passes_a_real_rate(tm
     unknown = msgspec.structs.replace(H200, gpu_name="NVIDIA RTX 9090")
     p.rewrite_result("20m-c512", 1, replace_fields(hardware=unknown))
     p.rewrite_result("20m-c512", 2, replace_fields(hardware=H200))
-    checks = {c.file: c for c in run_audit(p.built.root, runner=p.sacct, settle_seconds=0).report.checks if c.name == "throughput.roofline"}
+    checks = {
+        c.file: c
+        for c in run_audit(p.built.root, runner=p.sacct, settle_seconds=0).report.checks
+        if c.name == "throughput.roofline"
+    }
     na = checks["curves/20m-c512/b1/attempt-1/result.json"]
-    assert na.status == "not_applicable" and "'NVIDIA RTX 9090' with 140.4 GiB: no datasheet BF16 peak known" in na.message
+    assert (
+        na.status == "not_applicable" and "'NVIDIA RTX 9090' with 140.4 GiB: no datasheet BF16 peak known" in na.message
+    )
     ok = checks["curves/20m-c512/b2/attempt-1/result.json"]
     assert ok.status == "pass" and "within the NVIDIA H200 dense BF16 peak 989 TFLOP/s" in ok.message
 
@@ -194,7 +201,9 @@ def test_reliability_doc_states_the_table_and_the_share():
     assert share_line() in text, f"docs/reliability.md must say: {share_line()}"
     assert unplanted_line() in text, f"docs/reliability.md must say: {unplanted_line()}"
     text = DOC.read_text()
-    assert table() in text, "docs/reliability.md's fault table differs from FAULTS: regenerate it (python THIS_FILE --table)"
+    assert table() in text, (
+        "docs/reliability.md's fault table differs from FAULTS: regenerate it (python THIS_FILE --table)"
+    )
 
 
 if __name__ == "__main__":
@@ -208,7 +217,9 @@ if __name__ == "__main__":
         for i, fault in enumerate(FAULTS):
             (Path(tmp) / f"f{i}").mkdir()
             hit += caught(fault, Path(tmp) / f"f{i}")[0]
-    print(f"{hit} of {len(FAULTS)} planted faults caught ({hit / len(FAULTS):.0%}); the documented figure: {share_line()}")
+    print(
+        f"{hit} of {len(FAULTS)} planted faults caught ({hit / len(FAULTS):.0%}); the documented figure: {share_line()}"
+    )
     for f in FAULTS:
         if f.pending:
             print(f"not caught yet: {f.name} ({f.pending})")

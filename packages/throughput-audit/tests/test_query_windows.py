@@ -4,17 +4,17 @@ the intents' times only; and the tokens each window's sacct calls name."""
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from throughput_audit import cli, slurm
-from throughput_audit.query_windows import DEFAULT_SPAN, SKEW_MARGIN, Window, around, parse_span, windows
-from throughput_audit.audit import run_audit
 from campaign_builder.auditing import edit
 from campaign_builder.complete import FakeSacct
+from throughput_audit import cli, slurm
+from throughput_audit.audit import run_audit
+from throughput_audit.query_windows import DEFAULT_SPAN, SKEW_MARGIN, Window, around, parse_span, windows
 
-T = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc)
+T = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 DAY = timedelta(days=1)
 
@@ -38,7 +38,9 @@ def test_an_intent_time_gets_the_skew_margin_in_whole_seconds():
 def test_intents_close_together_share_one_window():
     assert windows([]) == []
     assert spans(windows(at(timedelta(0)))) == [(-H, H)]
-    assert spans(windows(at(timedelta(0), timedelta(minutes=10), timedelta(minutes=5)))) == [(-H, H + timedelta(minutes=10))]
+    assert spans(windows(at(timedelta(0), timedelta(minutes=10), timedelta(minutes=5)))) == [
+        (-H, H + timedelta(minutes=10))
+    ]
 
 
 def test_a_gap_is_covered_when_that_saves_a_window():
@@ -59,7 +61,9 @@ def test_intents_spread_wider_than_the_span_are_cut_into_full_windows():
     assert found[0].end - found[0].start == DEFAULT_SPAN
     # A smaller span.
     assert spans(windows(at(timedelta(0)), span=timedelta(minutes=45))) == [
-        (-H, -H + timedelta(minutes=45)), (-H + timedelta(minutes=45), timedelta(minutes=30)), (timedelta(minutes=30), H)
+        (-H, -H + timedelta(minutes=45)),
+        (-H + timedelta(minutes=45), timedelta(minutes=30)),
+        (timedelta(minutes=30), H),
     ]
 
 
@@ -118,7 +122,9 @@ def test_sacct_window_option(campaign, capsys):
         )
     # One intent a week before the others (written from 12:00:01 to 12:05:01), a span of an
     # hour: 2 hours around the first, 2 h 5 min around the others, in windows of at most an hour.
-    edit(campaign.root / "curves/20m-c512/b1/attempt-1/intent.json", lambda d: d.update(created_at="2026-10-01T12:00:00"))
+    edit(
+        campaign.root / "curves/20m-c512/b1/attempt-1/intent.json", lambda d: d.update(created_at="2026-10-01T12:00:00")
+    )
     sacct = campaign.sacct()
     out = run_audit(campaign.root, runner=sacct, settle_seconds=0, sacct_window=H)
     (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]

@@ -52,7 +52,11 @@ def change_recipe(built: BuiltCampaign, **model_changes) -> None:
     """Every point's recipe with other model fields (ones that do not change its size)."""
     for folder in all_results(built):
         recipe = read(folder / RESULT, WorkerResult).recipe
-        rewrite(folder / RESULT, WorkerResult, recipe=msgspec.structs.replace(recipe, model=msgspec.structs.replace(recipe.model, **model_changes)))
+        rewrite(
+            folder / RESULT,
+            WorkerResult,
+            recipe=msgspec.structs.replace(recipe, model=msgspec.structs.replace(recipe.model, **model_changes)),
+        )
     # The audit holds each result to the campaign's frozen preset, so the preset changes too.
     manifest = read(built.root / MANIFEST, Manifest)
     frozen = []
@@ -60,7 +64,9 @@ def change_recipe(built: BuiltCampaign, **model_changes) -> None:
         path = built.root / FROZEN / entry.path
         if entry.path.startswith(f"{RECIPES}/"):
             preset = read(path, Recipe)
-            write_atomic(path, msgspec.structs.replace(preset, model=msgspec.structs.replace(preset.model, **model_changes)))
+            write_atomic(
+                path, msgspec.structs.replace(preset, model=msgspec.structs.replace(preset.model, **model_changes))
+            )
             entry = FrozenFile(path=entry.path, sha256=sha256(path), size=path.stat().st_size)
         frozen.append(entry)
     rewrite(built.root / MANIFEST, Manifest, frozen_files=frozen)
@@ -86,12 +92,16 @@ def repeat(built: BuiltCampaign, curve: str, batch: int, *, slower: float) -> Pa
         second,
         script=script,
         intent=msgspec.structs.replace(
-            intent, token=token, point=msgspec.structs.replace(intent.point, attempt=2), script_sha256=hashlib.sha256(script.encode()).hexdigest()
+            intent,
+            token=token,
+            point=msgspec.structs.replace(intent.point, attempt=2),
+            script_sha256=hashlib.sha256(script.encode()).hexdigest(),
         ),
         receipt=msgspec.structs.replace(receipt, token=token, job_id=job, accounting=row),
         result=msgspec.structs.replace(
             throughput_result(result.recipe, result.protocol, batch, parse_curve_name(curve)[1], slower=slower),
-            started_at=result.started_at, finished_at=result.finished_at,  # its job has the first one's times
+            started_at=result.started_at,
+            finished_at=result.finished_at,  # its job has the first one's times
         ),
     )
     return second
@@ -109,8 +119,14 @@ class Lab:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def build(self, name: str, *, edit=None, optimizer_of: BuiltCampaign | None = None, allow_test_worker: bool = False, **kw) -> Path:
-        built = build_optimizer(self.root / name, optimizer_of) if optimizer_of else build_throughput(self.root / name, **kw)
+    def build(
+        self, name: str, *, edit=None, optimizer_of: BuiltCampaign | None = None, allow_test_worker: bool = False, **kw
+    ) -> Path:
+        built = (
+            build_optimizer(self.root / name, optimizer_of)
+            if optimizer_of
+            else build_throughput(self.root / name, **kw)
+        )
         if edit:
             edit(built)
         return audited(built, allow_test_worker=allow_test_worker)

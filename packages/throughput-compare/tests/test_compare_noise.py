@@ -8,10 +8,9 @@ import math
 
 import pytest
 
-from throughput_schema import Hardware, MemoryPeaks, MemoryReport
-
-from throughput_schema import noise as spread
 from throughput_compare.cli import main
+from throughput_schema import Hardware, MemoryPeaks, MemoryReport
+from throughput_schema import noise as spread
 from throughput_schema.recommendation import recommend
 
 
@@ -85,7 +84,13 @@ def test_arithmetic():
 def test_recommendation_is_the_smallest_equally_fast_stable_batch():
     rates = {8: 90.0, 16: 98.0, 32: 100.0, 64: 99.0, 128: 101.5}
     r = recommend(
-        "250m-c2048", rates, 0.03, unstable={128}, reserved_bytes={16: 40, 32: 70}, gpu_memory_bytes=140, first_oom_batch=256
+        "250m-c2048",
+        rates,
+        0.03,
+        unstable={128},
+        reserved_bytes={16: 40, 32: 70},
+        gpu_memory_bytes=140,
+        first_oom_batch=256,
     )
     assert (r.fastest_batch, r.equally_fast, r.recommended_batch) == (32, [16, 32, 64], 16)
     assert (r.reserved_bytes, r.headroom_bytes, r.first_oom_batch) == (40, 100, 256)

@@ -13,12 +13,19 @@ import pypdf
 import pytest
 from PIL import Image
 
-from throughput_schema.layout import AUDIT
-
 from throughput_compare.cli import main
 from throughput_compare.figures import PNG_DPI
+from throughput_schema.layout import AUDIT
 
-FILES = {"comparison.md", "comparison.csv", "comparison.json", "comparison.pdf", "ratios.pdf", "ratios.svg", "ratios.png"}
+FILES = {
+    "comparison.md",
+    "comparison.csv",
+    "comparison.json",
+    "comparison.pdf",
+    "ratios.pdf",
+    "ratios.svg",
+    "ratios.png",
+}
 
 
 def run(a, b, out, *extra) -> int:

@@ -22,6 +22,7 @@ TEST_WORKER = {"module": "scripted_worker", "version": "test", "written_by": "wo
 
 def as_test_worker(built) -> None:
     """A campaign a test worker ran: its manifest and every result name it."""
+
     def edit(path: Path, change) -> None:
         data = json.loads(path.read_text())
         change(data)
@@ -39,7 +40,7 @@ def build(lab, name: str, test: bool) -> Path:
 def red_foot(png: Path) -> int:
     """Pixels of the banner's red along the foot of a figure, where the banner is drawn."""
     pixels = np.asarray(Image.open(png).convert("RGB")).astype(int)
-    foot = pixels[int(pixels.shape[0] * 0.97):]
+    foot = pixels[int(pixels.shape[0] * 0.97) :]
     return int(((foot[..., 0] > 150) & (foot[..., 1] < 60) & (foot[..., 2] < 60)).sum())
 
 

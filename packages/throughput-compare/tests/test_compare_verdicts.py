@@ -59,11 +59,15 @@ def test_protocol_mismatch_is_refused_unless_allowed(lab, tmp_path, capsys):
     b = lab.build("b", edit=lambda built: lab.change_protocol(built, window_seconds=5.0))
     assert run(a, b, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "protocol (window_seconds: A 10.0, B 5.0)" in err[0] and "--allow-protocol-change" in err[0]
+    assert (
+        len(err) == 1 and "protocol (window_seconds: A 10.0, B 5.0)" in err[0] and "--allow-protocol-change" in err[0]
+    )
     assert not (tmp_path / "out").exists()
     assert run(a, b, tmp_path / "out", "--allow-protocol-change") == 0
     c = comparison(tmp_path / "out")
-    assert [(d["area"], d["field"], d["a"], d["b"]) for d in c["differences"]] == [("protocol", "window_seconds", "10.0", "5.0")]
+    assert [(d["area"], d["field"], d["a"], d["b"]) for d in c["differences"]] == [
+        ("protocol", "window_seconds", "10.0", "5.0")
+    ]
     assert c["allow_protocol_change"] is True
 
 
@@ -74,7 +78,10 @@ def test_recipe_difference_is_refused_unless_allowed(lab, tmp_path, capsys):
     assert "recipe (20m: model.rope_theta: A 10000.0, B 500000.0)" in capsys.readouterr().err
     assert run(a, b, tmp_path / "out", "--allow-protocol-change") == 0
     differences = comparison(tmp_path / "out")["differences"]
-    assert [(d["area"], d["field"]) for d in differences] == [("recipe", "20m: model.rope_theta"), ("frozen", "recipes/20m.json")]
+    assert [(d["area"], d["field"]) for d in differences] == [
+        ("recipe", "20m: model.rope_theta"),
+        ("frozen", "recipes/20m.json"),
+    ]
 
 
 def test_different_kinds_are_refused(lab, tmp_path, capsys):
@@ -115,19 +122,31 @@ def test_hardware_and_kernel_differences_are_stated_not_refused(lab, tmp_path):
     assert "## Batch recommendation" in markdown
 
 
-OLD_KERNELS = {"attention": "auto", "cross_entropy": "default", "compile_mode": "default",
-               "inductor_tuning": "default", "optimizer": "fused"}  # before `swiglu` was always recorded
+OLD_KERNELS = {
+    "attention": "auto",
+    "cross_entropy": "default",
+    "compile_mode": "default",
+    "inductor_tuning": "default",
+    "optimizer": "fused",
+}  # before `swiglu` was always recorded
 
 
-@pytest.mark.parametrize("b_kernels, expected", [
-    (OLD_KERNELS, None),  # old against old
-    ({**OLD_KERNELS, "swiglu": "default"}, None),  # a missing swiglu is "default"
-    ({**OLD_KERNELS, "optimizer": "triton", "swiglu": "triton"},
-     ("attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=fused, "
-      "swiglu=default",
-      "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=triton, "
-      "swiglu=triton")),
-])
+@pytest.mark.parametrize(
+    "b_kernels, expected",
+    [
+        (OLD_KERNELS, None),  # old against old
+        ({**OLD_KERNELS, "swiglu": "default"}, None),  # a missing swiglu is "default"
+        (
+            {**OLD_KERNELS, "optimizer": "triton", "swiglu": "triton"},
+            (
+                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=fused, "
+                "swiglu=default",
+                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=triton, "
+                "swiglu=triton",
+            ),
+        ),
+    ],
+)
 def test_results_without_swiglu_ran_the_default_swiglu(lab, tmp_path, b_kernels, expected):
     a = lab.build("a", edit=lambda built: lab.remeasure(built, kernels=OLD_KERNELS))
     b = lab.build("b", edit=lambda built: lab.remeasure(built, kernels=b_kernels))

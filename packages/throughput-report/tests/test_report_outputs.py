@@ -13,13 +13,12 @@ import msgspec
 import pytest
 from PIL import Image
 from pypdf import PdfReader
-from throughput_schema.records import Protocol
 
+from campaign_builder import gpu as campaigns
 from throughput_report.cli import main
 from throughput_report.pdf import protocol_text
 from throughput_report.report import FIGURE_FILES, REPORT_FILES
-
-from campaign_builder import gpu as campaigns
+from throughput_schema.records import Protocol
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +40,16 @@ def test_pdf_has_six_pages_with_expected_text(report, two_pairs):
     pages = [page.extract_text() for page in PdfReader(report / "report.pdf").pages]
     assert len(pages) == 6
     expected = [
-        ["Training-time estimates at 20 tokens per parameter", "20m", "250m", "Window range", "Complete",
-         "Optimizer", "exclude startup", "orig-throughput"],
+        [
+            "Training-time estimates at 20 tokens per parameter",
+            "20m",
+            "250m",
+            "Window range",
+            "Complete",
+            "Optimizer",
+            "exclude startup",
+            "orig-throughput",
+        ],
         ["Throughput vs batch", "Memory vs batch", "capacity: NVIDIA H200", "first CUDA OOM", "original sweep"],
         ["Optimizer share vs batch", "Share of", "Baseline", "20m-c512", "250m-c2048"],
         ["Projected training time", "not a confidence interval", "complete final updates", "checkpointing"],
@@ -124,7 +131,9 @@ def test_points_csv_and_json_join_every_point(report, two_pairs):
 
 @pytest.mark.slow
 def test_sixteen_curve_pair_renders_in_under_a_minute(tmp_path, capsys):
-    throughput, optimizer = campaigns.write_pair(tmp_path, "full", ["20m", "90m", "250m", "500m"], [512, 1024, 2048, 4096])
+    throughput, optimizer = campaigns.write_pair(
+        tmp_path, "full", ["20m", "90m", "250m", "500m"], [512, 1024, 2048, 4096]
+    )
     started = time.monotonic()
     code = main(["--throughput", str(throughput), "--optimizer", str(optimizer), "--output", str(tmp_path / "out")])
     seconds = time.monotonic() - started
@@ -136,15 +145,16 @@ def test_sixteen_curve_pair_renders_in_under_a_minute(tmp_path, capsys):
 
 def test_capped_curve_counts_as_complete(tmp_path):
     """A curve that reached the manifest's batch cap without an OOM is ended, not incomplete."""
-    import msgspec
     import shutil
-    from throughput_schema import codec
-    from throughput_schema.records import Manifest
+
+    import msgspec
 
     from throughput_report.checks import run_checks
     from throughput_report.inputs import load_campaign
     from throughput_report.pairing import pair_campaigns
     from throughput_report.projections import project
+    from throughput_schema import codec
+    from throughput_schema.records import Manifest
 
     t = campaigns.write_throughput(tmp_path / "t", ["20m"], [4096], largest={("20m", 4096): 4})
     shutil.rmtree(t / "curves" / "20m-c4096" / "b8")

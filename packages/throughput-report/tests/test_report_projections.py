@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from throughput_schema.recipe import ceil_updates, load_recipe, parameter_count
-
-from throughput_report import projections as pj
 
 from campaign_builder.gpu import CONFIGS
+from throughput_report import projections as pj
+from throughput_schema.recipe import ceil_updates, load_recipe, parameter_count
 
 # P, B, L, R | T = 20·P/R, 1e9/R, U = ceil(20·P/(B·L)), U·B·L, U·B·L/R  (all worked out by hand)
 HAND = [
@@ -34,7 +33,13 @@ def test_hand_checked_projections(P, B, L, R, T, per_billion, U, tokens, seconds
 
 @pytest.mark.parametrize(
     "T,f,k,expected",
-    [(100.0, 0.2, 2, 90.0), (100.0, 0.2, 4, 85.0), (100.0, 0.0, 4, 100.0), (100.0, 0.5, 1, 100.0), (3600.0, 0.1, 2, 3420.0)],
+    [
+        (100.0, 0.2, 2, 90.0),
+        (100.0, 0.2, 4, 85.0),
+        (100.0, 0.0, 4, 100.0),
+        (100.0, 0.5, 1, 100.0),
+        (3600.0, 0.1, 2, 3420.0),
+    ],
 )
 def test_counterfactual_optimizer_speedup(T, f, k, expected):
     assert pj.counterfactual_seconds(T, f, k) == pytest.approx(expected)
@@ -54,7 +59,7 @@ def test_context_comparison_holds_tokens_per_update_fixed(pair):
     run_checks(pairs)
     proj = pj.project(pairs, tokens_per_update=16_384)
     assert {(m, c) for m, c in proj.comparison} == {(m, c) for m in ("20m", "90m") for c in (512, 1024)}
-    for (model, context), p in proj.comparison.items():
+    for (_model, context), p in proj.comparison.items():
         assert p.batch * context == 16_384
         assert p.budget_tokens == 20 * p.parameters
         assert p.projected_seconds == pytest.approx(20 * p.parameters / p.tokens_per_second)

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
-from throughput_report.cli import main
-
 from campaign_builder import gpu as campaigns
+from throughput_report.cli import main
 
 pytestmark = pytest.mark.slow  # whole reports of campaigns
 

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from throughput_schema import codec
-from throughput_schema.records import Manifest, WorkerResult
-
-from throughput_report.cli import main
 
 from campaign_builder import gpu as campaigns
 from campaign_builder.files import rewrite
+from throughput_report.cli import main
+from throughput_schema import codec
+from throughput_schema.records import Manifest, WorkerResult
 
 
 def run(capsys, throughput, optimizer, out):
@@ -57,21 +56,27 @@ def attempt(campaign: Path, curve: str, batch: int) -> Path:
 
 def test_different_counts(capsys, tmp_path, pair):
     other = campaigns.write_pair(tmp_path, "other", ["20m"], [2048])
-    refused(capsys, [pair[0], other[0]], [pair[1]], tmp_path / "out",
-            pair[0], other[0], pair[1], "paired by argument order")
+    refused(
+        capsys, [pair[0], other[0]], [pair[1]], tmp_path / "out", pair[0], other[0], pair[1], "paired by argument order"
+    )
 
 
 def test_context_overlap_between_pairs(capsys, tmp_path, pair):
     other = campaigns.write_pair(tmp_path, "other", ["20m"], [1024, 2048])
-    refused(capsys, [pair[0], other[0]], [pair[1], other[1]], tmp_path / "out",
-            "context 1024", pair[0], other[0])
+    refused(capsys, [pair[0], other[0]], [pair[1], other[1]], tmp_path / "out", "context 1024", pair[0], other[0])
 
 
 def test_optimizer_parent_is_not_its_pair(capsys, tmp_path, pair):
     other = campaigns.write_pair(tmp_path, "other", ["20m"], [2048])
     # Swapped order: pair[1] was measured from pair[0], not from other[0].
-    refused(capsys, [pair[0], other[0]], [other[1], pair[1]], tmp_path / "out",
-            f"optimizer campaign {other[1]}", f"not from its pair {pair[0]}")
+    refused(
+        capsys,
+        [pair[0], other[0]],
+        [other[1], pair[1]],
+        tmp_path / "out",
+        f"optimizer campaign {other[1]}",
+        f"not from its pair {pair[0]}",
+    )
 
 
 def test_optimizer_parent_manifest_changed(capsys, tmp_path, pair):
@@ -87,21 +92,38 @@ def test_campaign_kinds_swapped(capsys, tmp_path, pair):
 def test_throughput_curve_without_boundary(capsys, tmp_path, pair):
     top = campaigns.largest_fitting("90m", 1024)
     shutil.rmtree(attempt(pair[0], "90m-c1024", 2 * top).parent)
-    refused(capsys, [pair[0]], [pair[1]], tmp_path / "out",
-            f"throughput campaign {pair[0]}", "90m-c1024", "not ended by a confirmed CUDA OOM", "incomplete")
+    refused(
+        capsys,
+        [pair[0]],
+        [pair[1]],
+        tmp_path / "out",
+        f"throughput campaign {pair[0]}",
+        "90m-c1024",
+        "not ended by a confirmed CUDA OOM",
+        "incomplete",
+    )
 
 
 def test_throughput_curve_ended_by_timeout(capsys, tmp_path, pair):
     top = campaigns.largest_fitting("20m", 512)
-    codec.write_atomic(attempt(pair[0], "20m-c512", 2 * top) / "result.json",
-                       campaigns.timeout_result("20m", 512, 2 * top))
+    codec.write_atomic(
+        attempt(pair[0], "20m-c512", 2 * top) / "result.json", campaigns.timeout_result("20m", 512, 2 * top)
+    )
     refused(capsys, [pair[0]], [pair[1]], tmp_path / "out", "20m-c512", "ended with timeout", "incomplete")
 
 
 def test_optimizer_campaign_missing_an_inherited_point(capsys, tmp_path, pair):
     shutil.rmtree(attempt(pair[1], "20m-c1024", 8).parent)
-    refused(capsys, [pair[0]], [pair[1]], tmp_path / "out",
-            f"optimizer campaign {pair[1]}", "20m-c1024 b8", "has no result.json", "incomplete")
+    refused(
+        capsys,
+        [pair[0]],
+        [pair[1]],
+        tmp_path / "out",
+        f"optimizer campaign {pair[1]}",
+        "20m-c1024 b8",
+        "has no result.json",
+        "incomplete",
+    )
 
 
 def test_optimizer_point_without_baseline(capsys, tmp_path, pair):
@@ -114,8 +136,16 @@ def test_optimizer_pair_from_two_gpus(capsys, tmp_path, pair):
     for name, uuid in (("result.json", "GPU-aaaa"), ("baseline.json", "GPU-bbbb")):
         result = codec.read(folder / name, WorkerResult)
         rewrite(folder / name, WorkerResult, hardware=msgspec.structs.replace(result.hardware, gpu_uuid=uuid))
-    refused(capsys, [pair[0]], [pair[1]], tmp_path / "out", "20m-c1024 b2", "baseline on GPU-bbbb",
-            "instrumented worker on GPU-aaaa", "one GPU")
+    refused(
+        capsys,
+        [pair[0]],
+        [pair[1]],
+        tmp_path / "out",
+        "20m-c1024 b2",
+        "baseline on GPU-bbbb",
+        "instrumented worker on GPU-aaaa",
+        "one GPU",
+    )
 
 
 @pytest.mark.slow  # writes a whole report first
@@ -222,7 +252,9 @@ def test_check_raw_bursts_match_result(capsys, tmp_path, pair):
 def test_check_matching_configurations(capsys, tmp_path, pair):
     path = attempt(pair[1], "90m-c1024", 4) / "baseline.json"
     result = codec.read(path, WorkerResult)
-    recipe = msgspec.structs.replace(result.recipe, optimizer=msgspec.structs.replace(result.recipe.optimizer, lr=0.002))
+    recipe = msgspec.structs.replace(
+        result.recipe, optimizer=msgspec.structs.replace(result.recipe.optimizer, lr=0.002)
+    )
     _rewrite_result(path, recipe=recipe)
     failed(capsys, [pair[0]], [pair[1]], tmp_path / "out", "90m-c1024 b4", "recipes differ")
 
@@ -238,8 +270,16 @@ def test_check_memory_boundary(capsys, tmp_path):
 
 
 def test_tokens_per_update_with_no_point(capsys, tmp_path, pair):
-    argv = ["--throughput", str(pair[0]), "--optimizer", str(pair[1]), "--output", str(tmp_path / "out"),
-            "--tokens-per-update", "3"]
+    argv = [
+        "--throughput",
+        str(pair[0]),
+        "--optimizer",
+        str(pair[1]),
+        "--output",
+        str(tmp_path / "out"),
+        "--tokens-per-update",
+        "3",
+    ]
     assert main(argv) == 2
     assert "no fitting point has B·L = 3" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import json
 
-from throughput_schema import Hardware, Protocol, WorkerResult, decode, dumps
 import pytest
 
+from throughput_schema import Hardware, Protocol, WorkerResult, decode, dumps
 from throughput_schema.provenance import (
-    WorkerRefused, allowed_worker_banner, hardware_mix, is_test_worker, protocol_deviation, worker_banner,
+    WorkerRefused,
+    allowed_worker_banner,
+    hardware_mix,
+    is_test_worker,
+    protocol_deviation,
+    worker_banner,
 )
 
 
 def test_the_guides_protocol_says_nothing_and_any_other_names_what_differs():
     assert protocol_deviation(Protocol()) is None
-    assert protocol_deviation(Protocol(window_seconds=2.0)) == "protocol differs from the guide: 2 s windows (guide: 10 s)"
+    assert (
+        protocol_deviation(Protocol(window_seconds=2.0)) == "protocol differs from the guide: 2 s windows (guide: 10 s)"
+    )
     line = protocol_deviation(Protocol(warmup=0, calibration_updates=3, windows=7, window_seconds=9.5))
     assert line == (
         "protocol differs from the guide: 0 warm-up updates (guide: 20), 3 calibration updates (guide: 5), "
@@ -39,7 +46,9 @@ def test_only_tiny_llm_is_the_production_worker():
 def test_a_test_worker_is_refused_naming_its_campaign_unless_allowed_then_bannered_once():
     pairs = [("A runs/a", "tiny_llm"), ("B runs/b", "scripted_worker"), ("C runs/c", "scripted_worker")]
     assert worker_banner(pairs[:1], allow_test_worker=False) == ""
-    with pytest.raises(WorkerRefused, match=r"^B runs/b: campaign run with test worker 'scripted_worker'.*--allow-test-worker"):
+    with pytest.raises(
+        WorkerRefused, match=r"^B runs/b: campaign run with test worker 'scripted_worker'.*--allow-test-worker"
+    ):
         worker_banner(pairs, allow_test_worker=False)
     assert worker_banner(pairs, allow_test_worker=True) == allowed_worker_banner("scripted_worker")
 
@@ -47,8 +56,11 @@ def test_a_test_worker_is_refused_naming_its_campaign_unless_allowed_then_banner
 def test_a_result_written_before_results_named_their_worker_still_decodes():
     raw = {
         "outcome": {"kind": "timeout", "phase": "measure", "message": "deadline", "seconds": 1.0},
-        "recipe": {"name": "x", "model": {"n_layers": 1, "d_model": 64, "n_heads": 1, "ffn_dim": 128,
-                                          "context_length": 64}, "training": {"micro_batch_size": 1, "batch_tokens": 64}},
+        "recipe": {
+            "name": "x",
+            "model": {"n_layers": 1, "d_model": 64, "n_heads": 1, "ffn_dim": 128, "context_length": 64},
+            "training": {"micro_batch_size": 1, "batch_tokens": 64},
+        },
         "parameters": 1,
     }
     result = decode(json.dumps(raw), WorkerResult)

@@ -12,10 +12,7 @@ from throughput_schema.records import Protocol
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
-@pytest.mark.parametrize(
-    "name, exact",
-    [("250m", 251_943_360), ("500m", 516_814_080)],
-)
+@pytest.mark.parametrize("name, exact", [("250m", 251_943_360), ("500m", 516_814_080)])
 def test_large_presets_have_their_exact_counts(name, exact):
     assert parameter_count(load_recipe(CONFIGS / f"{name}.yaml").model) == exact
 
@@ -31,7 +28,13 @@ def test_small_presets_are_within_ten_percent_and_llama_shaped(name, nominal):
 def test_guide_overrides_resolve():
     recipe = load_recipe(
         CONFIGS / "250m.yaml",
-        ["model.context_length=2048", "training.micro_batch_size=8", "training.batch_tokens=16384", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
+        [
+            "model.context_length=2048",
+            "training.micro_batch_size=8",
+            "training.batch_tokens=16384",
+            "optimizer.lr=0.001",
+            "optimizer.beta2=0.99",
+        ],
     )
     assert (recipe.model.context_length, recipe.training.micro_batch_size, recipe.optimizer.beta2) == (2048, 8, 0.99)
 

@@ -30,7 +30,9 @@ def test_smallest_of_the_equally_fast_is_recommended_with_its_headroom():
         PointRate("m-c512", 16, 99.0, (99.0,), reserved_bytes=50 * 2**30),
         PointRate("m-c512", 32, 100.0, (100.0,), reserved_bytes=90 * 2**30),
     ]
-    r = campaign_recommendations(points, first_oom={"m-c512": 64}, gpu_memory_bytes=140 * 2**30, threshold=0.02)["m-c512"]
+    r = campaign_recommendations(points, first_oom={"m-c512": 64}, gpu_memory_bytes=140 * 2**30, threshold=0.02)[
+        "m-c512"
+    ]
     assert (r.fastest_batch, r.equally_fast, r.recommended_batch) == (32, [16, 32], 16)
     assert r.headroom_bytes == 90 * 2**30
     assert recommendation_text(r) == (

@@ -24,11 +24,11 @@ from throughput_schema import (
     read,
     write_atomic,
 )
+from throughput_schema.cli import json_schemas, main
 from throughput_schema.layout import parse_curve_name
 from throughput_schema.outcomes import outcome_kind
-from throughput_schema.cli import json_schemas, main
-from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol, Recipe, unknown_field
 from throughput_schema.recipe import recipe_from_dict
+from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol, Recipe, unknown_field
 
 
 def tiny_recipe():
@@ -50,7 +50,9 @@ def sample_result(outcome=Ok()) -> WorkerResult:
     )
 
 
-@pytest.mark.parametrize("outcome", [Ok(), CudaOom(phase="capture", message="tried to allocate"), Timeout(deadline_seconds=780.0)])
+@pytest.mark.parametrize(
+    "outcome", [Ok(), CudaOom(phase="capture", message="tried to allocate"), Timeout(deadline_seconds=780.0)]
+)
 def test_worker_result_round_trips_with_its_outcome(outcome):
     result = sample_result(outcome)
     again = decode(dumps(result), WorkerResult)
@@ -64,9 +66,31 @@ def test_every_record_kind_round_trips():
     point = PointSpec(model="250m", context_length=2048, batch_size=16, attempt=2)
     records = [
         point,
-        SubmissionIntent(token="t1", campaign="c", point=point, script_sha256="ab", created_at="2026-01-01T00:00:00Z", scheduler="slurm"),
-        Receipt(token="t1", job_id="17", submitted_at="2026-01-01T00:00:01Z", scheduler="slurm", accounting=AccountingRow(job_id="17", state="COMPLETED")),
-        Manifest(kind="throughput", name="c", created_at="now", models=["20m"], contexts=[512], protocol=Protocol(), profile=profile, tool_version="0.1.0"),
+        SubmissionIntent(
+            token="t1",
+            campaign="c",
+            point=point,
+            script_sha256="ab",
+            created_at="2026-01-01T00:00:00Z",
+            scheduler="slurm",
+        ),
+        Receipt(
+            token="t1",
+            job_id="17",
+            submitted_at="2026-01-01T00:00:01Z",
+            scheduler="slurm",
+            accounting=AccountingRow(job_id="17", state="COMPLETED"),
+        ),
+        Manifest(
+            kind="throughput",
+            name="c",
+            created_at="now",
+            models=["20m"],
+            contexts=[512],
+            protocol=Protocol(),
+            profile=profile,
+            tool_version="0.1.0",
+        ),
     ]
     for record in records:
         assert decode(dumps(record), type(record)) == record
@@ -155,7 +179,18 @@ def test_json_schema_export_covers_every_record(tmp_path, capsys):
     assert set(schemas) == set(RECORD_TYPES) | {"worker-request"}
     assert "deadline_seconds" in json.dumps(schemas["worker-request"])
     outcome_kinds = json.dumps(schemas["worker-result"])
-    for kind in ("ok", "cuda_oom", "timeout", "host_oom", "compile_error", "nonfinite", "crashed", "cancelled", "node_fail", "capped"):
+    for kind in (
+        "ok",
+        "cuda_oom",
+        "timeout",
+        "host_oom",
+        "compile_error",
+        "nonfinite",
+        "crashed",
+        "cancelled",
+        "node_fail",
+        "capped",
+    ):
         assert f'"{kind}"' in outcome_kinds
     assert main(["export", "--output", str(tmp_path / "schemas")]) == 0
     assert len(list((tmp_path / "schemas").glob("*.schema.json"))) == len(schemas)
@@ -168,11 +203,23 @@ def test_json_schema_export_covers_every_record(tmp_path, capsys):
 
 def test_a_manifest_names_its_curves_and_each_name_parses_back():
     profile = ClusterProfile(name="local", scheduler="local")
-    manifest = Manifest(kind="throughput", name="c", created_at="now", models=["20m", "250m"], contexts=[512, 4096],
-                        protocol=Protocol(), profile=profile, tool_version="0.1.0")
+    manifest = Manifest(
+        kind="throughput",
+        name="c",
+        created_at="now",
+        models=["20m", "250m"],
+        contexts=[512, 4096],
+        protocol=Protocol(),
+        profile=profile,
+        tool_version="0.1.0",
+    )
     assert manifest.curves() == ["20m-c512", "20m-c4096", "250m-c512", "250m-c4096"]
     assert [parse_curve_name(name) for name in manifest.curves()] == [
-        ("20m", 512), ("20m", 4096), ("250m", 512), ("250m", 4096)]
+        ("20m", 512),
+        ("20m", 4096),
+        ("250m", 512),
+        ("250m", 4096),
+    ]
     for bad in ("20m", "20m-c0", "20m-c", "-c512", "20m-c512/x"):
         with pytest.raises(ValueError, match="not a curve folder name"):
             parse_curve_name(bad)
@@ -191,14 +238,20 @@ def test_audit_report_is_a_record_the_writer_and_the_reader_share(tmp_path, caps
         slurm="not_applicable",
         summary=AuditSummary(passed=1, failed=0, not_applicable=1),
         curves=[CurveFinding(curve="20m-c512", state="bounded", batches=[1, 2], first_oom_batch=2)],
-        checks=[Check(name="slurm", status="not_applicable"), Check(name="a", status="pass", file="f", values={"z": 1, "a": 2})],
+        checks=[
+            Check(name="slurm", status="not_applicable"),
+            Check(name="a", status="pass", file="f", values={"z": 1, "a": 2}),
+        ],
     )
     # The audit encodes with msgspec's plain encoder: fields in declared order, a check's
     # and a curve's defaults left out, a check's values in the order the audit gave them.
     data = msgspec.json.encode(report)
     assert data.startswith(b'{"audit_version":1,"campaign":"/c","name":"c","kind":"throughput","audited_at"')
     assert b'"curves":[{"curve":"20m-c512","state":"bounded","batches":[1,2],"first_oom_batch":2}]' in data
-    assert b'"checks":[{"name":"slurm","status":"not_applicable"},{"name":"a","status":"pass","file":"f","values":{"z":1,"a":2}}]' in data
+    assert (
+        b'"checks":[{"name":"slurm","status":"not_applicable"},{"name":"a","status":"pass","file":"f","values":{"z":1,"a":2}}]'
+        in data
+    )
     assert data.endswith(b'"local_registry":"not_applicable","test_worker":"","notes":[]}')
     assert decode(data, AuditReport) == report
     (tmp_path / "audit.json").write_bytes(data)

@@ -5,19 +5,43 @@ from throughput_schema.slurm_env import slurm_environment
 
 
 def test_job_changing_and_allocation_variables_are_removed_and_reported():
-    env, removed = slurm_environment({
-        "HOME": "/home/u", "PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/x.conf",
-        "SBATCH_TIMELIMIT": "00:01:00", "SBATCH_EXCLUSIVE": "1", "SBATCH_WAIT": "1",
-        "SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "2", "SLURM_CLUSTERS": "other", "SLURM_TIME_FORMAT": "relative",
-        "SQUEUE_FORMAT": "%i", "SACCT_FEDERATION": "1", "SCANCEL_INTERACTIVE": "1", "SLURMD_NODENAME": "n1",
-    })
-    assert env == {"HOME": "/home/u", "PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/x.conf",
-                   "SLURMD_NODENAME": "n1", "SLURM_TIME_FORMAT": "standard"}
+    env, removed = slurm_environment(
+        {
+            "HOME": "/home/u",
+            "PATH": "/usr/bin",
+            "SLURM_CONF": "/etc/slurm/x.conf",
+            "SBATCH_TIMELIMIT": "00:01:00",
+            "SBATCH_EXCLUSIVE": "1",
+            "SBATCH_WAIT": "1",
+            "SLURM_JOB_ID": "7",
+            "SLURM_CPUS_ON_NODE": "2",
+            "SLURM_CLUSTERS": "other",
+            "SLURM_TIME_FORMAT": "relative",
+            "SQUEUE_FORMAT": "%i",
+            "SACCT_FEDERATION": "1",
+            "SCANCEL_INTERACTIVE": "1",
+            "SLURMD_NODENAME": "n1",
+        }
+    )
+    assert env == {
+        "HOME": "/home/u",
+        "PATH": "/usr/bin",
+        "SLURM_CONF": "/etc/slurm/x.conf",
+        "SLURMD_NODENAME": "n1",
+        "SLURM_TIME_FORMAT": "standard",
+    }
     assert list(removed) == sorted(removed)
     assert removed == {
-        "SACCT_FEDERATION": "1", "SBATCH_EXCLUSIVE": "1", "SBATCH_TIMELIMIT": "00:01:00", "SBATCH_WAIT": "1",
-        "SCANCEL_INTERACTIVE": "1", "SLURM_CLUSTERS": "other", "SLURM_CPUS_ON_NODE": "2", "SLURM_JOB_ID": "7",
-        "SLURM_TIME_FORMAT": "relative", "SQUEUE_FORMAT": "%i",
+        "SACCT_FEDERATION": "1",
+        "SBATCH_EXCLUSIVE": "1",
+        "SBATCH_TIMELIMIT": "00:01:00",
+        "SBATCH_WAIT": "1",
+        "SCANCEL_INTERACTIVE": "1",
+        "SLURM_CLUSTERS": "other",
+        "SLURM_CPUS_ON_NODE": "2",
+        "SLURM_JOB_ID": "7",
+        "SLURM_TIME_FORMAT": "relative",
+        "SQUEUE_FORMAT": "%i",
     }
 
 

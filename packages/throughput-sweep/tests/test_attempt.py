@@ -29,9 +29,9 @@ from throughput_schema import (
 )
 from throughput_schema.recipe import load_recipe, override_args
 from throughput_sweep.attempt import attempt_request, job_script, submit_attempt
+from throughput_sweep.curves import pick
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
-from throughput_sweep.curves import pick
 from throughput_sweep.profiles import embedded_local_profile
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,7 +43,7 @@ RECIPE = Recipe(
 )
 EVIL = [
     "has space",
-    "it's \"quoted\"",
+    'it\'s "quoted"',
     "$(touch PWNED1)",
     "`touch PWNED2`",
     "line\ntouch PWNED3",
@@ -56,8 +56,14 @@ EVIL = [
 
 def request_for(campaign: Path, **fields) -> WorkerRequest:
     attempt = campaign / "curves/tiny-c128/b1/attempt-1"
-    values = dict(point=PointSpec(model="tiny", context_length=128, batch_size=1), recipe=RECIPE, protocol=Protocol(),
-                  campaign=str(campaign), python="/opt/venv/bin/python", result=str(attempt / "result.json"))
+    values = dict(
+        point=PointSpec(model="tiny", context_length=128, batch_size=1),
+        recipe=RECIPE,
+        protocol=Protocol(),
+        campaign=str(campaign),
+        python="/opt/venv/bin/python",
+        result=str(attempt / "result.json"),
+    )
     return WorkerRequest(**{**values, **fields})
 
 
@@ -67,8 +73,9 @@ def golden_script() -> str:
     request = request_for(
         campaign,
         point=PointSpec(model="250m", context_length=2048, batch_size=8),
-        pythonpath=[str(campaign / "frozen/packages" / p / "src") for p in ("throughput-schema", "throughput-sweep",
-                                                                            "tiny-llm")],
+        pythonpath=[
+            str(campaign / "frozen/packages" / p / "src") for p in ("throughput-schema", "throughput-sweep", "tiny-llm")
+        ],
         result=str(attempt / "result.json"),
     )
     return job_script(request, profile="gh200")
@@ -115,15 +122,26 @@ def test_hostile_values_stay_data(tmp_path, evil):
     campaign = tmp_path / f"camp {evil}"[:60].replace("/", "_")
     campaign.mkdir()
     stub = _stub_python(tmp_path / f"bin {evil}".replace("/", "_"))
-    request = request_for(campaign, point=PointSpec(model=evil, context_length=128, batch_size=1), python=str(stub),
-                          pythonpath=[str(campaign / f"src {evil}")], worker=evil)
+    request = request_for(
+        campaign,
+        point=PointSpec(model=evil, context_length=128, batch_size=1),
+        python=str(stub),
+        pythonpath=[str(campaign / f"src {evil}")],
+        worker=evil,
+    )
     script = tmp_path / "job.sh"
     script.write_text(job_script(request, profile=evil))
     out = tmp_path / "stub.json"
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.run(["bash", str(script)], cwd=work, env={**os.environ, "STUB_OUT": str(out)},
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["bash", str(script)],
+        cwd=work,
+        env={**os.environ, "STUB_OUT": str(out)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     # Nothing executed: no file appeared anywhere we could have been tricked into.
     for root in (tmp_path, work, campaign, Path.cwd()):
@@ -159,8 +177,9 @@ def test_script_runs_the_real_watchdog_from_a_frozen_like_tree(tmp_path):
         "write_atomic(output, WorkerResult(outcome=Ok(), recipe=request.recipe, parameters=1, backend='script-test'))\n"
     )
     srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1], extra]
-    request = request_for(campaign, python=sys.executable, pythonpath=[str(s) for s in srcs], worker="echo_worker",
-                          time_limit_seconds=60)
+    request = request_for(
+        campaign, python=sys.executable, pythonpath=[str(s) for s in srcs], worker="echo_worker", time_limit_seconds=60
+    )
     attempt = Path(request.result).parent
     attempt.mkdir(parents=True)
     write_atomic(attempt / "request.json", request)
@@ -203,8 +222,17 @@ class RecordingScheduler:
 
 
 def _campaign(tmp_path: Path, **kw):
-    plan = plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128], protocol=Protocol(window_seconds=1.0),
-                           profile=embedded_local_profile(), max_batch=4, worker="tiny_llm", root=ROOT, **kw)
+    plan = plan_throughput(
+        tmp_path / "c",
+        models=["tiny"],
+        contexts=[128],
+        protocol=Protocol(window_seconds=1.0),
+        profile=embedded_local_profile(),
+        max_batch=4,
+        worker="tiny_llm",
+        root=ROOT,
+        **kw,
+    )
     return create(plan)
 
 
@@ -247,7 +275,9 @@ def test_the_recipe_is_the_one_the_guides_command_line_gives(tmp_path):
     [point] = pick(campaign.curves(), 12)
     recipe = attempt_request(campaign, point).recipe
     assert load_recipe(campaign.preset_path("tiny"), override_args(recipe)) == recipe
-    assert recipe.optimizer.lr == campaign.manifest.protocol.lr and recipe.training.seed == campaign.manifest.protocol.seed
+    assert (
+        recipe.optimizer.lr == campaign.manifest.protocol.lr and recipe.training.seed == campaign.manifest.protocol.seed
+    )
 
 
 def test_optimizer_requests_name_the_baseline(tmp_path):

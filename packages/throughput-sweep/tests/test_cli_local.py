@@ -25,7 +25,11 @@ def run(*args, plan: Path | None = None, check_rc: int | None = 0, env_extra: di
     env.update(env_extra or {})
     proc = subprocess.run(
         [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
@@ -39,8 +43,15 @@ def snapshot(folder: Path) -> dict:
 @pytest.fixture
 def plan(tmp_path) -> Path:
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05,
-                                "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b2@1": "compile_error"}}))
+    path.write_text(
+        json.dumps(
+            {
+                "default": "ok",
+                "ok_seconds": 0.05,
+                "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b2@1": "compile_error"},
+            }
+        )
+    )
     return path
 
 
@@ -48,22 +59,46 @@ BLOCKED = 3  # run's and status's exit status when every curve has ended and one
 
 
 def sweep(out, plan, *extra, rc=0):
-    return run("run", "--output", out, "--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker",
-               "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", *extra, plan=plan, check_rc=rc)
+    return run(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        *extra,
+        plan=plan,
+        check_rc=rc,
+    )
 
 
 def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
     out = tmp_path / "camp"
     first = sweep(out, plan, rc=BLOCKED)
-    assert f"retry with: " in first.stderr and "--resume --retry-failed" in first.stderr
+    assert "retry with: " in first.stderr and "--resume --retry-failed" in first.stderr
     status = run("status", "--output", out, check_rc=BLOCKED).stdout
     assert "20m-c512           bounded" in status and "blocked: batch 2 attempt 1" in status
     assert "compile_error" in status and "ended with blocked curves" in status
     # Frozen copy with hashes; the scripted worker itself is frozen too.
     manifest = json.loads((out / "manifest.json").read_text())
     paths = {f["path"] for f in manifest["frozen_files"]}
-    assert {"uv.lock", "extra/scripted_worker.py", "recipes/20m.json", "configs/20m.yaml",
-            "scripts/throughput_sweep.py", "packages/throughput-sweep/src/throughput_sweep/cli.py"} <= paths
+    assert {
+        "uv.lock",
+        "extra/scripted_worker.py",
+        "recipes/20m.json",
+        "configs/20m.yaml",
+        "scripts/throughput_sweep.py",
+        "packages/throughput-sweep/src/throughput_sweep/cli.py",
+    } <= paths
     assert manifest["contexts"] == [512, 1024] and manifest["worker"] == "scripted_worker"
     # Permissions: nothing writable by group or others.
     for p in out.rglob("*"):
@@ -84,7 +119,9 @@ def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
     c1024 = next(c for c in results["curves"] if c["curve"] == "20m-c1024")
     assert c1024["state"] == "blocked" and c1024["first_oom_batch"] is None
     rows = (out / "results.csv").read_text().splitlines()
-    assert rows[0].startswith("curve,model,context_length,batch_size,attempt,status,outcome,job_id") and len(rows) == 1 + 5
+    assert (
+        rows[0].startswith("curve,model,context_length,batch_size,attempt,status,outcome,job_id") and len(rows) == 1 + 5
+    )
     # Each measured point names the GPU it ran on (hostnames of lent machines repeat).
     measured = [p for p in results["points"] if p["status"] == "ok"]
     assert measured and {p["gpu_uuid"] for p in measured} == {"GPU-00000000-0000-0000-0000-5c41f7ed0001"}
@@ -157,12 +194,27 @@ def test_corrupted_manifest_is_one_line(tmp_path, plan):
 
 def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
     parent = tmp_path / "parent"
-    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b8": "cuda_oom"}}))
+    plan.write_text(
+        json.dumps(
+            {"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b4": "cuda_oom", "20m-c1024-b8": "cuda_oom"}}
+        )
+    )
     sweep(parent, plan)
     before = snapshot(parent)
     opt = tmp_path / "opt"
-    run("run", "--optimizer-timing-from", parent, "--output", opt, "--worker", "scripted_worker",
-        "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    run(
+        "run",
+        "--optimizer-timing-from",
+        parent,
+        "--output",
+        opt,
+        "--worker",
+        "scripted_worker",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+    )
     m = json.loads((opt / "manifest.json").read_text())
     assert m["kind"] == "optimizer-timing" and m["inherited_batches"] == {"20m-c512": [1, 2], "20m-c1024": [1, 2, 4]}
     assert snapshot(parent) == before
@@ -176,10 +228,25 @@ def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
         assert (opt / png).exists()
     assert (opt / "curves/20m-c512/b2/attempt-1/baseline.json").exists()
     # Parallel mode with an injected failure: only its curve pauses.
-    plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c1024-b2:optimizer": "nonfinite"}}))
+    plan.write_text(
+        json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c1024-b2:optimizer": "nonfinite"}})
+    )
     par = tmp_path / "par"
-    run("run", "--optimizer-timing-from", parent, "--parallel-optimizer-points", "--output", par, "--worker",
-        "scripted_worker", "--poll-max-seconds", "1", "--no-progress", plan=plan, check_rc=BLOCKED)
+    run(
+        "run",
+        "--optimizer-timing-from",
+        parent,
+        "--parallel-optimizer-points",
+        "--output",
+        par,
+        "--worker",
+        "scripted_worker",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+        check_rc=BLOCKED,
+    )
     status = run("status", "--output", par, check_rc=BLOCKED).stdout
     assert "20m-c512           complete" in status and "20m-c1024          blocked" in status
 
@@ -211,12 +278,29 @@ def test_crash_between_the_request_and_the_intent_submits_nothing_twice(tmp_path
     the resumed watcher measures the point in the next attempt."""
     out = tmp_path / "camp"
     common = ["--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
-    run("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2", "--worker",
-        "scripted_worker", *common, plan=plan, check_rc=-9, env_extra={"THROUGHPUT_SWEEP_CRASH_AT": "after-request"})
+    run(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "2",
+        "--worker",
+        "scripted_worker",
+        *common,
+        plan=plan,
+        check_rc=-9,
+        env_extra={"THROUGHPUT_SWEEP_CRASH_AT": "after-request"},
+    )
     first = out / "curves/20m-c512/b1/attempt-1"
     assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
     run("run", "--output", out, "--resume", *common, plan=plan)
     assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
     receipts = sorted(out.glob("curves/*/b*/attempt-*/receipt.json"))
     assert [p.parent.relative_to(out).as_posix() for p in receipts] == [
-        "curves/20m-c512/b1/attempt-2", "curves/20m-c512/b2/attempt-1"]
+        "curves/20m-c512/b1/attempt-2",
+        "curves/20m-c512/b2/attempt-1",
+    ]

@@ -15,15 +15,24 @@ from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, SubmitFailed
-from throughput_sweep.watcher import WatchOptions, Watcher
+from throughput_sweep.watcher import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = "sbatch refused the job for a submit limit: sbatch: error: QOSMaxSubmitJobPerUserLimit"
 
 
 def _row(job_id: str, state: str = "COMPLETED") -> AccountingRow:
-    return AccountingRow(job_id=job_id, job_name="x", state=state, exit_code="0:0", partition="p",
-                         timelimit="00:14:00", alloc_tres="cpu=1", end="2026-01-01T00:00:01", elapsed="00:00:01")
+    return AccountingRow(
+        job_id=job_id,
+        job_name="x",
+        state=state,
+        exit_code="0:0",
+        partition="p",
+        timelimit="00:14:00",
+        alloc_tres="cpu=1",
+        end="2026-01-01T00:00:01",
+        elapsed="00:00:01",
+    )
 
 
 class Scripted:
@@ -46,9 +55,22 @@ class Scripted:
         if (self.jobs[job_id] / RESULT).exists():
             return
         recipe = read(self.campaign.recipe_path("tiny"), Recipe)
-        write_atomic(self.jobs[job_id] / RESULT, WorkerResult(outcome=Ok(), recipe=recipe, parameters=1, throughput=Throughput(
-            tokens_per_second=1000.0, sequences_per_second=1000.0 / 128, window_tokens_per_second=[1000.0],
-            cv=0.0, unstable=False, update_ms=1.0)))
+        write_atomic(
+            self.jobs[job_id] / RESULT,
+            WorkerResult(
+                outcome=Ok(),
+                recipe=recipe,
+                parameters=1,
+                throughput=Throughput(
+                    tokens_per_second=1000.0,
+                    sequences_per_second=1000.0 / 128,
+                    window_tokens_per_second=[1000.0],
+                    cv=0.0,
+                    unstable=False,
+                    update_ms=1.0,
+                ),
+            ),
+        )
 
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         for j in job_ids:
@@ -98,12 +120,20 @@ class SubmitLimited(Scripted):
 
 
 def two_curves(tmp_path: Path, scheduler_type, **options):
-    plan = plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128, 256], protocol=Protocol(window_seconds=1.0),
-                           profile=embedded_local_profile(), max_batch=options.pop("max_batch", 8),
-                           worker="tiny_llm", root=ROOT)
+    plan = plan_throughput(
+        tmp_path / "c",
+        models=["tiny"],
+        contexts=[128, 256],
+        protocol=Protocol(window_seconds=1.0),
+        profile=embedded_local_profile(),
+        max_batch=options.pop("max_batch", 8),
+        worker="tiny_llm",
+        root=ROOT,
+    )
     campaign = create(plan)
     scheduler = scheduler_type(campaign)
     opts = WatchOptions(poll_min=0.01, poll_max=0.05, submit_backoff_max=0.05, **options)
+
     async def watch() -> int:
         with anyio.fail_after(60):
             return await Watcher(campaign, scheduler, opts).run()
@@ -129,7 +159,8 @@ class NeverStarts(Scripted):
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         return {
             j: JobStatus(j, "CANCELLED", accounting=_row(j, "CANCELLED by 0"), accounting_final=True)
-            if j in self.cancelled else JobStatus(j, "PENDING", reason="PartitionTimeLimit")
+            if j in self.cancelled
+            else JobStatus(j, "PENDING", reason="PartitionTimeLimit")
             for j in job_ids
         }
 
@@ -201,8 +232,9 @@ class AccountingDownNoResult(AccountingDown):
 
 def test_a_job_gone_without_a_result_is_lost_after_its_time_limit(tmp_path):
     profile_limit = embedded_local_profile().time_limit_minutes * 60
-    campaign, scheduler, status = two_curves(tmp_path, AccountingDownNoResult, max_batch=2,
-                                             accounting_down_grace=0.05, vanished_margin=-profile_limit)
+    campaign, scheduler, status = two_curves(
+        tmp_path, AccountingDownNoResult, max_batch=2, accounting_down_grace=0.05, vanished_margin=-profile_limit
+    )
     assert status == 0
     assert {c.state for c in campaign.curves()} == {"blocked"}
     result = read(scheduler.jobs["1"] / RESULT, WorkerResult)

@@ -17,9 +17,8 @@ from throughput_schema import (
     WorkerResult,
 )
 from throughput_schema.layout import Attempt
-from throughput_schema.outcomes import outcome_kind, CompileError, CudaOom, HostOom, NonFinite, Ok, Timeout
+from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite, Ok, Timeout, outcome_kind
 from throughput_schema.recipe import load_recipe
-
 from throughput_sweep.curves import AttemptInfo, Settlement, derive, pick
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,8 +27,16 @@ PROFILE = ClusterProfile(name="t", scheduler="slurm")
 
 
 def manifest(**kw) -> Manifest:
-    base = dict(kind="throughput", name="t", created_at="2026-01-01T00:00:00+00:00", models=["20m"], contexts=[512],
-                protocol=Protocol(), profile=PROFILE, tool_version="0")
+    base = dict(
+        kind="throughput",
+        name="t",
+        created_at="2026-01-01T00:00:00+00:00",
+        models=["20m"],
+        contexts=[512],
+        protocol=Protocol(),
+        profile=PROFILE,
+        tool_version="0",
+    )
     base.update(kw)
     return Manifest(**base)
 
@@ -37,23 +44,60 @@ def manifest(**kw) -> Manifest:
 def result(outcome, rate: float = 1000.0, unstable: bool = False) -> WorkerResult:
     t = None
     if isinstance(outcome, Ok):
-        t = Throughput(tokens_per_second=rate, sequences_per_second=rate / 512, window_tokens_per_second=[rate],
-                       cv=0.0, unstable=unstable, update_ms=1.0)
+        t = Throughput(
+            tokens_per_second=rate,
+            sequences_per_second=rate / 512,
+            window_tokens_per_second=[rate],
+            cv=0.0,
+            unstable=unstable,
+            update_ms=1.0,
+        )
     return WorkerResult(outcome=outcome, recipe=RECIPE, parameters=1, throughput=t)
 
 
-def att(batch, outcome=None, *, attempt=1, model="20m", context=512, state="done", settlement=None, optimizer=False,
-        rate=None, unstable=False, baseline="ok"):
+def att(
+    batch,
+    outcome=None,
+    *,
+    attempt=1,
+    model="20m",
+    context=512,
+    state="done",
+    settlement=None,
+    optimizer=False,
+    rate=None,
+    unstable=False,
+    baseline="ok",
+):
     tok = f"tok-{model}-{context}-{batch}-{attempt}"
-    intent = SubmissionIntent(token=tok, campaign="t", point=PointSpec(model=model, context_length=context, batch_size=batch),
-                              script_sha256="0", created_at="2026-01-01T00:00:00+00:00", scheduler="slurm")
-    receipt = None if state in ("intent", "settled") else Receipt(token=tok, job_id=str(100 + batch), submitted_at="x", scheduler="slurm")
+    intent = SubmissionIntent(
+        token=tok,
+        campaign="t",
+        point=PointSpec(model=model, context_length=context, batch_size=batch),
+        script_sha256="0",
+        created_at="2026-01-01T00:00:00+00:00",
+        scheduler="slurm",
+    )
+    receipt = (
+        None
+        if state in ("intent", "settled")
+        else Receipt(token=tok, job_id=str(100 + batch), submitted_at="x", scheduler="slurm")
+    )
     res = result(outcome, rate or 1000.0 * batch, unstable) if (state == "done" and outcome is not None) else None
     base = None
     if optimizer and res is not None:
         base = result(Ok(), 900.0 * batch) if baseline == "ok" else None
-    a = Attempt(path=Path(f"/c/curves/{model}-c{context}/b{batch}/attempt-{attempt}"), model=model, context_length=context,
-                batch_size=batch, attempt=attempt, intent=intent, receipt=receipt, result=res, baseline=base)
+    a = Attempt(
+        path=Path(f"/c/curves/{model}-c{context}/b{batch}/attempt-{attempt}"),
+        model=model,
+        context_length=context,
+        batch_size=batch,
+        attempt=attempt,
+        intent=intent,
+        receipt=receipt,
+        result=res,
+        baseline=base,
+    )
     s = Settlement(token=tok, state=settlement, reason="r", decided_at="x") if settlement else None
     return AttemptInfo(attempt=a, settlement=s, optimizer=optimizer)
 
@@ -88,7 +132,7 @@ def test_next_batch_is_the_doubling_and_running_waits():
     assert c.state == "running"  # an unsettled intent may be a job: never submit beside it
 
 
-@pytest.mark.parametrize("bad", [Timeout(), HostOom(), CompileError(), NonFinite(), ])
+@pytest.mark.parametrize("bad", [Timeout(), HostOom(), CompileError(), NonFinite()])
 def test_any_other_failure_blocks_and_never_sets_a_boundary(bad):
     c = one(manifest(), [att(1, Ok()), att(2, bad)])
     assert c.state == "blocked" and c.first_oom is None and c.next == []
@@ -161,7 +205,14 @@ def test_parallel_submits_every_inherited_point_and_a_failure_pauses_only_its_cu
     m = opt_manifest(parallel=True, grid=(1, 2, 4, 8))
     c = one(m, [])
     assert c.state == "pending" and [n.batch_size for n in c.next] == [1, 2, 4, 8]
-    c = one(m, [att(1, Ok(), optimizer=True), att(2, Timeout(), optimizer=True), att(4, None, state="submitted", optimizer=True)])
+    c = one(
+        m,
+        [
+            att(1, Ok(), optimizer=True),
+            att(2, Timeout(), optimizer=True),
+            att(4, None, state="submitted", optimizer=True),
+        ],
+    )
     assert c.state == "blocked" and c.next == [] and [r.batch for r in c.running] == [4] and not c.done
     infos = [att(1, Ok(), optimizer=True), att(2, Timeout(), optimizer=True)]
     c = one(m, infos, retry=frozenset({infos[1].attempt.path}))
@@ -191,8 +242,16 @@ def test_pick_respects_free_slots_smallest_batches_first():
 def _closure(batch: int, attempt: int = 1, outcome: str = "host_oom"):
     from throughput_schema import CurveClosure
 
-    return CurveClosure(curve="20m-c512", batch_size=batch, attempt=attempt, outcome=outcome, reason="host memory",
-                        closed_at="2026-01-01T00:00:00+00:00", user="u", host="h")
+    return CurveClosure(
+        curve="20m-c512",
+        batch_size=batch,
+        attempt=attempt,
+        outcome=outcome,
+        reason="host memory",
+        closed_at="2026-01-01T00:00:00+00:00",
+        user="u",
+        host="h",
+    )
 
 
 def test_a_closure_on_the_last_failure_closes_the_curve_and_is_never_a_boundary():

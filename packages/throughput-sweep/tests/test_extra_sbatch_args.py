@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _load(tmp_path: Path, args: list[str]):
     path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump({"name": "p", "scheduler": "slurm", "python": sys.executable, "extra_sbatch_args": args}))
+    path.write_text(
+        yaml.safe_dump({"name": "p", "scheduler": "slurm", "python": sys.executable, "extra_sbatch_args": args})
+    )
     return path, lambda: load_profile(str(path), ROOT)
 
 
@@ -48,8 +50,18 @@ def test_each_spelling_is_refused_in_one_line_naming_it(tmp_path, args, bad):
 
 @pytest.mark.parametrize(
     "args",
-    [["--constraint=h100"], ["--qos=high", "-C", "a100"], ["--account=x"], ["-pgpu"], ["--mail-type=END"],
-     ["-J", "name"], ["--comment=-M"], ["-Cmars"], ["--exclusive"], ["--reservation=r"]],
+    [
+        ["--constraint=h100"],
+        ["--qos=high", "-C", "a100"],
+        ["--account=x"],
+        ["-pgpu"],
+        ["--mail-type=END"],
+        ["-J", "name"],
+        ["--comment=-M"],
+        ["-Cmars"],
+        ["--exclusive"],
+        ["--reservation=r"],
+    ],
 )
 def test_other_options_are_kept(tmp_path, args):
     assert forbidden_sbatch_args(args) == []

@@ -13,10 +13,10 @@ import anyio
 import pytest
 
 from throughput_schema import ClusterProfile, read
-from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
 from throughput_schema.local_jobs import LocalJob
 from throughput_sweep.node.local_registry import proc_start_time
+from throughput_sweep.schedulers.base import JobStatus
+from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
 
 PROFILE = ClusterProfile(name="local", scheduler="local", mem="", cpus_per_task=8)
 
@@ -93,8 +93,11 @@ def test_time_limit_gives_timeout_and_kills_the_whole_job(tmp_path):
     pidfile = tmp_path / "grandchild.pid"
     # The job leaves a background process in its own process group behind: the local
     # scheduler must still end it (the watchdog puts workers in their own groups).
-    job = script(tmp_path / "a", f"python3 -c 'import os,time; os.setpgid(0,0); open(\"{pidfile}\",\"w\").write(str(os.getpid())); time.sleep(300)' &\n"
-                 "wait")
+    job = script(
+        tmp_path / "a",
+        f'python3 -c \'import os,time; os.setpgid(0,0); open("{pidfile}","w").write(str(os.getpid())); time.sleep(300)\' &\n'
+        "wait",
+    )
 
     async def main():
         sched = LocalScheduler.for_campaign(PROFILE, tmp_path, gpus=[], time_limit_seconds=1.5, kill_wait_seconds=1)
@@ -181,10 +184,17 @@ def test_unrecorded_wrapper_runs_nothing(tmp_path):
     jobs = tmp_path / ".local-jobs"
     jobs.mkdir()
     old = local_job.HANDSHAKE_SECONDS
-    proc = subprocess.run([sys.executable, "-c",
-                           "import sys, throughput_sweep.node.local_job as l; l.HANDSHAKE_SECONDS = 0.5;"
-                           f"sys.exit(l.run_job(__import__('pathlib').Path({str(jobs)!r}), '1'))"],
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, throughput_sweep.node.local_job as l; l.HANDSHAKE_SECONDS = 0.5;"
+            f"sys.exit(l.run_job(__import__('pathlib').Path({str(jobs)!r}), '1'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert local_job.HANDSHAKE_SECONDS == old
     assert proc.returncode == 3 and "never recorded" in proc.stdout
     assert not (jobs / "1.end.json").exists()
@@ -223,8 +233,9 @@ def test_job_outlives_a_sigkilled_watcher(tmp_path):
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "anyio.run(main)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(job)], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(job)], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == -signal.SIGKILL
     job_id = proc.stdout.strip()
 

@@ -31,8 +31,14 @@ def run(*args, plan: Path | None = None, check_rc: int | None = 0):
     env["PYTHONPATH"] = str(ROOT / "tests") + os.pathsep + env.get("PYTHONPATH", "")
     if plan is not None:
         env["SCRIPTED_WORKER_PLAN"] = str(plan)
-    proc = subprocess.run([sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
     return proc
@@ -43,8 +49,10 @@ def snapshot(folder: Path) -> dict:
 
 
 def result(tokens_per_second: float, *, timing: OptimizerTiming | None = None, unstable: bool = False) -> WorkerResult:
-    recipe = load_recipe(ROOT / "configs" / "20m.yaml", ["model.context_length=512", "training.micro_batch_size=4",
-                                                          "training.batch_tokens=2048"])
+    recipe = load_recipe(
+        ROOT / "configs" / "20m.yaml",
+        ["model.context_length=512", "training.micro_batch_size=4", "training.batch_tokens=2048"],
+    )
     return WorkerResult(
         outcome=Ok(),
         recipe=recipe,
@@ -64,16 +72,35 @@ def result(tokens_per_second: float, *, timing: OptimizerTiming | None = None, u
 
 
 def info(baseline: WorkerResult, instrumented: WorkerResult) -> AttemptInfo:
-    attempt = Attempt(path=Path("curves/20m-c512/b4/attempt-1"), model="20m", context_length=512, batch_size=4,
-                      attempt=1, intent=None, receipt=None, result=instrumented, baseline=baseline)
+    attempt = Attempt(
+        path=Path("curves/20m-c512/b4/attempt-1"),
+        model="20m",
+        context_length=512,
+        batch_size=4,
+        attempt=1,
+        intent=None,
+        receipt=None,
+        result=instrumented,
+        baseline=baseline,
+    )
     return AttemptInfo(attempt=attempt, optimizer=True)
 
 
 def timing(window_ms: list[float], *, unstable: bool = False) -> OptimizerTiming:
-    bursts = [BurstSample(window=i, updates=20, wall_seconds=0.4, graph_ms=19.0, optimizer_ms=ms) for i, ms in enumerate(window_ms)]
-    return OptimizerTiming(bursts=bursts, window_optimizer_ms=window_ms, window_graph_ms=[19.0] * 3,
-                           optimizer_ms=sorted(window_ms)[1], optimizer_cv=0.0, share_of_wall=0.1, share_of_graph=0.1,
-                           unstable=unstable)
+    bursts = [
+        BurstSample(window=i, updates=20, wall_seconds=0.4, graph_ms=19.0, optimizer_ms=ms)
+        for i, ms in enumerate(window_ms)
+    ]
+    return OptimizerTiming(
+        bursts=bursts,
+        window_optimizer_ms=window_ms,
+        window_graph_ms=[19.0] * 3,
+        optimizer_ms=sorted(window_ms)[1],
+        optimizer_cv=0.0,
+        share_of_wall=0.1,
+        share_of_graph=0.1,
+        unstable=unstable,
+    )
 
 
 def test_primary_percentage_and_flags_by_hand():
@@ -105,12 +132,38 @@ def write_plan(path: Path, points: dict) -> Path:
 def test_single_context_parent_is_inherited_exactly(tmp_path):
     plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom"})
     parent = tmp_path / "parent"
-    run("run", "--output", parent, "--models", "20m", "--contexts", "512", "--worker", "scripted_worker",
-        "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    run(
+        "run",
+        "--output",
+        parent,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+    )
     before = snapshot(parent)
     opt = tmp_path / "opt"
-    run("run", "--optimizer-timing-from", parent, "--output", opt, "--worker", "scripted_worker",
-        "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    run(
+        "run",
+        "--optimizer-timing-from",
+        parent,
+        "--output",
+        opt,
+        "--worker",
+        "scripted_worker",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+    )
     manifest = json.loads((opt / "manifest.json").read_text())
     assert manifest["contexts"] == [512] and manifest["inherited_batches"] == {"20m-c512": [1, 2]}
     assert sorted(p.name for p in (opt / "curves/20m-c512").iterdir()) == ["b1", "b2"]
@@ -124,14 +177,45 @@ def test_single_context_parent_is_inherited_exactly(tmp_path):
 def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "compile_error"})
     parent = tmp_path / "parent"
-    run("run", "--output", parent, "--models", "20m", "--contexts", "512", "1024", "--worker", "scripted_worker",
-        "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan, check_rc=3)
+    run(
+        "run",
+        "--output",
+        parent,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+        check_rc=3,
+    )
     # 20m-c512 bounded (1, 2; OOM at 4), 20m-c1024 blocked at batch 2 (run's exit status 3)
     before = snapshot(parent)
     opt = tmp_path / "opt"
-    for extra, words in (([], "an optimizer follow-up needs"), (["--parallel-optimizer-points"], "--parallel-optimizer-points needs")):
-        r = run("run", "--optimizer-timing-from", parent, *extra, "--output", opt,
-                "--worker", "scripted_worker", "--no-progress", plan=plan, check_rc=2)
+    for extra, words in (
+        ([], "an optimizer follow-up needs"),
+        (["--parallel-optimizer-points"], "--parallel-optimizer-points needs"),
+    ):
+        r = run(
+            "run",
+            "--optimizer-timing-from",
+            parent,
+            *extra,
+            "--output",
+            opt,
+            "--worker",
+            "scripted_worker",
+            "--no-progress",
+            plan=plan,
+            check_rc=2,
+        )
         line = r.stderr.strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert f"{words} a completed memory sweep" in line and "blocked curves (20m-c1024)" in line
@@ -141,9 +225,24 @@ def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     # A curve that has not ended (its last point removed: the sweep would go on) is refused in either mode.
     shutil.rmtree(parent / "curves/20m-c512/b4")
     for extra in ([], ["--parallel-optimizer-points"]):
-        r = run("run", "--optimizer-timing-from", parent, *extra, "--output", opt, "--worker", "scripted_worker",
-                "--no-progress", plan=plan, check_rc=2)
-        assert "the throughput campaign is not complete" in r.stderr and "20m-c512" in r.stderr and "finish it first" in r.stderr
+        r = run(
+            "run",
+            "--optimizer-timing-from",
+            parent,
+            *extra,
+            "--output",
+            opt,
+            "--worker",
+            "scripted_worker",
+            "--no-progress",
+            plan=plan,
+            check_rc=2,
+        )
+        assert (
+            "the throughput campaign is not complete" in r.stderr
+            and "20m-c512" in r.stderr
+            and "finish it first" in r.stderr
+        )
         assert not opt.exists()
     after = snapshot(parent)  # nothing but the removed point changed
     assert after == {k: v for k, v in before.items() if not k.startswith("curves/20m-c512/b4/")}

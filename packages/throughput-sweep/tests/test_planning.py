@@ -17,8 +17,16 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _plan(tmp_path: Path):
-    return plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128, 256], protocol=Protocol(window_seconds=1.0),
-                           profile=embedded_local_profile(), max_batch=4, worker="tiny_llm", root=ROOT)
+    return plan_throughput(
+        tmp_path / "c",
+        models=["tiny"],
+        contexts=[128, 256],
+        protocol=Protocol(window_seconds=1.0),
+        profile=embedded_local_profile(),
+        max_batch=4,
+        worker="tiny_llm",
+        root=ROOT,
+    )
 
 
 def test_the_dry_run_previews_the_manifest_that_creation_writes(tmp_path):

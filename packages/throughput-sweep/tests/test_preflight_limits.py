@@ -37,7 +37,8 @@ def test_a_count_below_the_cap_is_a_note_and_zero_is_a_problem(key, name):
 
 
 @pytest.mark.parametrize(
-    "gres, gpus", [("gpu:16", 16), ("gpu:h100:4(S:0-1)", 4), ("gpu:a100:2,gpu:v100:1", 3), ("shard:8,gpu:4", 4), ("(null)", 0)]
+    "gres, gpus",
+    [("gpu:16", 16), ("gpu:h100:4(S:0-1)", 4), ("gpu:a100:2,gpu:v100:1", 3), ("shard:8,gpu:4", 4), ("(null)", 0)],
 )
 def test_the_gpus_of_a_node_are_read_from_its_gres(gres, gpus):
     assert _node_gpus(gres) == gpus

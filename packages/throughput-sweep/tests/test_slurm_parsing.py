@@ -19,16 +19,29 @@ from throughput_sweep.schedulers.slurm_text import (
 )
 
 DATA = Path(__file__).parent / "data"
-PROFILE = ClusterProfile(name="gh200", scheduler="slurm", account="throughput", partition="gpu",
-                         extra_sbatch_args=["--constraint=gh200"])
+PROFILE = ClusterProfile(
+    name="gh200", scheduler="slurm", account="throughput", partition="gpu", extra_sbatch_args=["--constraint=gh200"]
+)
 
 
 def test_sbatch_argv_is_a_list_with_every_resource():
     argv = sbatch_argv(PROFILE, Path("/c/a b/job.sh"), token="tok", workdir=Path("/c/a b"))
     assert argv == [
-        "sbatch", "--parsable", "--no-requeue", "--job-name=tok", "--comment=tok", "--account=throughput", "--partition=gpu",
-        "--gpus=1", "--cpus-per-task=8", "--mem=64G", "--time=14", "--output=/c/a b/slurm-%j.out",
-        "--chdir=/c/a b", "--constraint=gh200", "/c/a b/job.sh",
+        "sbatch",
+        "--parsable",
+        "--no-requeue",
+        "--job-name=tok",
+        "--comment=tok",
+        "--account=throughput",
+        "--partition=gpu",
+        "--gpus=1",
+        "--cpus-per-task=8",
+        "--mem=64G",
+        "--time=14",
+        "--output=/c/a b/slurm-%j.out",
+        "--chdir=/c/a b",
+        "--constraint=gh200",
+        "/c/a b/job.sh",
     ]
 
 
@@ -97,21 +110,39 @@ def test_squeue_parsing_keeps_odd_names_whole():
 
 
 def test_sacct_parsing_rejoins_a_comment_with_bars_and_skips_steps():
-    line = "7|tok|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|" \
-           "2026-01-01T00:00:00|2026-01-01T00:00:02|00:00:02|a|b|c|node1"
+    line = (
+        "7|tok|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|"
+        "2026-01-01T00:00:00|2026-01-01T00:00:02|00:00:02|a|b|c|node1"
+    )
     rows = parse_sacct(line + "\n7.batch|batch|COMPLETED|0:0||throughput||cpu=8|||||||node1\n")
     assert list(rows) == ["7"] and rows["7"].comment == "a|b|c" and rows["7"].node_list == "node1"
 
 
 def test_accounting_final_needs_the_late_fields():
-    full = AccountingRow(job_id="7", job_name="tok", state="COMPLETED", exit_code="0:0", partition="gpu",
-                         account="throughput", timelimit="00:14:00", alloc_tres="cpu=8,gres/gpu=1", start="s",
-                         end="e", elapsed="00:00:02")
+    full = AccountingRow(
+        job_id="7",
+        job_name="tok",
+        state="COMPLETED",
+        exit_code="0:0",
+        partition="gpu",
+        account="throughput",
+        timelimit="00:14:00",
+        alloc_tres="cpu=8,gres/gpu=1",
+        start="s",
+        end="e",
+        elapsed="00:00:02",
+    )
     assert accounting_is_final(full)
     import msgspec
 
-    for change in ({"job_name": "allocation"}, {"partition": ""}, {"timelimit": ""}, {"alloc_tres": ""},
-                   {"state": "RUNNING"}, {"end": "Unknown"}):
+    for change in (
+        {"job_name": "allocation"},
+        {"partition": ""},
+        {"timelimit": ""},
+        {"alloc_tres": ""},
+        {"state": "RUNNING"},
+        {"end": "Unknown"},
+    ):
         assert not accounting_is_final(msgspec.structs.replace(full, **change)), change
 
 
@@ -129,7 +160,11 @@ def test_captured_sacct_text():
     final = parse_sacct((DATA / "sacct-states.txt").read_text())
     assert all(accounting_is_final(r) for r in final.values())
     assert {k: normalize_state(r.state) for k, r in final.items()} == {
-        "32": "COMPLETED", "33": "FAILED", "34": "CANCELLED", "35": "OUT_OF_MEMORY"}
+        "32": "COMPLETED",
+        "33": "FAILED",
+        "34": "CANCELLED",
+        "35": "OUT_OF_MEMORY",
+    }
     assert final["33"].exit_code == "3:0" and final["35"].exit_code == "0:125"
     assert final["35"].req_mem == "100M" and "gres/gpu=1" in final["32"].alloc_tres
     assert final["32"].comment == final["32"].job_name == "tok-ok"
@@ -138,7 +173,11 @@ def test_captured_sacct_text():
 def test_captured_squeue_text():
     queue = parse_squeue((DATA / "squeue.txt").read_text())
     assert {k: e.state for k, e in queue.items()} == {
-        "32": "COMPLETED", "33": "FAILED", "34": "RUNNING", "35": "OUT_OF_MEMORY"}
+        "32": "COMPLETED",
+        "33": "FAILED",
+        "34": "RUNNING",
+        "35": "OUT_OF_MEMORY",
+    }
     assert queue["35"].reason == "OutOfMemory" and queue["34"].name == "tok-sleep"
 
 

@@ -35,9 +35,13 @@ INVALID_ACCOUNT_2205 = f"{FAILED}Invalid account or account/partition combinatio
 INVALID_QOS_2205 = f"{FAILED}Invalid qos specification"
 INVALID_FEATURE_2205 = f"{FAILED}Invalid feature specification"
 TOO_MANY_GPUS_2205 = f"{FAILED}Requested node configuration is not available"
-TOO_MUCH_MEMORY_2205 = f"sbatch: error: Memory specification can not be satisfied\n{FAILED}Requested node configuration is not available"
+TOO_MUCH_MEMORY_2205 = (
+    f"sbatch: error: Memory specification can not be satisfied\n{FAILED}Requested node configuration is not available"
+)
 # 22.05 local, sbatch --test-only.
-TEST_ONLY_PARTITION_2205 = "sbatch: error: invalid partition specified: nosuch\nallocation failure: Invalid partition name specified"
+TEST_ONLY_PARTITION_2205 = (
+    "sbatch: error: invalid partition specified: nosuch\nallocation failure: Invalid partition name specified"
+)
 TEST_ONLY_ACCOUNT_2205 = "allocation failure: Invalid account or account/partition combination specified"
 
 
@@ -58,8 +62,17 @@ def test_submit_limits_are_limits(stderr):
     assert not may_hide_a_job(stderr, 1)
 
 
-@pytest.mark.parametrize("word", ["QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit",
-                                  "QOSMaxGRESPerJob", "QOSMaxCpuPerJobLimit", "QOSMinGRES", "QOSGrpWallLimit"])
+@pytest.mark.parametrize(
+    "word",
+    [
+        "QOSMaxWallDurationPerJobLimit",
+        "AssocMaxWallDurationPerJobLimit",
+        "QOSMaxGRESPerJob",
+        "QOSMaxCpuPerJobLimit",
+        "QOSMinGRES",
+        "QOSGrpWallLimit",
+    ],
+)
 def test_the_policy_message_with_a_size_or_time_word_is_permanent(word):
     assert refusal_kind(f"sbatch: error: {word}\n{FAILED}{POLICY}", 1) == "permanent"
 
@@ -67,8 +80,14 @@ def test_the_policy_message_with_a_size_or_time_word_is_permanent(word):
 @pytest.mark.parametrize(
     "stderr",
     [
-        INVALID_PARTITION_2205, INVALID_ACCOUNT_2205, INVALID_QOS_2205, INVALID_FEATURE_2205,
-        TOO_MANY_GPUS_2205, TOO_MUCH_MEMORY_2205, TEST_ONLY_PARTITION_2205, TEST_ONLY_ACCOUNT_2205,
+        INVALID_PARTITION_2205,
+        INVALID_ACCOUNT_2205,
+        INVALID_QOS_2205,
+        INVALID_FEATURE_2205,
+        TOO_MANY_GPUS_2205,
+        TOO_MUCH_MEMORY_2205,
+        TEST_ONLY_PARTITION_2205,
+        TEST_ONLY_ACCOUNT_2205,
         *(f"{FAILED}{m}" for m in PERMANENT_MESSAGES),
     ],
 )
@@ -101,8 +120,9 @@ def test_communication_failures_may_hide_a_job():
 def test_an_unknown_message_is_permanent_and_quoted_whole():
     text = "sbatch: error: first line of a site's plugin\nsbatch: error: something nobody has seen before"
     assert refusal_kind(text, 1) == "permanent"
-    assert refusal_text(text) == ("sbatch: error: first line of a site's plugin / "
-                                  "sbatch: error: something nobody has seen before")
+    assert refusal_text(text) == (
+        "sbatch: error: first line of a site's plugin / sbatch: error: something nobody has seen before"
+    )
 
 
 @pytest.mark.parametrize("reason", sorted(NEVER_STARTS))

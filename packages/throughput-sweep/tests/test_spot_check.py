@@ -27,15 +27,23 @@ OOMS = {"20m-c512-b16": "cuda_oom", "20m-c1024-b8": "cuda_oom"}
 
 
 def write_plan(path: Path, **extra) -> Path:
-    path.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {**OOMS, **extra.pop("points", {})}, **extra}))
+    path.write_text(
+        json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {**OOMS, **extra.pop("points", {})}, **extra})
+    )
     return path
 
 
 def run(*args, plan: Path, check_rc: int | None = 0) -> subprocess.CompletedProcess:
     env = dict(os.environ, SCRIPTED_WORKER_PLAN=str(plan))
     env["PYTHONPATH"] = str(ROOT / "tests") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
     return proc
@@ -52,16 +60,44 @@ def source(tmp_path_factory) -> Path:
     """A, a complete and audited throughput campaign."""
     base = tmp_path_factory.mktemp("spot")
     a = base / "A"
-    run("run", "--output", a, "--profile", "local", "--models", "20m", "--contexts", "512", "1024",
-        "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress",
-        plan=write_plan(base / "plan.json"))
+    run(
+        "run",
+        "--output",
+        a,
+        "--profile",
+        "local",
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "1024",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=write_plan(base / "plan.json"),
+    )
     assert audit(a).summary.failed == 0
     return a
 
 
 def spot_check(a: Path, out: Path, *extra, plan: Path, check_rc: int | None = 0):
-    return run("run", "--spot-check-from", a, "--output", out, "--poll-max-seconds", "1", "--no-progress", *extra,
-               plan=plan, check_rc=check_rc)
+    return run(
+        "run",
+        "--spot-check-from",
+        a,
+        "--output",
+        out,
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        *extra,
+        plan=plan,
+        check_rc=check_rc,
+    )
 
 
 def test_recommendation_in_status_and_collect(source):
@@ -75,7 +111,10 @@ def test_recommendation_in_status_and_collect(source):
         assert r["recommended_batch"] in r["equally_fast"] and r["fastest_batch"] == c["fastest_stable_batch"]
         assert r["first_oom_batch"] == c["first_oom_batch"] and r["headroom_bytes"] > 0
     readme = (source / "README.md").read_text()
-    assert "| recommended |" in readme and "Recommended batches. Batches whose rate is within the noise threshold" in readme
+    assert (
+        "| recommended |" in readme
+        and "Recommended batches. Batches whose rate is within the noise threshold" in readme
+    )
 
 
 def test_sample_is_seeded_and_always_holds_the_recommended_batches(source):
@@ -92,7 +131,7 @@ def test_sample_is_seeded_and_always_holds_the_recommended_batches(source):
     plan = write_plan(source.parent / "p1.json")
     one = spot_check(source, source.parent / "dry", "--points", "4", "--seed", "3", "--dry-run", plan=plan).stdout
     chosen, _ = sample(curves, 4, 3)
-    for name, batches in chosen.items():
+    for batches in chosen.values():
         assert f"(inherited batches {' '.join(map(str, batches))})" in one
     assert not (source.parent / "dry").exists()
 
@@ -115,7 +154,10 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
     status = run("status", "--output", b, plan=tmp_path / "plan.json", check_rc=EXIT_COMPLETE).stdout
     assert f"spot check of {source}: 3 points, seed 7: PASSED" in status
     run("collect", "--output", b, plan=tmp_path / "plan.json")
-    assert f"A spot check of `{source}`: its comparison with that campaign is in `spot-check/`." in (b / "README.md").read_text()
+    assert (
+        f"A spot check of `{source}`: its comparison with that campaign is in `spot-check/`."
+        in (b / "README.md").read_text()
+    )
     report = audit(b)
     assert report.summary.failed == 0, [c.message for c in report.checks if c.status == "fail"]
     assert {c.name for c in report.checks} >= {"spot_check.grid", "spot_check.within_noise", "spot_check.recommended"}
@@ -123,7 +165,9 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
 
 def test_spot_check_ten_percent_faster_fails_its_audit(source, tmp_path):
     b = tmp_path / "B"
-    ran = spot_check(source, b, "--points", "3", plan=write_plan(tmp_path / "plan.json", rate=1.1), check_rc=EXIT_SPOT_CHECK_FAILED)
+    ran = spot_check(
+        source, b, "--points", "3", plan=write_plan(tmp_path / "plan.json", rate=1.1), check_rc=EXIT_SPOT_CHECK_FAILED
+    )
     assert "the spot check FAILED" in ran.stderr and "FAILED: 3 of 3 points" in ran.stdout
     comparison = json.loads((b / "spot-check" / "comparison.json").read_text())
     assert {p["verdict"] for p in comparison["points"]} == {"faster"}
@@ -167,13 +211,47 @@ def test_sources_that_cannot_be_spot_checked_are_refused(source, tmp_path):
     out = tmp_path / "B"
     cases = [(tmp_path / "nowhere", "no such campaign folder")]
     unaudited = tmp_path / "unaudited"
-    run("run", "--output", unaudited, "--profile", "local", "--models", "20m", "--contexts", "512",
-        "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    run(
+        "run",
+        "--output",
+        unaudited,
+        "--profile",
+        "local",
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+    )
     cases.append((unaudited, "not audited"))
     blocked = tmp_path / "blocked"
-    run("run", "--output", blocked, "--profile", "local", "--models", "20m", "--contexts", "512",
-        "--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress",
-        plan=write_plan(tmp_path / "blocked.json", points={"20m-c512-b4": "compile_error"}), check_rc=3)
+    run(
+        "run",
+        "--output",
+        blocked,
+        "--profile",
+        "local",
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=write_plan(tmp_path / "blocked.json", points={"20m-c512-b4": "compile_error"}),
+        check_rc=3,
+    )
     cases.append((blocked, "the campaign is not complete (20m-c512 blocked); finish it first"))
     spot = tmp_path / "spot"
     spot_check(source, spot, "--points", "2", plan=plan)

@@ -14,7 +14,6 @@ import yaml
 
 from throughput_schema import AccountingRow, ClusterProfile, Receipt
 from throughput_schema.layout import Attempt
-
 from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.frozen_profile import profile_fields
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
@@ -25,8 +24,18 @@ SLURM = ClusterProfile(name="t", scheduler="slurm", gpus_per_job=2)
 
 
 def info(batch: int, row: AccountingRow | None, receipt: bool = True) -> AttemptInfo:
-    rec = Receipt(token=f"t{batch}", job_id=str(batch), submitted_at="2026-01-01T00:00:00+00:00", scheduler="slurm",
-                  accounting=row, accounting_final=row is not None) if receipt else None
+    rec = (
+        Receipt(
+            token=f"t{batch}",
+            job_id=str(batch),
+            submitted_at="2026-01-01T00:00:00+00:00",
+            scheduler="slurm",
+            accounting=row,
+            accounting_final=row is not None,
+        )
+        if receipt
+        else None
+    )
     return AttemptInfo(Attempt(Path(f"b{batch}"), "20m", 512, batch, 1, None, rec, None, None))
 
 
@@ -72,16 +81,25 @@ def test_the_lock_names_a_live_holder_and_a_stale_one(tmp_path):
 @pytest.mark.parametrize(
     "stderr, fields",
     [
-        ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
-         "account, partition"),
+        (
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            "account, partition",
+        ),
         ("sbatch: error: Batch job submission failed: Invalid partition name specified", "partition"),
         ("sbatch: error: Batch job submission failed: Invalid qos specification", "account (its QOS)"),
-        ("sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
-         "time_limit_minutes"),
-        ("sbatch: error: Batch job submission failed: Requested node configuration is not available",
-         "gpus_per_job, cpus_per_task, mem"),
-        ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's "
-         "size and/or time limits)", ""),  # a limit: waiting helps, the profile is not the cause
+        (
+            "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
+            "time_limit_minutes",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "gpus_per_job, cpus_per_task, mem",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's "
+            "size and/or time limits)",
+            "",
+        ),  # a limit: waiting helps, the profile is not the cause
         ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", ""),
     ],
 )
@@ -92,16 +110,39 @@ def test_refusals_that_come_from_the_profile(stderr, fields):
 
 def _sweep(*args, plan: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), SCRIPTED_WORKER_PLAN=str(plan))
-    return subprocess.run([sys.executable, "-m", "throughput_sweep.cli", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_resume_with_another_profile_once_jobs_ran_says_the_profile_is_frozen(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05}))
     out = tmp_path / "camp"
-    first = _sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--worker",
-                   "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    first = _sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "1",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+    )
     assert first.returncode == 0, first.stderr
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(dict(name="other", scheduler="local", python=sys.executable, mem="")))
@@ -124,8 +165,25 @@ def test_a_blocked_curve_gets_the_retry_command_in_status_and_the_readme(tmp_pat
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b1@1": "crash"}}))
     out = tmp_path / "camp"
-    first = _sweep("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "1", "--worker",
-                   "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress", plan=plan)
+    first = _sweep(
+        "run",
+        "--output",
+        out,
+        "--models",
+        "20m",
+        "--contexts",
+        "512",
+        "--max-batch",
+        "1",
+        "--worker",
+        "scripted_worker",
+        "--window-seconds",
+        "1",
+        "--poll-max-seconds",
+        "1",
+        "--no-progress",
+        plan=plan,
+    )
     assert first.returncode == 3, first.stderr
     retry = f"run --output {out} --resume --retry-failed"
     shown = _sweep("status", "--output", out, plan=plan)
@@ -147,8 +205,18 @@ def test_resume_profile_while_nothing_ran_replaces_a_profile_edited_in_place(tmp
 
     local = load_profile("local", ROOT)
     before = msgspec.structs.replace(local, cpus_per_task=3)  # what "local" said when the campaign was made
-    campaign = create(plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128], protocol=Protocol(),
-                                      profile=before, max_batch=1, worker="tiny_llm", root=ROOT))
+    campaign = create(
+        plan_throughput(
+            tmp_path / "c",
+            models=["tiny"],
+            contexts=[128],
+            protocol=Protocol(),
+            profile=before,
+            max_batch=1,
+            worker="tiny_llm",
+            root=ROOT,
+        )
+    )
     dry, replaced = resume_profile(campaign, "local", ROOT, write=False)
     assert replaced and dry.manifest.profile == local
     assert read(campaign.root / "manifest.json", Manifest).profile == before  # a dry run writes nothing

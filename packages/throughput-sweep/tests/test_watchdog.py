@@ -75,8 +75,16 @@ def make_request(tmp_path: Path, code: str, *, mode: str = "throughput", **field
 def _argv(tmp_path: Path, request: Path, args) -> tuple[list[str], dict]:
     record = read(request / "request.json" if request.is_dir() else request, WorkerRequest)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(record.pythonpath)}
-    argv = [sys.executable, "-m", "throughput_sweep.node.watchdog", "--request", str(request),
-            "--tmpdir", str(tmp_path), *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "throughput_sweep.node.watchdog",
+        "--request",
+        str(request),
+        "--tmpdir",
+        str(tmp_path),
+        *args,
+    ]
     return argv, env
 
 
@@ -137,8 +145,9 @@ def test_failure_record_carries_the_requests_recipe_and_protocol(tmp_path):
 
 def test_the_worker_gets_the_request_and_its_output(tmp_path):
     dump = tmp_path / "argv.txt"
-    request = make_request(tmp_path, f"open({str(dump)!r}, 'w').write(' '.join(sys.argv[1:]))\n" + WRITER
-                           + "write('ok', 0)\n")
+    request = make_request(
+        tmp_path, f"open({str(dump)!r}, 'w').write(' '.join(sys.argv[1:]))\n" + WRITER + "write('ok', 0)\n"
+    )
     assert watchdog(tmp_path, tmp_path).returncode == 0  # the attempt folder names its request too
     assert dump.read_text() == f"benchmark-throughput-worker --request {request} --output {tmp_path / 'result.json'}"
 
@@ -188,8 +197,15 @@ def test_threads_never_exceed_the_cpus_the_job_may_run_on(tmp_path):
     code = f"import os; open({str(dump)!r}, 'w').write(os.environ['OMP_NUM_THREADS'])"
     argv, env = _argv(tmp_path, make_request(tmp_path, code, cpus=8), ())
     one = min(os.sched_getaffinity(0))
-    subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
-                   preexec_fn=lambda: os.sched_setaffinity(0, {one}))
+    subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+        preexec_fn=lambda: os.sched_setaffinity(0, {one}),
+    )
     assert dump.read_text() == "1"
 
 
@@ -231,14 +247,17 @@ def test_usage_errors_exit_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     for args in ([], ["--request", str(bad)], ["--request", str(tmp_path / "missing.json")]):
-        proc = subprocess.run([sys.executable, "-m", "throughput_sweep.node.watchdog", *args],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "throughput_sweep.node.watchdog", *args], capture_output=True, text=True
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_watchdog_imports_no_anyio_or_torch(tmp_path):
-    code = ("import sys, throughput_sweep.node.watchdog; bad = {'anyio', 'torch', 'matplotlib', 'yaml'} & set(sys.modules);"
-            "assert not bad, bad")
+    code = (
+        "import sys, throughput_sweep.node.watchdog; bad = {'anyio', 'torch', 'matplotlib', 'yaml'} & set(sys.modules);"
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ})
 
 

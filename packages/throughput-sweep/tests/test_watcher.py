@@ -14,7 +14,7 @@ from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.watcher import WatchOptions, Watcher
+from throughput_sweep.watcher import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,13 +40,28 @@ class FinishesDuringPoll:
             outcome=Ok(),
             recipe=recipe,
             parameters=1,
-            throughput=Throughput(tokens_per_second=rate, sequences_per_second=rate / 128,
-                                  window_tokens_per_second=[rate], cv=0.0, unstable=False, update_ms=1.0),
+            throughput=Throughput(
+                tokens_per_second=rate,
+                sequences_per_second=rate / 128,
+                window_tokens_per_second=[rate],
+                cv=0.0,
+                unstable=False,
+                update_ms=1.0,
+            ),
         )
         if not (self.workdir / RESULT).exists():
             write_atomic(self.workdir / RESULT, own)
-        row = AccountingRow(job_id="1", job_name="x", state="COMPLETED", exit_code="0:0", partition="p",
-                            timelimit="00:14:00", alloc_tres="cpu=1", end="2026-01-01T00:00:01", elapsed="00:00:01")
+        row = AccountingRow(
+            job_id="1",
+            job_name="x",
+            state="COMPLETED",
+            exit_code="0:0",
+            partition="p",
+            timelimit="00:14:00",
+            alloc_tres="cpu=1",
+            end="2026-01-01T00:00:01",
+            elapsed="00:00:01",
+        )
         return {j: JobStatus(j, "COMPLETED", accounting=row, accounting_final=True) for j in job_ids}
 
     async def find_by_token(self, tokens: list[str], since: datetime) -> dict[str, list[str]]:
@@ -62,8 +77,16 @@ class FinishesDuringPoll:
 def one_point(tmp_path: Path, scheduler_type) -> tuple:
     """A one-point tiny campaign watched to its end against `scheduler_type`: (campaign,
     scheduler, the watcher's exit status)."""
-    plan = plan_throughput(tmp_path / "c", models=["tiny"], contexts=[128], protocol=_protocol(),
-                           profile=embedded_local_profile(), max_batch=1, worker="tiny_llm", root=ROOT)
+    plan = plan_throughput(
+        tmp_path / "c",
+        models=["tiny"],
+        contexts=[128],
+        protocol=_protocol(),
+        profile=embedded_local_profile(),
+        max_batch=1,
+        worker="tiny_llm",
+        root=ROOT,
+    )
     campaign = create(plan)
     scheduler = scheduler_type(campaign)
     options = WatchOptions(poll_min=0.01, poll_max=0.05, progress=False)
@@ -89,8 +112,17 @@ class EndsWithoutResult(FinishesDuringPoll):
     """A job that fails before its worker writes anything."""
 
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
-        row = AccountingRow(job_id="1", job_name="x", state="FAILED", exit_code="1:0", partition="p",
-                            timelimit="00:14:00", alloc_tres="cpu=1", end="2026-01-01T00:00:01", elapsed="00:00:01")
+        row = AccountingRow(
+            job_id="1",
+            job_name="x",
+            state="FAILED",
+            exit_code="1:0",
+            partition="p",
+            timelimit="00:14:00",
+            alloc_tres="cpu=1",
+            end="2026-01-01T00:00:01",
+            elapsed="00:00:01",
+        )
         return {j: JobStatus(j, "FAILED", accounting=row, accounting_final=True) for j in job_ids}
 
 

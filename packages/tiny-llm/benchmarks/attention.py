@@ -28,8 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+BACKENDS = {
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+}
 TOKENS = 32768
 HEAD_DIM = 64
 
@@ -89,11 +92,19 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("attention.py: needs a CUDA GPU", file=sys.stderr)
         return 2
-    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "cudnn": torch.backends.cudnn.version(), "tokens": TOKENS, "head_dim": HEAD_DIM,
-              "command": " ".join(sys.argv), "rows": []}
-    print(f"{'T':>5} {'H':>3} {'layout':>6} {'backend':>9} {'fwd ms':>8} {'bwd ms':>8} {'fwd TF/s':>8} "
-          f"{'bwd TF/s':>8} {'max diff vs cudnn':>18}")
+    report = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "tokens": TOKENS,
+        "head_dim": HEAD_DIM,
+        "command": " ".join(sys.argv),
+        "rows": [],
+    }
+    print(
+        f"{'T':>5} {'H':>3} {'layout':>6} {'backend':>9} {'fwd ms':>8} {'bwd ms':>8} {'fwd TF/s':>8} "
+        f"{'bwd TF/s':>8} {'max diff vs cudnn':>18}"
+    )
     for context in args.contexts:
         batch = TOKENS // context
         for heads in args.heads:
@@ -108,16 +119,25 @@ def main(argv=None) -> int:
                         outs = r.pop("outputs")
                         if reference is None:
                             reference = outs
-                        row.update(r, forward_tflops=flops / r["forward_ms"] / 1e9,
-                                   backward_tflops=2.5 * flops / r["backward_ms"] / 1e9,
-                                   max_abs_diff=max((a.float() - b.float()).abs().max().item()
-                                                    for a, b in zip(outs, reference)))
-                        print(f"{context:>5} {heads:>3} {layout:>6} {backend:>9} {r['forward_ms']:8.3f} "
-                              f"{r['backward_ms']:8.3f} {row['forward_tflops']:8.0f} {row['backward_tflops']:8.0f} "
-                              f"{row['max_abs_diff']:18.2e}", flush=True)
+                        row.update(
+                            r,
+                            forward_tflops=flops / r["forward_ms"] / 1e9,
+                            backward_tflops=2.5 * flops / r["backward_ms"] / 1e9,
+                            max_abs_diff=max(
+                                (a.float() - b.float()).abs().max().item() for a, b in zip(outs, reference)
+                            ),
+                        )
+                        print(
+                            f"{context:>5} {heads:>3} {layout:>6} {backend:>9} {r['forward_ms']:8.3f} "
+                            f"{r['backward_ms']:8.3f} {row['forward_tflops']:8.0f} {row['backward_tflops']:8.0f} "
+                            f"{row['max_abs_diff']:18.2e}",
+                            flush=True,
+                        )
                     except Exception as exc:  # noqa: BLE001 - a backend that refuses is recorded
                         traceback.print_exc(limit=1)
-                        row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+                        row["error"] = (
+                            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+                        )
                     report["rows"].append(row)
                     args.output.write_text(json.dumps(report, indent=2) + "\n")
                 del q, k, v, dout, reference

@@ -57,8 +57,13 @@ def parse_point(text: str):
 def recipe_for(model: str, context: int, batch: int):
     return load_recipe(
         ROOT / "configs" / f"{model}.yaml",
-        [f"model.context_length={context}", f"training.micro_batch_size={batch}",
-         f"training.batch_tokens={context * batch}", "optimizer.lr=0.001", "optimizer.beta2=0.99"],
+        [
+            f"model.context_length={context}",
+            f"training.micro_batch_size={batch}",
+            f"training.batch_tokens={context * batch}",
+            "optimizer.lr=0.001",
+            "optimizer.beta2=0.99",
+        ],
     )
 
 
@@ -121,9 +126,15 @@ def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_
     for name in names:
         kernel, _, block = name.partition("-b")
         try:
-            opt = ArenaAdamW(build_model(recipe.model, CUDA, seed=recipe.training.seed), lr=o.lr,
-                             betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay,
-                             max_norm=recipe.training.grad_clip, kernel=kernel)
+            opt = ArenaAdamW(
+                build_model(recipe.model, CUDA, seed=recipe.training.seed),
+                lr=o.lr,
+                betas=(o.beta1, o.beta2),
+                eps=o.eps,
+                weight_decay=o.weight_decay,
+                max_norm=recipe.training.grad_clip,
+                kernel=kernel,
+            )
             if block:
                 from tiny_llm.triton_adamw import TritonStep
 
@@ -139,8 +150,13 @@ def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_
         for name, (_, graph) in graphs.items():
             samples[name] += time_replays(graph.replay, 20, 1)
     for name, ms in samples.items():
-        out[name] = {"ok": True, "ms": statistics.median(ms), "rounds_ms": ms,
-                     "vs_floor": statistics.median(ms) / floor_ms, "finite": graphs[name][0].metrics()["finite"]}
+        out[name] = {
+            "ok": True,
+            "ms": statistics.median(ms),
+            "rounds_ms": ms,
+            "vs_floor": statistics.median(ms) / floor_ms,
+            "finite": graphs[name][0].metrics()["finite"],
+        }
     if out.get("fused", {}).get("ok"):
         for c in out.values():
             if c["ok"]:
@@ -158,7 +174,10 @@ def case_peer_a(recipe, seconds, windows) -> dict:
     no_decay = [p for p in params if p.ndim < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=True,
+        lr=o.lr,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        fused=True,
     )
     inputs, targets = make_inputs(recipe, CUDA)
 
@@ -194,10 +213,19 @@ def case_peer_b(recipe, seconds, windows) -> dict:
 
     m, o = recipe.model, recipe.optimizer
     cfg = LlamaConfig(
-        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.ffn_dim,
-        num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
-        head_dim=m.head_dim, max_position_embeddings=m.context_length, rms_norm_eps=m.norm_eps,
-        rope_theta=m.rope_theta, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+        vocab_size=m.vocab_size,
+        hidden_size=m.d_model,
+        intermediate_size=m.ffn_dim,
+        num_hidden_layers=m.n_layers,
+        num_attention_heads=m.n_heads,
+        num_key_value_heads=m.n_heads,
+        head_dim=m.head_dim,
+        max_position_embeddings=m.context_length,
+        rms_norm_eps=m.norm_eps,
+        rope_theta=m.rope_theta,
+        tie_word_embeddings=True,
+        attention_bias=False,
+        mlp_bias=False,
     )
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(recipe.training.seed)
@@ -205,9 +233,14 @@ def case_peer_b(recipe, seconds, windows) -> dict:
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
     opt = torch.optim.AdamW(
-        [{"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
-         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
-        lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=True,
+        [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=o.lr,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        fused=True,
     )
     inputs, targets = make_inputs(recipe, CUDA)
 
@@ -265,13 +298,30 @@ def main(argv=None) -> int:
     ap.add_argument("--points", nargs="*", default=DEFAULT_POINTS, help="MODEL@CONTEXTxBATCH, e.g. 250m@2048x16")
     ap.add_argument("--quick", action="store_true", help="shorter windows (about 1 s x 3)")
     ap.add_argument("--no-peer-b", action="store_true")
-    ap.add_argument("--optimizer-kernels", nargs="*", default=[], choices=KERNELS, metavar="KERNEL",
-                    help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side")
-    ap.add_argument("--triton-blocks", nargs="*", type=int, default=[], metavar="N",
-                    help="with --optimizer-kernels: also the triton kernel with update blocks of N elements")
+    ap.add_argument(
+        "--optimizer-kernels",
+        nargs="*",
+        default=[],
+        choices=KERNELS,
+        metavar="KERNEL",
+        help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side",
+    )
+    ap.add_argument(
+        "--triton-blocks",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="N",
+        help="with --optimizer-kernels: also the triton kernel with update blocks of N elements",
+    )
     ap.add_argument("--optimizer-only", action="store_true", help="only the ceilings and --optimizer-kernels")
-    ap.add_argument("--kernel", action="append", default=[], metavar="FIELD=VALUE",
-                    help="ours with this kernel choice, repeatable, e.g. cross_entropy=triton (default: Kernels())")
+    ap.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="ours with this kernel choice, repeatable, e.g. cross_entropy=triton (default: Kernels())",
+    )
     args = ap.parse_args(argv)
     kernels = parse_kernels(args.kernel)
     if not torch.cuda.is_available():
@@ -280,12 +330,25 @@ def main(argv=None) -> int:
     seconds, windows = (1.0, 3) if args.quick else (3.0, 3)
     hw = hardware.collect(CUDA)
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes)
-    report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
-                           "driver": hw.driver, "triton": triton_version()}, "peak_bf16_flops": peak,
-              "ceilings": ceilings(args.quick), "command": sys.argv, "points": []}
+    report = {
+        "hardware": {
+            "gpu": hw.gpu_name,
+            "memory": hw.gpu_memory_bytes,
+            "torch": hw.torch,
+            "cuda": hw.cuda,
+            "driver": hw.driver,
+            "triton": triton_version(),
+        },
+        "peak_bf16_flops": peak,
+        "ceilings": ceilings(args.quick),
+        "command": sys.argv,
+        "points": [],
+    }
     copy_bw = report["ceilings"]["copy_bytes_per_second"]
-    print(f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
-          f"copy {copy_bw / 1e12:.2f} TB/s, peak {peak}")
+    print(
+        f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
+        f"copy {copy_bw / 1e12:.2f} TB/s, peak {peak}"
+    )
     try:
         import transformers  # noqa: F401
 
@@ -296,12 +359,12 @@ def main(argv=None) -> int:
         model, context, batch = parse_point(text)
         recipe = recipe_for(model, context, batch)
         P, fpt = parameter_count(recipe.model), flops_per_token(recipe.model)
-        point = {"point": text, "parameters": P, "flops_per_token": fpt,
-                 "optimizer_floor_ms": 32 * P / copy_bw * 1e3}
+        point = {"point": text, "parameters": P, "flops_per_token": fpt, "optimizer_floor_ms": 32 * P / copy_bw * 1e3}
         if args.optimizer_kernels or args.triton_blocks:
             free()
-            point["optimizer_kernels"] = case_optimizers(recipe, args.optimizer_kernels, args.triton_blocks,
-                                                         point["optimizer_floor_ms"])
+            point["optimizer_kernels"] = case_optimizers(
+                recipe, args.optimizer_kernels, args.triton_blocks, point["optimizer_floor_ms"]
+            )
             free()
         if not args.optimizer_only:
             point["ours"] = run_case("ours", case_ours, recipe, seconds, windows, kernels)
@@ -340,8 +403,11 @@ def print_point(p: dict) -> None:
     for name, c in p.get("optimizer_kernels", {}).items():
         if c["ok"]:
             vs = f", {c['vs_fused']:.3f}x fused" if "vs_fused" in c else ""
-            print(f"{p['point']:>14}: ArenaAdamW.step {name:>13} {c['ms']:.3f} ms = {c['vs_floor']:.2f}x its floor "
-                  f"of {p['optimizer_floor_ms']:.3f} ms{vs}", flush=True)
+            print(
+                f"{p['point']:>14}: ArenaAdamW.step {name:>13} {c['ms']:.3f} ms = {c['vs_floor']:.2f}x its floor "
+                f"of {p['optimizer_floor_ms']:.3f} ms{vs}",
+                flush=True,
+            )
         else:
             print(f"{p['point']:>14}: ArenaAdamW.step {name:>13} FAILED ({c['error'][:120]})", flush=True)
     if "ours" not in p:
@@ -350,8 +416,10 @@ def print_point(p: dict) -> None:
     line = f"{p['point']:>14}: ours {fmt(ours)} | peer A {fmt(a)} | peer B {fmt(b)}"
     if ours and ours.get("ok") and a and a.get("ok"):
         line += f" | ours/A {ours['tokens_per_second'] / a['tokens_per_second']:.2f}x"
-        line += (f" | optimizer ours {ours['optimizer_ms']:.2f} ms, A {a['optimizer_ms']:.2f} ms, "
-                 f"floor {p['optimizer_floor_ms']:.2f} ms ({ours['optimizer_ms'] / p['optimizer_floor_ms']:.2f}x)")
+        line += (
+            f" | optimizer ours {ours['optimizer_ms']:.2f} ms, A {a['optimizer_ms']:.2f} ms, "
+            f"floor {p['optimizer_floor_ms']:.2f} ms ({ours['optimizer_ms'] / p['optimizer_floor_ms']:.2f}x)"
+        )
     if ours and ours.get("ok"):
         line += f" | setup {ours['setup_seconds']:.1f} s"
     print(line, flush=True)

@@ -35,12 +35,14 @@ KERNEL_CACHE = Path(tempfile.mkdtemp(prefix="profile-update-inductor-"))
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(KERNEL_CACHE)
 META = re.compile(r"'kernel_name': '(triton_\w+)'.*?'kernel_num_gb': ([0-9.eE+-]+)")
 
-from throughput_schema.recipe import load_recipe
-from tiny_llm.update import build
+# After TORCHINDUCTOR_CACHE_DIR is set: inductor reads it when these import torch._inductor.
+from throughput_schema.recipe import load_recipe  # noqa: E402
+from tiny_llm.update import build  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import copy_bandwidth, parse_kernels  # noqa: E402
+
 FAMILIES = [
     ("tiny_llm triton", ("_swiglu_", "_cross_entropy_")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
@@ -77,15 +79,24 @@ def main() -> None:
     ap.add_argument("--point", default="250m@2048x16", help="MODEL@CONTEXTxBATCH")
     ap.add_argument("--updates", type=int, default=5)
     ap.add_argument("--output", type=Path, required=True)
-    ap.add_argument("--kernel", action="append", default=[], metavar="FIELD=VALUE",
-                    help="a kernel choice, repeatable, e.g. swiglu=default (default: Kernels())")
+    ap.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a kernel choice, repeatable, e.g. swiglu=default (default: Kernels())",
+    )
     args = ap.parse_args()
     kernels = parse_kernels(args.kernel)
     model, rest = args.point.split("@")
     context, batch = (int(x) for x in rest.split("x"))
     recipe = load_recipe(
         ROOT / "configs" / f"{model}.yaml",
-        [f"model.context_length={context}", f"training.micro_batch_size={batch}", f"training.batch_tokens={batch * context}"],
+        [
+            f"model.context_length={context}",
+            f"training.micro_batch_size={batch}",
+            f"training.batch_tokens={batch * context}",
+        ],
     )
     # Before compiling: inductor then records each kernel's estimated bytes on its launch.
     inductor_config.benchmark_kernel = True
@@ -131,14 +142,18 @@ def main() -> None:
         "own_kernels": inductor_bytes(events, args.updates, copy_bw, own_kernel_gb(recipe)),
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{args.point}: {total:.2f} ms of GPU kernels per update (compiled, no graph), "
-          f"{report['kernel_launches_per_update']:.0f} kernels")
+    print(
+        f"{args.point}: {total:.2f} ms of GPU kernels per update (compiled, no graph), "
+        f"{report['kernel_launches_per_update']:.0f} kernels"
+    )
     for fam, ms in report["families_ms"].items():
         print(f"  {fam:18s} {ms:8.2f} ms  {100 * ms / total:5.1f}%  {launches[fam]:5.0f} kernels")
     kernels = report["inductor_kernels"]
-    print(f"inductor kernels: {sum(k['ms'] for k in kernels):.2f} ms, of which "
-          f"{sum(k['gap_ms'] for k in kernels if k['gap_ms'] is not None):.2f} ms beyond copy speed "
-          f"({copy_bw / 1e12:.2f} TB/s); largest gaps:")
+    print(
+        f"inductor kernels: {sum(k['ms'] for k in kernels):.2f} ms, of which "
+        f"{sum(k['gap_ms'] for k in kernels if k['gap_ms'] is not None):.2f} ms beyond copy speed "
+        f"({copy_bw / 1e12:.2f} TB/s); largest gaps:"
+    )
     for k in kernels[:12] + report["own_kernels"]:
         frac = "?" if k["copy_fraction"] is None else f"{100 * k['copy_fraction']:.0f}%"
         print(f"  {k['ms']:7.3f} ms  {k['gb'] or 0:7.3f} GB  at {frac:>4s} of copy speed  {k['name'][:70]}")
@@ -168,12 +183,18 @@ def inductor_bytes(events: list[dict], updates: int, copy_bw: float, own: dict[s
         launches = launched[name] / updates
         moved = gb[name] * launches if name in gb else None
         floor_ms = None if moved is None else moved * 1e9 / copy_bw * 1e3
-        rows.append({
-            "name": name, "ms": ms, "launches": launches, "gb": moved,
-            "copy_fraction": None if floor_ms is None or ms <= 0 else floor_ms / ms,
-            "gap_ms": None if floor_ms is None else ms - floor_ms,
-        })
+        rows.append(
+            {
+                "name": name,
+                "ms": ms,
+                "launches": launches,
+                "gb": moved,
+                "copy_fraction": None if floor_ms is None or ms <= 0 else floor_ms / ms,
+                "gap_ms": None if floor_ms is None else ms - floor_ms,
+            }
+        )
     return sorted(rows, key=lambda r: -(r["gap_ms"] if r["gap_ms"] is not None else r["ms"]))
+
 
 if __name__ == "__main__":
     main()

@@ -59,16 +59,21 @@ import torch
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 # HERE too: the shapes, recipes and copy ceiling are benchmarks/peers.py's, so both compare alike.
-sys.path[:0] = [str(HERE), str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
+sys.path[:0] = [
+    str(HERE),
+    str(ROOT / "packages" / "tiny-llm" / "src"),
+    str(ROOT / "packages" / "throughput-schema" / "src"),
+]
 
 from peers import copy_bandwidth, parse_point, recipe_for  # noqa: E402
+
+from throughput_schema import Protocol  # noqa: E402
 from throughput_schema.recipe import flops_per_token, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
 from tiny_llm.arena_adamw import ArenaAdamW  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
-from throughput_schema import Protocol  # noqa: E402
 from tiny_llm.protocol import Measurement, measure  # noqa: E402
 from tiny_llm.update import build  # noqa: E402
 from tiny_llm.worker import TorchRunner  # noqa: E402
@@ -109,8 +114,11 @@ def judge(loss_diff: float, weight_ratio: float | None, drift: dict | None = Non
         loss_tol = max(loss_tol, NOISE_FACTOR * drift["max_loss_diff"])
         weight_tol = max(weight_tol, NOISE_FACTOR * drift["weight_diff_ratio"])
     equal = weight_ratio is not None and loss_diff <= loss_tol and weight_ratio < weight_tol
-    return bool(equal), {"loss_tol": loss_tol, "weight_ratio_tol": weight_tol,
-                         "against": "repeat drift" if drift else "fixed"}
+    return bool(equal), {
+        "loss_tol": loss_tol,
+        "weight_ratio_tol": weight_tol,
+        "against": "repeat drift" if drift else "fixed",
+    }
 
 
 def free(device) -> None:
@@ -157,8 +165,11 @@ def run_case(recipe, kernels: Kernels, device, opts: Protocol, check_updates: in
     m = Measurement(tokens_per_update=recipe.training.batch_tokens)
     measure(TorchRunner(built), opts, m, updates_before=built.setup_updates + check_updates)
     rates = m.rates()
-    out.update(tokens_per_second=statistics.median(rates), window_rates=rates,
-               updates_per_window=m.calibration.updates_per_window)
+    out.update(
+        tokens_per_second=statistics.median(rates),
+        window_rates=rates,
+        updates_per_window=m.calibration.updates_per_window,
+    )
     if cuda:
         out["reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
         # ArenaAdamW.step alone as its own graph, as benchmarks/peers.py times it.
@@ -174,8 +185,13 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     base = cases.get("baseline", {})
     if not base.get("ok"):
         return None, []
-    rate = lambda name: cases[name]["tokens_per_second"] if cases.get(name, {}).get("ok") and cases[name]["equal"] else 0.0  # noqa: E731
-    winners = [n for n in cases if n not in ("baseline", "repeat", "best") and rate(n) >= WIN * base["tokens_per_second"]]
+
+    def rate(name):
+        return cases[name]["tokens_per_second"] if cases.get(name, {}).get("ok") and cases[name]["equal"] else 0.0
+
+    winners = [
+        n for n in cases if n not in ("baseline", "repeat", "best") and rate(n) >= WIN * base["tokens_per_second"]
+    ]
     attention = max((n for n in winners if n.startswith("attn-")), key=rate, default=None)
     chosen = [n for n in winners if not n.startswith("attn-")] + ([attention] if attention else [])
     if len(chosen) < 2:
@@ -183,8 +199,10 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     k = Kernels()
     for name in chosen:
         c = CASES[name]
-        k = replace(k, **{f.name: getattr(c, f.name) for f in fields(Kernels)
-                          if getattr(c, f.name) != getattr(Kernels(), f.name)})
+        k = replace(
+            k,
+            **{f.name: getattr(c, f.name) for f in fields(Kernels) if getattr(c, f.name) != getattr(Kernels(), f.name)},
+        )
     return k, chosen
 
 
@@ -205,19 +223,40 @@ def main(argv=None) -> int:
     points = args.points or (DEFAULT_POINTS if device.type == "cuda" else ["tiny@128x2"])
     cases = [c for c in args.cases if c != "baseline"]
     # repeat right after the baseline: the variants after it are judged against its drift.
-    cases = ["baseline", *(["repeat"] if "repeat" in cases else []),
-             *[c for c in cases if c not in ("repeat", "best")], *(["best"] if "best" in cases else [])]
+    cases = [
+        "baseline",
+        *(["repeat"] if "repeat" in cases else []),
+        *[c for c in cases if c not in ("repeat", "best")],
+        *(["best"] if "best" in cases else []),
+    ]
     seconds, windows = (0.5, 3) if args.quick else (2.0, 5)
-    opts = Protocol(warmup=3, calibration_updates=3, windows=windows, extra_windows=0, window_seconds=seconds,
-                    min_updates_per_window=3)
+    opts = Protocol(
+        warmup=3,
+        calibration_updates=3,
+        windows=windows,
+        extra_windows=0,
+        window_seconds=seconds,
+        min_updates_per_window=3,
+    )
     hw = hardware.collect(device)
     copy_bw = copy_bandwidth() if device.type == "cuda" else None
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes) if device.type == "cuda" else None
-    report = {"hardware": {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
-                           "driver": hw.driver}, "peak_bf16_flops": peak, "quick": args.quick,
-              "check_updates": args.check_updates,
-              "criteria": {"loss_abs": LOSS_TOL, "weight_ratio": WEIGHT_TOL, "repeat_drift_factor": NOISE_FACTOR},
-              "copy_bytes_per_second": copy_bw, "command": " ".join(sys.argv), "points": []}
+    report = {
+        "hardware": {
+            "gpu": hw.gpu_name,
+            "memory": hw.gpu_memory_bytes,
+            "torch": hw.torch,
+            "cuda": hw.cuda,
+            "driver": hw.driver,
+        },
+        "peak_bf16_flops": peak,
+        "quick": args.quick,
+        "check_updates": args.check_updates,
+        "criteria": {"loss_abs": LOSS_TOL, "weight_ratio": WEIGHT_TOL, "repeat_drift_factor": NOISE_FACTOR},
+        "copy_bytes_per_second": copy_bw,
+        "command": " ".join(sys.argv),
+        "points": [],
+    }
     started = time.perf_counter()
     for text in points:
         model, context, batch = parse_point(text)
@@ -263,8 +302,11 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001 - record and continue with the next case
                 traceback.print_exc()
                 text_ = str(exc).strip().splitlines()
-                out = {"ok": False, "kernels": kernels.record(),
-                       "error": f"{type(exc).__name__}: {text_[0] if text_ else ''}"[:400]}
+                out = {
+                    "ok": False,
+                    "kernels": kernels.record(),
+                    "error": f"{type(exc).__name__}: {text_[0] if text_ else ''}"[:400],
+                }
             finally:
                 torch._dynamo.reset()
                 free(device)
@@ -294,8 +336,7 @@ def fmt_case(c: dict) -> str:
     if "combines" in c:
         detail += f"  [{' + '.join(c['combines'])}]"
     opt = f"  optimizer {c['optimizer_ms']:.2f} ms" if "optimizer_ms" in c else ""
-    return (f"{c['tokens_per_second']:>12,.0f} {mfu} {ratio:>7} {eq:>5}  setup {c['setup_seconds']:5.1f} s"
-            f"{opt}{detail}")
+    return f"{c['tokens_per_second']:>12,.0f} {mfu} {ratio:>7} {eq:>5}  setup {c['setup_seconds']:5.1f} s{opt}{detail}"
 
 
 def print_case(point: str, name: str, c: dict, flush=False) -> None:
@@ -306,8 +347,10 @@ def print_table(report: dict) -> None:
     print(f"\n{'point':>14} {'case':<15} {'tokens/s':>12} {'MFU':>6} {'ratio':>7} {'equal':>5}")
     for p in report["points"]:
         if "optimizer_floor_ms" in p:
-            print(f"{p['point']:>14} optimizer floor {p['optimizer_floor_ms']:.2f} ms (32 B/parameter at "
-                  f"{report['copy_bytes_per_second'] / 1e12:.2f} TB/s)")
+            print(
+                f"{p['point']:>14} optimizer floor {p['optimizer_floor_ms']:.2f} ms (32 B/parameter at "
+                f"{report['copy_bytes_per_second'] / 1e12:.2f} TB/s)"
+            )
         for name, c in p["cases"].items():
             print_case(p["point"], name, c)
 

@@ -125,8 +125,10 @@ def _twins(kernel, dtype=torch.float64):
 
 
 @pytest.mark.slow  # inductor compiles C++ on the CPU
-@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
-                    reason="inductor's CPU code generation needs a C++ compiler")
+@pytest.mark.skipif(
+    shutil.which("g++") is None and shutil.which("c++") is None,
+    reason="inductor's CPU code generation needs a C++ compiler",
+)
 def test_compiled_kernel_matches_tensor_kernel():
     """The "compiled" kernel is the tensor step through inductor: the same weights and
     moments over 10 clipped and unclipped steps, the same skip of a NaN, and the

@@ -4,7 +4,6 @@ Skipped without CUDA. Run with: pytest packages/tiny-llm/tests -m cuda
 """
 
 import copy
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,15 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from throughput_schema import EXIT_CODES, WorkerResult, read
+from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
 from throughput_schema.layout import decode_bursts
 from throughput_schema.recipe import load_recipe
-from throughput_schema import outcome_kind
 
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 ROOT = Path(__file__).resolve().parents[3]
 CUDA = torch.device("cuda")
@@ -29,14 +24,23 @@ CUDA = torch.device("cuda")
 def small_recipe(batch=4, context=256):
     return load_recipe(
         ROOT / "configs" / "20m.yaml",
-        [f"model.context_length={context}", f"training.micro_batch_size={batch}",
-         f"training.batch_tokens={batch * context}", "model.n_layers=4"],
+        [
+            f"model.context_length={context}",
+            f"training.micro_batch_size={batch}",
+            f"training.batch_tokens={batch * context}",
+            "model.n_layers=4",
+        ],
     )
 
 
 def worker(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "tiny_llm", "benchmark-throughput-worker", *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "tiny_llm", "benchmark-throughput-worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def test_graph_replay_matches_eager_update():
@@ -98,9 +102,24 @@ def test_fast_arena_kernels_match_tensor_path(kernel):
 
 def test_too_large_batch_is_cuda_oom(tmp_path):
     out = tmp_path / "oom.json"
-    proc = worker("--config", "configs/500m.yaml", "--set", "model.context_length=4096",
-                  "--set", "training.micro_batch_size=512", "--set", "training.batch_tokens=2097152",
-                  "--output", str(out), "--warmup", "1", "--windows", "1", "--window-seconds", "0.1")
+    proc = worker(
+        "--config",
+        "configs/500m.yaml",
+        "--set",
+        "model.context_length=4096",
+        "--set",
+        "training.micro_batch_size=512",
+        "--set",
+        "training.batch_tokens=2097152",
+        "--output",
+        str(out),
+        "--warmup",
+        "1",
+        "--windows",
+        "1",
+        "--window-seconds",
+        "0.1",
+    )
     assert proc.returncode == EXIT_CODES["cuda_oom"], proc.stdout + proc.stderr
     result = read(out, WorkerResult)
     assert outcome_kind(result.outcome) == "cuda_oom" and result.exit_code == 3
@@ -110,27 +129,61 @@ def test_too_large_batch_is_cuda_oom(tmp_path):
 
 def test_guide_command_completes(tmp_path):
     out = tmp_path / "throughput-point.json"
-    proc = worker("--config", "configs/250m.yaml", "--set", "model.context_length=2048",
-                  "--set", "training.micro_batch_size=8", "--set", "training.batch_tokens=16384",
-                  "--set", "optimizer.lr=0.001", "--set", "optimizer.beta2=0.99",
-                  "--output", str(out), "--warmup", "20", "--windows", "5", "--window-seconds", "10")
+    proc = worker(
+        "--config",
+        "configs/250m.yaml",
+        "--set",
+        "model.context_length=2048",
+        "--set",
+        "training.micro_batch_size=8",
+        "--set",
+        "training.batch_tokens=16384",
+        "--set",
+        "optimizer.lr=0.001",
+        "--set",
+        "optimizer.beta2=0.99",
+        "--output",
+        str(out),
+        "--warmup",
+        "20",
+        "--windows",
+        "5",
+        "--window-seconds",
+        "10",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = read(out, WorkerResult)
     assert result.backend == "cuda-graph" and len(result.windows) in (5, 10)
     assert result.throughput.tokens_per_second > 0 and result.memory.measurement is not None
     # The record names the physical GPU as nvidia-smi does.
-    listed = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.split()
+    listed = subprocess.run(
+        ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True
+    ).stdout.split()
     assert result.hardware.gpu_uuid.startswith("GPU-") and result.hardware.gpu_uuid in listed
     print(proc.stdout)
 
 
 def test_optimizer_timing_sanity(tmp_path):
     out = tmp_path / "timing.json"
-    proc = worker("--config", "configs/20m.yaml", "--set", "model.context_length=512",
-                  "--set", "training.micro_batch_size=8", "--set", "training.batch_tokens=4096",
-                  "--output", str(out), "--warmup", "5", "--windows", "5", "--window-seconds", "1",
-                  "--optimizer-timing")
+    proc = worker(
+        "--config",
+        "configs/20m.yaml",
+        "--set",
+        "model.context_length=512",
+        "--set",
+        "training.micro_batch_size=8",
+        "--set",
+        "training.batch_tokens=4096",
+        "--output",
+        str(out),
+        "--warmup",
+        "5",
+        "--windows",
+        "5",
+        "--window-seconds",
+        "1",
+        "--optimizer-timing",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = read(out, WorkerResult)
     t = r.optimizer_timing

@@ -20,8 +20,16 @@ def describe(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("preset, exact", [("250m", 251_943_360), ("500m", 516_814_080)])
 def test_describe_prints_exact_parameter_count(preset, exact):
-    done = describe("--config", f"configs/{preset}.yaml", "--set", "model.context_length=2048",
-                    "--set", "training.micro_batch_size=8", "--set", "training.batch_tokens=16384")
+    done = describe(
+        "--config",
+        f"configs/{preset}.yaml",
+        "--set",
+        "model.context_length=2048",
+        "--set",
+        "training.micro_batch_size=8",
+        "--set",
+        "training.batch_tokens=16384",
+    )
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["parameters"] == exact

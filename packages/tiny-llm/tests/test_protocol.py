@@ -2,8 +2,8 @@
 
 import pytest
 
-from tiny_llm import stats
 from throughput_schema import Protocol
+from tiny_llm import stats
 from tiny_llm.protocol import CounterMismatch, Measurement, NonFiniteState, measure
 
 

@@ -5,10 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema import BurstSample, Hardware, Window
+from throughput_schema import BurstSample, Hardware, Protocol, Window
 from throughput_schema.layout import bursts_path, decode_bursts
 from throughput_schema.recipe import load_recipe
-from throughput_schema import Protocol
 from tiny_llm.protocol import Measurement
 from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
 
@@ -29,8 +28,10 @@ def measured() -> Measurement:
     """
     m = Measurement(tokens_per_update=1000)
     m.bursts = [
-        b(0, 3, 0.03, 10.0, 2.0), b(0, 1, 0.01, 12.0, 4.0),
-        b(1, 2, 0.024, 11.0, 3.0), b(1, 2, 0.024, 11.0, 1.0),
+        b(0, 3, 0.03, 10.0, 2.0),
+        b(0, 1, 0.01, 12.0, 4.0),
+        b(1, 2, 0.024, 11.0, 3.0),
+        b(1, 2, 0.024, 11.0, 1.0),
         b(2, 4, 0.044, 9.0, 3.0),
     ]
     m.windows = [
@@ -56,8 +57,10 @@ def test_burst_weighting_medians_cv_and_shares_by_hand():
 
 def test_throughput_summary_by_hand():
     root = Path(__file__).resolve().parents[3]
-    recipe = load_recipe(root / "configs" / "20m.yaml", ["model.context_length=512", "training.micro_batch_size=2",
-                                                          "training.batch_tokens=1024"])
+    recipe = load_recipe(
+        root / "configs" / "20m.yaml",
+        ["model.context_length=512", "training.micro_batch_size=2", "training.batch_tokens=1024"],
+    )
     m = measured()
     m.tokens_per_update = 1024
     # rates: 4·1024/0.04 = 102400, 4·1024/0.048 = 85333.3, 4·1024/0.044 = 93090.9 -> median 93090.9
@@ -79,6 +82,10 @@ def test_bursts_file_beside_the_result(tmp_path):
     path = write_bursts(tmp_path / "p" / "result.json", t)
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and json.loads(lines[1]) == {
-        "window": 0, "updates": 1, "wall_seconds": 0.01, "graph_ms": 12.0, "optimizer_ms": 4.0
+        "window": 0,
+        "updates": 1,
+        "wall_seconds": 0.01,
+        "graph_ms": 12.0,
+        "optimizer_ms": 4.0,
     }
     assert decode_bursts(path.read_bytes()) == t.bursts

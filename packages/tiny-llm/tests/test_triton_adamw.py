@@ -27,8 +27,14 @@ CUDA = torch.device("cuda")
 
 
 def _python(code_or_file: list[str], **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *code_or_file], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **env}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, *code_or_file],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
 
 
 @needs_interpreter
@@ -83,20 +89,42 @@ def test_kernels_compile_for_hopper_with_vector_accesses():
     from tiny_llm import triton_adamw as t
 
     def ptx(fn, signature, constexprs, aligned, num_warps):
-        src = ASTSource(fn=fn, signature={**signature, **dict.fromkeys(constexprs, "constexpr")}, constexprs=constexprs,
-                        attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
+        src = ASTSource(
+            fn=fn,
+            signature={**signature, **dict.fromkeys(constexprs, "constexpr")},
+            constexprs=constexprs,
+            attrs={(i,): [["tt.divisibility", 16]] for i in aligned},
+        )
         return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}).asm["ptx"]
 
     f32 = dict.fromkeys(("lr", "beta1", "beta2", "eps", "weight_decay"), "fp32")
     arenas = dict.fromkeys(("p_ptr", "g_ptr", "m_ptr", "v_ptr", "coef_ptr"), "*fp32")
     warps = t._warps(t.BLOCK)
     update = ptx(t._adamw, {**arenas, "n": "i32", "decay_end": "i32", **f32}, {"BLOCK": t.BLOCK}, range(7), warps)
-    norm = ptx(t._partial_sumsq, {"g_ptr": "*fp32", "partials_ptr": "*fp32", "n": "i32"},
-               {"NORM_BLOCK": t.NORM_BLOCK, "NORM_TILES": t.NORM_TILES}, range(3), t._warps(t.NORM_BLOCK))
-    ptx(t._finish_norm, {"partials_ptr": "*fp32", "n_partials": "i32", "norm_ptr": "*fp32", "finite_ptr": "*u8",
-                         "nonfinite_ptr": "*i64", "updates_ptr": "*i64", "step_ptr": "*fp32", "coef_ptr": "*fp32",
-                         **dict.fromkeys(("max_norm", "lr", "log2_beta1", "log2_beta2"), "fp32")},
-        {"FINAL_BLOCK": t.FINAL_BLOCK}, (), t._warps(t.FINAL_BLOCK))
+    norm = ptx(
+        t._partial_sumsq,
+        {"g_ptr": "*fp32", "partials_ptr": "*fp32", "n": "i32"},
+        {"NORM_BLOCK": t.NORM_BLOCK, "NORM_TILES": t.NORM_TILES},
+        range(3),
+        t._warps(t.NORM_BLOCK),
+    )
+    ptx(
+        t._finish_norm,
+        {
+            "partials_ptr": "*fp32",
+            "n_partials": "i32",
+            "norm_ptr": "*fp32",
+            "finite_ptr": "*u8",
+            "nonfinite_ptr": "*i64",
+            "updates_ptr": "*i64",
+            "step_ptr": "*fp32",
+            "coef_ptr": "*fp32",
+            **dict.fromkeys(("max_norm", "lr", "log2_beta1", "log2_beta2"), "fp32"),
+        },
+        {"FINAL_BLOCK": t.FINAL_BLOCK},
+        (),
+        t._warps(t.FINAL_BLOCK),
+    )
     vectors = t.BLOCK // (4 * 32 * warps)  # per thread and arena: 4 floats each, 32 threads a warp
     assert len(re.findall(r"ld\.global\S*v4\.b32", update)) == 4 * vectors  # p, g, m, v
     assert len(re.findall(r"st\.global\S*v4\.b32", update)) == 3 * vectors  # p, m, v
@@ -168,8 +196,12 @@ def test_cuda_triton_is_deterministic_and_capturable():
         graph.replay()
     torch.cuda.synchronize()
     for opt in (twin, graphed):
-        for x, y in ((opt.params, eager.params), (opt.exp_avg, eager.exp_avg), (opt.exp_avg_sq, eager.exp_avg_sq),
-                     (opt.grad_norm, eager.grad_norm)):
+        for x, y in (
+            (opt.params, eager.params),
+            (opt.exp_avg, eager.exp_avg),
+            (opt.exp_avg_sq, eager.exp_avg_sq),
+            (opt.grad_norm, eager.grad_norm),
+        ):
             assert torch.equal(x, y)
         assert opt.metrics() == eager.metrics()
     # A NaN under replay: skipped without a host sync, counted, weights untouched.

@@ -63,7 +63,7 @@ def case(kernel: str, size: str, dtype, device="cpu", seed=0):
 
 
 def ce_case(size: str, dtype, device, gen):
-    """"odd": the vocabulary leaves the last block partly masked; "model": 250m's width and vocabulary."""
+    """ "odd": the vocabulary leaves the last block partly masked; "model": 250m's width and vocabulary."""
     from tiny_llm.triton_cross_entropy import linear_cross_entropy
 
     n, d, v = {"odd": (37, 16, 5000), "small": (8, 8, 300), "model": (2048, 960, 32000)}[size]
@@ -115,6 +115,7 @@ def interpreted(kernel: str) -> None:
     import triton.language as tl
 
     try:
+
         @triton.jit
         def _probe(x):
             tl.store(x, 1.0)
@@ -138,14 +139,20 @@ def interpreted(kernel: str) -> None:
 
 # Triton's CPU interpreter runs the kernels on numpy arrays.
 @pytest.mark.slow  # Triton's interpreter
-@pytest.mark.skipif(not HAS_TRITON or importlib.util.find_spec("numpy") is None,
-                    reason="Triton's interpreter needs triton and numpy")
+@pytest.mark.skipif(
+    not HAS_TRITON or importlib.util.find_spec("numpy") is None, reason="Triton's interpreter needs triton and numpy"
+)
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_interpreted_kernel_matches_eager(kernel):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     code = "import sys; sys.path.insert(0, sys.argv[1]); import test_triton_kernels as t; t.interpreted(sys.argv[2])"
-    proc = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), kernel], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent), kernel],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode == SKIP:
         pytest.skip(proc.stdout.strip())
     assert proc.returncode == 0 and f"interpreted {kernel} ok" in proc.stdout, proc.stdout + proc.stderr

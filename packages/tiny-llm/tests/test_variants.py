@@ -57,8 +57,9 @@ def loss_and_grads(model, idx, tgt, autocast=False):
         loss = model(idx, tgt)
     loss.backward()
     # A compiled module names its parameters "_orig_mod.<name>".
-    return loss.detach().double(), {n.removeprefix("_orig_mod."): p.grad.double().clone()
-                                    for n, p in model.named_parameters()}
+    return loss.detach().double(), {
+        n.removeprefix("_orig_mod."): p.grad.double().clone() for n, p in model.named_parameters()
+    }
 
 
 @pytest.mark.parametrize("name", CPU_VARIANTS)
@@ -137,8 +138,8 @@ def test_variant_traces_without_graph_break(name):
 
 def test_pinned_attention_backend_reaches_compiled_forward_and_backward():
     """The sdpa_kernel choice is baked into the AOT graphs (so a CUDA graph replays that kernel)."""
-    from torch._functorch.aot_autograd import aot_module_simplified
     from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
 
     recipe = tiny()
     idx, tgt = batch(recipe, b=1)
@@ -161,18 +162,31 @@ def test_pinned_attention_backend_reaches_compiled_forward_and_backward():
         finally:
             torch._dynamo.reset()
         ops[attention] = seen
-    flash = {"aten._scaled_dot_product_flash_attention_for_cpu.default",
-             "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"}
+    flash = {
+        "aten._scaled_dot_product_flash_attention_for_cpu.default",
+        "aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+    }
     assert flash <= ops["auto"]  # PyTorch's own choice on the CPU
     assert not flash & ops["math"] and "aten.bmm.default" in ops["math"]  # pinned: the math decomposition
 
 
 def test_kernels_record_and_validation():
-    assert Kernels().record() == {"attention": "auto", "cross_entropy": "default", "compile_mode": "default",
-                                  "inductor_tuning": "default", "optimizer": "auto", "swiglu": "auto"}
+    assert Kernels().record() == {
+        "attention": "auto",
+        "cross_entropy": "default",
+        "compile_mode": "default",
+        "inductor_tuning": "default",
+        "optimizer": "auto",
+        "swiglu": "auto",
+    }
     assert Kernels(swiglu="default").record()["swiglu"] == "default"
-    k = Kernels(attention="flash", cross_entropy="chunked", ce_chunk_tokens=4096,
-                compile_mode="max-autotune-no-cudagraphs", inductor_tuning="coordinate-descent")
+    k = Kernels(
+        attention="flash",
+        cross_entropy="chunked",
+        ce_chunk_tokens=4096,
+        compile_mode="max-autotune-no-cudagraphs",
+        inductor_tuning="coordinate-descent",
+    )
     assert k.record()["ce_chunk_tokens"] == "4096" and k.record()["compile_mode"] == "max-autotune-no-cudagraphs"
     assert Kernels().compile_kwargs() == {"mode": None}
     opts = k.compile_kwargs()["options"]
@@ -184,7 +198,7 @@ def test_kernels_record_and_validation():
 
 
 def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
-    """"auto": the Triton optimizer and SwiGLU on CUDA where triton imports, else "fused" and
+    """ "auto": the Triton optimizer and SwiGLU on CUDA where triton imports, else "fused" and
     the inductor SwiGLU there; the CPU keeps "tensor" and "default" (no CUDA needed to check)."""
     from tiny_llm import model as model_mod
     from tiny_llm import triton_adamw
@@ -196,8 +210,8 @@ def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
     assert default_kernel(cpu, torch.float32) == "tensor" and resolve_swiglu("auto", cpu) == "default"
     assert automatic_kernels("cpu") == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
     for imports, optimizer, swiglu in ((True, "triton", "triton"), (False, "fused", "default")):
-        monkeypatch.setattr(triton_adamw, "available", lambda: imports)
-        monkeypatch.setattr(model_mod, "triton_imports", lambda: imports)
+        monkeypatch.setattr(triton_adamw, "available", lambda imports=imports: imports)
+        monkeypatch.setattr(model_mod, "triton_imports", lambda imports=imports: imports)
         assert default_kernel(cuda, torch.float32) == optimizer
         assert default_kernel(cuda, torch.float64) == "tensor"  # fused and triton need FP32 arenas
         assert resolve_swiglu("auto", cuda) == swiglu
@@ -222,21 +236,56 @@ def test_failed_build_records_the_resolved_kernels(tmp_path):
     assert _kernels_record(explicit, None, torch.device("cpu"))["swiglu"] == "triton"
 
 
-TINY = ["--config", str(ROOT / "configs" / "tiny.yaml"), "--set", "model.vocab_size=512",
-        "--set", "training.micro_batch_size=2", "--set", "training.batch_tokens=256"]
-FAST = ["--warmup", "1", "--windows", "1", "--window-seconds", "0.05", "--min-updates-per-window", "1",
-        "--device", "cpu"]
+TINY = [
+    "--config",
+    str(ROOT / "configs" / "tiny.yaml"),
+    "--set",
+    "model.vocab_size=512",
+    "--set",
+    "training.micro_batch_size=2",
+    "--set",
+    "training.batch_tokens=256",
+]
+FAST = [
+    "--warmup",
+    "1",
+    "--windows",
+    "1",
+    "--window-seconds",
+    "0.05",
+    "--min-updates-per-window",
+    "1",
+    "--device",
+    "cpu",
+]
 
 
 def test_cli_flags_recorded_in_result(tmp_path, capsys):
     out = tmp_path / "r.json"
-    args = ["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST,
-            "--attention-backend", "flash", "--cross-entropy", "chunked", "--ce-chunk-tokens", "100"]
+    args = [
+        "benchmark-throughput-worker",
+        *TINY,
+        "--output",
+        str(out),
+        *FAST,
+        "--attention-backend",
+        "flash",
+        "--cross-entropy",
+        "chunked",
+        "--ce-chunk-tokens",
+        "100",
+    ]
     assert main(args) == 0
     result = read(out, WorkerResult)
-    assert result.kernels == {"attention": "flash", "cross_entropy": "chunked", "compile_mode": "default",
-                              "inductor_tuning": "default", "ce_chunk_tokens": "100", "optimizer": "tensor",
-                              "swiglu": "default"}
+    assert result.kernels == {
+        "attention": "flash",
+        "cross_entropy": "chunked",
+        "compile_mode": "default",
+        "inductor_tuning": "default",
+        "ce_chunk_tokens": "100",
+        "optimizer": "tensor",
+        "swiglu": "default",
+    }
     assert "attention=flash" in capsys.readouterr().out
 
 
@@ -250,13 +299,16 @@ def test_cli_defaults_recorded(tmp_path, capsys):
     assert "optimizer=" not in line and "swiglu=" not in line
 
 
-@pytest.mark.parametrize("extra, needle", [
-    (["--attention-backend", "fast"], "--attention-backend"),
-    (["--cross-entropy", "fused"], "--cross-entropy"),
-    (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
-    (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
-    (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--attention-backend", "fast"], "--attention-backend"),
+        (["--cross-entropy", "fused"], "--cross-entropy"),
+        (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
+        (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
+        (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
+    ],
+)
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
     out = tmp_path / "r.json"
     try:
@@ -290,13 +342,20 @@ def test_gpu_defaults_are_the_triton_kernels():
     """On CUDA with triton, Kernels() runs the Triton optimizer and SwiGLU, and says so."""
     from tiny_llm.update import build
 
-    recipe = load_recipe(ROOT / "configs" / "20m.yaml", [
-        "model.context_length=256", "training.micro_batch_size=4", "training.batch_tokens=1024", "model.n_layers=2"])
+    recipe = load_recipe(
+        ROOT / "configs" / "20m.yaml",
+        ["model.context_length=256", "training.micro_batch_size=4", "training.batch_tokens=1024", "model.n_layers=2"],
+    )
     built = build(recipe, torch.device("cuda"), compile_model=False, use_graph=False)
     assert built.optimizer.kernel == "triton" and all(b.mlp.fused is not None for b in built.model.blocks)
     assert built.ran().record() == {**Kernels().record(), "optimizer": "triton", "swiglu": "triton"}
-    old = build(recipe, torch.device("cuda"), compile_model=False, use_graph=False,
-                kernels=Kernels(optimizer="fused", swiglu="default"))
+    old = build(
+        recipe,
+        torch.device("cuda"),
+        compile_model=False,
+        use_graph=False,
+        kernels=Kernels(optimizer="fused", swiglu="default"),
+    )
     assert old.optimizer.kernel == "fused" and all(b.mlp.fused is None for b in old.model.blocks)
 
 
@@ -307,8 +366,10 @@ def test_gpu_graph_replay_variant_matches_default(name):
     """Each variant's captured update agrees with the default captured update (loss, weights)."""
     from tiny_llm.update import build
 
-    recipe = load_recipe(ROOT / "configs" / "20m.yaml", [
-        "model.context_length=256", "training.micro_batch_size=4", "training.batch_tokens=1024", "model.n_layers=4"])
+    recipe = load_recipe(
+        ROOT / "configs" / "20m.yaml",
+        ["model.context_length=256", "training.micro_batch_size=4", "training.batch_tokens=1024", "model.n_layers=4"],
+    )
     cuda = torch.device("cuda")
     init = copy.deepcopy(build(recipe, cuda, compile_model=False, use_graph=False).optimizer.params)
     try:
@@ -361,8 +422,28 @@ def test_variants_benchmark_smoke_on_cpu(tmp_path):
 
     bench = _variants_bench()
     out = tmp_path / "variants.json"
-    assert bench.main(["--device", "cpu", "--points", "tiny@128x1", "--quick", "--check-updates", "2",
-                       "--cases", "baseline", "ce-chunked", "repeat", "attn-efficient", "best", "--output", str(out)]) == 0
+    assert (
+        bench.main(
+            [
+                "--device",
+                "cpu",
+                "--points",
+                "tiny@128x1",
+                "--quick",
+                "--check-updates",
+                "2",
+                "--cases",
+                "baseline",
+                "ce-chunked",
+                "repeat",
+                "attn-efficient",
+                "best",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     cases = json.loads(out.read_text())["points"][0]["cases"]
     # Each case records the kernels that ran: on the CPU, "auto" is the tensor optimizer and the
     # inductor SwiGLU.

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
 import tiny_llm
+from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
 from tiny_llm.cli import main
 from tiny_llm.hardware import GIB, peak_bf16_flops
 from tiny_llm.protocol import NonFiniteState
@@ -16,12 +16,27 @@ from tiny_llm.worker import classify
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = [
-    "--config", str(ROOT / "configs" / "tiny.yaml"),
-    "--set", "model.vocab_size=512",
-    "--set", "training.micro_batch_size=2",
-    "--set", "training.batch_tokens=256",
+    "--config",
+    str(ROOT / "configs" / "tiny.yaml"),
+    "--set",
+    "model.vocab_size=512",
+    "--set",
+    "training.micro_batch_size=2",
+    "--set",
+    "training.batch_tokens=256",
 ]
-FAST = ["--warmup", "2", "--windows", "5", "--window-seconds", "0.2", "--min-updates-per-window", "2", "--device", "cpu"]
+FAST = [
+    "--warmup",
+    "2",
+    "--windows",
+    "5",
+    "--window-seconds",
+    "0.2",
+    "--min-updates-per-window",
+    "2",
+    "--device",
+    "cpu",
+]
 
 
 def test_cpu_worker_end_to_end(tmp_path, capsys):
@@ -31,7 +46,11 @@ def test_cpu_worker_end_to_end(tmp_path, capsys):
     assert outcome_kind(result.outcome) == "ok" and result.exit_code == 0
     assert result.backend == "cpu-eager" and result.mode == "throughput"
     # The production worker names itself: only its results pass the audit and the report.
-    assert (result.worker.module, result.worker.version, result.worker.written_by) == ("tiny_llm", tiny_llm.__version__, "worker")
+    assert (result.worker.module, result.worker.version, result.worker.written_by) == (
+        "tiny_llm",
+        tiny_llm.__version__,
+        "worker",
+    )
     assert result.parameters == 4_473_472 - (32_000 - 512) * 128
     assert result.recipe.training.micro_batch_size == 2
     assert result.calibration.updates == 5 and result.calibration.updates_per_window >= 2
@@ -41,8 +60,11 @@ def test_cpu_worker_end_to_end(tmp_path, capsys):
     t = result.throughput
     rates = [w.updates * 256 / w.seconds for w in result.windows]
     assert t.window_tokens_per_second == pytest.approx(rates)
-    assert t.tokens_per_second == pytest.approx(sorted(rates)[len(rates) // 2] if len(rates) % 2 else
-                                                (sorted(rates)[len(rates) // 2 - 1] + sorted(rates)[len(rates) // 2]) / 2)
+    assert t.tokens_per_second == pytest.approx(
+        sorted(rates)[len(rates) // 2]
+        if len(rates) % 2
+        else (sorted(rates)[len(rates) // 2 - 1] + sorted(rates)[len(rates) // 2]) / 2
+    )
     assert t.sequences_per_second == pytest.approx(t.tokens_per_second / 128)
     assert t.mfu is None and t.peak_flops is None and "peak unknown" in t.mfu_formula
     assert result.setup_seconds > 0 and result.memory is None
@@ -72,9 +94,23 @@ def test_python_m_guide_style_command(tmp_path):
     """`python -m tiny_llm` itself, as the guide (docs/guide.md) runs it (here on the CPU, tiny recipe)."""
     out = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "tiny_llm", "benchmark-throughput-worker", *TINY,
-         "--set", "optimizer.lr=0.001", "--set", "optimizer.beta2=0.99", "--output", str(out), *FAST],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "tiny_llm",
+            "benchmark-throughput-worker",
+            *TINY,
+            "--set",
+            "optimizer.lr=0.001",
+            "--set",
+            "optimizer.beta2=0.99",
+            "--output",
+            str(out),
+            *FAST,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert outcome_kind(read(out, WorkerResult).outcome) == "ok"
@@ -101,7 +137,13 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys, extra, needle):
 
 
 def test_missing_config(tmp_path, capsys):
-    args = ["benchmark-throughput-worker", "--config", str(tmp_path / "nope.yaml"), "--output", str(tmp_path / "r.json")]
+    args = [
+        "benchmark-throughput-worker",
+        "--config",
+        str(tmp_path / "nope.yaml"),
+        "--output",
+        str(tmp_path / "r.json"),
+    ]
     assert main(args) == 2
     assert "not found" in capsys.readouterr().err
 
@@ -161,9 +203,14 @@ def _request(tmp_path: Path):
 
     recipe = load_recipe(ROOT / "configs" / "tiny.yaml", [a for a in TINY[3::2]])
     protocol = Protocol(warmup=2, windows=5, window_seconds=0.2, min_updates_per_window=2)
-    request = WorkerRequest(point=PointSpec(model="tiny", context_length=128, batch_size=2), recipe=recipe,
-                            protocol=protocol, campaign=str(tmp_path), python=sys.executable,
-                            result=str(tmp_path / "result.json"))
+    request = WorkerRequest(
+        point=PointSpec(model="tiny", context_length=128, batch_size=2),
+        recipe=recipe,
+        protocol=protocol,
+        campaign=str(tmp_path),
+        python=sys.executable,
+        result=str(tmp_path / "result.json"),
+    )
     return write_atomic(tmp_path / "request.json", request), recipe
 
 

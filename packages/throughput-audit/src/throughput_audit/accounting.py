@@ -7,14 +7,13 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from throughput_schema import AccountingRow
-from throughput_schema.layout import INTENT, RECEIPT
-
 from throughput_audit import query_windows, slurm
 from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
+from throughput_schema import AccountingRow
+from throughput_schema.layout import INTENT, RECEIPT
 
 
 def check_slurm(
@@ -68,7 +67,9 @@ def check_slurm(
         file = r.file(RECEIPT)
         row = rows.get(job_id)
         if row is None:
-            checks.fail("slurm.accounted", file, f"{file}: job {job_id} is missing from Slurm accounting", job_id=job_id)
+            checks.fail(
+                "slurm.accounted", file, f"{file}: job {job_id} is missing from Slurm accounting", job_id=job_id
+            )
             continue
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
@@ -151,9 +152,16 @@ def check_unreceipted(
             times[token] = query_windows.around(when)
         except ValueError:
             unreadable += 1
-            checks.fail("slurm.unreceipted", file, f"{file}: {field} {when!r} is not a time; jobs under its token cannot be looked up")
+            checks.fail(
+                "slurm.unreceipted",
+                file,
+                f"{file}: {field} {when!r} is not a time; jobs under its token cannot be looked up",
+            )
     rows, queries, windows = slurm.query_tokens(times, span, runner=runner)
-    orphans = sorted((row for job_id, row in rows.items() if job_id not in receipted), key=lambda row: slurm._job_sort_key(row.job_id))
+    orphans = sorted(
+        (row for job_id, row in rows.items() if job_id not in receipted),
+        key=lambda row: slurm._job_sort_key(row.job_id),
+    )
     for row in orphans:
         r = owners[row.job_name]
         file = r.file(INTENT)
@@ -176,7 +184,9 @@ def check_unreceipted(
         )
     if not times:
         if not unreadable:
-            checks.not_applicable("slurm.unreceipted", "no intents: no job can have been submitted under the campaign's tokens")
+            checks.not_applicable(
+                "slurm.unreceipted", "no intents: no job can have been submitted under the campaign's tokens"
+            )
     elif not orphans and not unreadable:
         checks.expect(
             "slurm.unreceipted",

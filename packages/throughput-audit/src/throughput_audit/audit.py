@@ -7,25 +7,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 
-from throughput_schema import SchemaError, write_atomic
-from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
-from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECIPES, RECEIPT, RESULT
-
 from throughput_audit import __version__, optimizer, provenance, query_windows, slurm, spot_check
 from throughput_audit.accounting import check_slurm
 from throughput_audit.baseline import baseline_matches
-from throughput_audit.campaign import AttemptRecord, Loaded, check_attempt_files, check_frozen, frozen_recipe, kind, load
+from throughput_audit.campaign import (
+    AttemptRecord,
+    Loaded,
+    check_attempt_files,
+    check_frozen,
+    frozen_recipe,
+    kind,
+    load,
+)
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import Checks
 from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
+from throughput_schema import SchemaError, write_atomic
+from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
+from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECEIPT, RECIPES, RESULT
 
 
 class NotACampaign(Exception):
@@ -118,7 +125,7 @@ def run_audit(
         campaign=str(root),
         name=manifest.name,
         kind=manifest.kind,
-        audited_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        audited_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tool_version=__version__,
         slurm=slurm_state,
         local_registry="checked" if manifest.profile.scheduler == "local" else "not_applicable",
@@ -164,7 +171,8 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
         "result.protocol",
         res.protocol == m.protocol,
         file,
-        f"{file}: result protocol " + ("equals" if res.protocol == m.protocol else f"{res.protocol} differs from")
+        f"{file}: result protocol "
+        + ("equals" if res.protocol == m.protocol else f"{res.protocol} differs from")
         + " the manifest's",
     )
     want_mode = "optimizer-timing" if is_opt else "throughput"
@@ -184,7 +192,13 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     # The instrumented worker: five more windows when throughput or optimizer CV exceeded the threshold.
     by_opt = optimizer.optimizer_first_cv_exceeded(record, m.protocol)
     check_throughput(
-        checks, file, res, batch=a.batch_size, context=a.context_length, protocol=m.protocol, extended_by_optimizer=by_opt
+        checks,
+        file,
+        res,
+        batch=a.batch_size,
+        context=a.context_length,
+        protocol=m.protocol,
+        extended_by_optimizer=by_opt,
     )
     baseline_matches(record, checks)
     if a.baseline is not None and kind(a.baseline) == "ok":
@@ -214,7 +228,9 @@ def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
         "receipt.times",
         not bad,
         file,
-        f"{file}: the recorded accounting's " + "; ".join(bad) + " (times stored by a campaign run with SLURM_TIME_FORMAT "
+        f"{file}: the recorded accounting's "
+        + "; ".join(bad)
+        + " (times stored by a campaign run with SLURM_TIME_FORMAT "
         "set; the job's times cannot be read from this receipt)"
         if bad
         else f"{file}: recorded start {r.accounting.start!r} and end {r.accounting.end!r} are dates and times",

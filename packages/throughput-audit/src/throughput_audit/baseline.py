@@ -8,10 +8,9 @@ share at small batches.
 
 from __future__ import annotations
 
-from throughput_schema.layout import BASELINE, RESULT
-
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
+from throughput_schema.layout import BASELINE, RESULT
 
 
 def baseline_matches(record: AttemptRecord, checks: Checks) -> None:

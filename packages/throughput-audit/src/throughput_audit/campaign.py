@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from throughput_audit.findings import Checks
 from throughput_schema import BurstSample, Manifest, Recipe, SchemaError, WorkerResult, outcome_kind, read
 from throughput_schema.layout import (
     BURSTS,
@@ -25,8 +26,6 @@ from throughput_schema.layout import (
     read_attempt,
     stray_curves,
 )
-
-from throughput_audit.findings import Checks
 
 
 def kind(result: WorkerResult | None) -> str | None:
@@ -98,7 +97,9 @@ def load(root: Path, checks: Checks, *, optimizer: bool) -> Loaded:
             else:
                 record.bursts = bursts.record
         loaded.attempts.append(record)
-    loaded.attempts.sort(key=lambda r: (r.attempt.model, r.attempt.context_length, r.attempt.batch_size, r.attempt.attempt))
+    loaded.attempts.sort(
+        key=lambda r: (r.attempt.model, r.attempt.context_length, r.attempt.batch_size, r.attempt.attempt)
+    )
     return loaded
 
 
@@ -118,11 +119,7 @@ def check_frozen(loaded: Loaded, checks: Checks) -> None:
     frozen = loaded.root / FROZEN
     listed = loaded.manifest.frozen_files
     checks.expect(
-        "frozen.listed",
-        bool(listed),
-        MANIFEST,
-        f"{MANIFEST}: {len(listed)} frozen files listed",
-        files=len(listed),
+        "frozen.listed", bool(listed), MANIFEST, f"{MANIFEST}: {len(listed)} frozen files listed", files=len(listed)
     )
     seen = set()
     for f in listed:
@@ -145,7 +142,9 @@ def check_frozen(loaded: Loaded, checks: Checks) -> None:
         )
     if frozen.is_dir():
         extra = sorted(
-            str(p.relative_to(frozen)) for p in frozen.rglob("*") if p.is_file() and str(p.relative_to(frozen)) not in seen
+            str(p.relative_to(frozen))
+            for p in frozen.rglob("*")
+            if p.is_file() and str(p.relative_to(frozen)) not in seen
         )
         checks.expect(
             "frozen.unlisted",
@@ -216,7 +215,9 @@ def check_attempt_files(loaded: Loaded, record: AttemptRecord, checks: Checks) -
         if record.settlement in ("refused", "ambiguous"):
             checks.expect("attempt.receipt", True, record.rel, f"{record.rel}: no receipt; settled {record.settlement}")
         else:
-            checks.fail("attempt.receipt", record.rel, f"{record.rel}: intent.json without receipt.json (unsettled submission)")
+            checks.fail(
+                "attempt.receipt", record.rel, f"{record.rel}: intent.json without receipt.json (unsettled submission)"
+            )
         return
     rfile = record.file(RECEIPT)
     checks.expect(

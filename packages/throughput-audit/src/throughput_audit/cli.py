@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -36,10 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from throughput_schema.layout import ACCOUNTING, AUDIT
-
     from throughput_audit.audit import NotACampaign, run_audit, write_outputs
     from throughput_audit.query_windows import parse_span
+    from throughput_schema.layout import ACCOUNTING, AUDIT
 
     try:
         span = parse_span(args.sacct_window)

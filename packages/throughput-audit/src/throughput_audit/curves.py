@@ -8,16 +8,15 @@ person closed the curve on exactly that failed attempt (`closure.json`).
 
 from __future__ import annotations
 
-import msgspec
-
-from throughput_schema import Manifest
 from pathlib import Path
 
-from throughput_schema.audit import CurveFinding
-from throughput_schema.layout import CURVES, RESULT, closure_path, curve_name, read_file
+import msgspec
 
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks
+from throughput_schema import Manifest
+from throughput_schema.audit import CurveFinding
+from throughput_schema.layout import CURVES, RESULT, closure_path, curve_name, read_file
 
 
 def final_attempts(records: list[AttemptRecord]) -> dict[int, AttemptRecord]:
@@ -97,7 +96,9 @@ def walk_throughput(
             "curve.cap",
             not over,
             where,
-            f"{where}: batches {over} exceed --max-batch {cap}" if over else f"{where}: all batches within --max-batch {cap}",
+            f"{where}: batches {over} exceed --max-batch {cap}"
+            if over
+            else f"{where}: all batches within --max-batch {cap}",
             over=over,
             max_batch=cap,
         )
@@ -231,7 +232,9 @@ def check_curve_set(loaded: Loaded, checks: Checks) -> None:
         "curve.unexpected",
         not extra,
         CURVES,
-        f"{CURVES}/: curves {extra} are not in the manifest's models x contexts" if extra else f"{CURVES}/: only manifest curves",
+        f"{CURVES}/: curves {extra} are not in the manifest's models x contexts"
+        if extra
+        else f"{CURVES}/: only manifest curves",
         curves=extra,
     )
 
@@ -240,12 +243,15 @@ def unstable_record(r: AttemptRecord) -> bool:
     """Its measurement or its baseline's, throughput or optimizer timing, was unstable."""
     res, base = r.attempt.result, r.attempt.baseline
     return any(
-        x is not None and ((x.throughput and x.throughput.unstable) or (x.optimizer_timing and x.optimizer_timing.unstable))
+        x is not None
+        and ((x.throughput and x.throughput.unstable) or (x.optimizer_timing and x.optimizer_timing.unstable))
         for x in (res, base)
     )
 
 
-def walk_grid(name: str, records: list[AttemptRecord], planned: list[int], checks: Checks, *, optimizer: bool) -> CurveFinding:
+def walk_grid(
+    name: str, records: list[AttemptRecord], planned: list[int], checks: Checks, *, optimizer: bool
+) -> CurveFinding:
     """A curve that walks a planned grid, every batch at once: an optimizer follow-up's
     inherited batches (check optimizer.grid) or a spot check's sample (spot_check.grid).
     Each planned batch measured ok, and nothing else."""

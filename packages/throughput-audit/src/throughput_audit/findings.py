@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from throughput_schema.audit import AuditSummary, Check
-
 from throughput_audit.stats import agree
+from throughput_schema.audit import AuditSummary, Check
 
 
 class Checks:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from throughput_schema import AccountingRow, WorkerResult, slurm_states
-from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
-
 from throughput_audit import slurm
 from throughput_audit.allocation import timelimit_minutes
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
+from throughput_schema import AccountingRow, WorkerResult, slurm_states
+from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)
@@ -29,7 +28,9 @@ GRANULARITY = timedelta(seconds=1)
 _NOT_FINAL = ("job_id",)
 
 
-def check_job(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, times: AccountingRow | None = None) -> int:
+def check_job(
+    prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, times: AccountingRow | None = None
+) -> int:
     """`times`: the row with start and end as instants, where the record's own strings
     are ambiguous (older local registries wrote local time without an offset). Returns
     how many worker results were compared with the job's times."""
@@ -125,7 +126,9 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
         problems = [f"job {row.job_id}'s {p} in {source}" for p in bad]
         if not bad and (start is None or end is None):
             missing = "start" if start is None else "end"
-            problems.append(f"job {row.job_id} has no {missing} time in {source} ({getattr(row, missing)!r}), yet its worker wrote this result")
+            problems.append(
+                f"job {row.job_id} has no {missing} time in {source} ({getattr(row, missing)!r}), yet its worker wrote this result"
+            )
         when: dict[str, datetime] = {}
         for what, text in {"started_at": res.started_at, "finished_at": res.finished_at}.items():
             at = slurm.parse_time(text) if text else None
@@ -144,7 +147,8 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
             f"{prefix}.worker_times",
             not problems,
             file,
-            f"{file}: " + ("; ".join(problems) if problems else f"worker ran {res.started_at} .. {res.finished_at}")
+            f"{file}: "
+            + ("; ".join(problems) if problems else f"worker ran {res.started_at} .. {res.finished_at}")
             + f" (job {row.job_id}: {row.start} .. {row.end}, elapsed {row.elapsed})",
             job_id=row.job_id,
             started_at=res.started_at,

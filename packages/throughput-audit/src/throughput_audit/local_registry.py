@@ -11,15 +11,14 @@ from datetime import datetime, timedelta, timezone
 
 import msgspec
 
-from throughput_schema import AccountingRow, ClusterProfile, SchemaError
-from throughput_schema.layout import INTENT, RECEIPT
-from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
-
 from throughput_audit import slurm
 from throughput_audit.allocation import mem_mib
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
+from throughput_schema import AccountingRow, ClusterProfile, SchemaError
+from throughput_schema.layout import INTENT, RECEIPT
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
 
 
 def check_local(loaded: Loaded, checks: Checks) -> str:
@@ -32,8 +31,10 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         if rec.job_id in receipts:
             file = r.file(RECEIPT)
             checks.fail(
-                "local.duplicate_job", file,
-                f"{file}: job {rec.job_id} is also the receipt of {receipts[rec.job_id].file(RECEIPT)}", job_id=rec.job_id,
+                "local.duplicate_job",
+                file,
+                f"{file}: job {rec.job_id} is also the receipt of {receipts[rec.job_id].file(RECEIPT)}",
+                job_id=rec.job_id,
             )
             continue
         receipts[rec.job_id] = r
@@ -64,16 +65,25 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             continue
         entry = registry.get(job_id)
         if entry is None:
-            checks.fail("local.accounted", file, f"{file}: job {job_id} is not in the local job registry ({LOCAL_JOBS_DIR})", job_id=job_id)
+            checks.fail(
+                "local.accounted",
+                file,
+                f"{file}: job {job_id} is not in the local job registry ({LOCAL_JOBS_DIR})",
+                job_id=job_id,
+            )
             continue
-        checks.expect("local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id)
+        checks.expect(
+            "local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id
+        )
         check_allocation(entry.job, profile, file, checks)
         compared += check_job("local", r, rows[job_id], checks, times=instants[job_id])
     check_worker_times_ran("local", len(receipts), compared, checks)
     unreceipted = [job_id for job_id in registry if job_id not in receipts]
     for job_id in unreceipted:
         token = registry[job_id].job.token
-        owner = next((x.file(INTENT) for x in loaded.attempts if x.attempt.intent and x.attempt.intent.token == token), None)
+        owner = next(
+            (x.file(INTENT) for x in loaded.attempts if x.attempt.intent and x.attempt.intent.token == token), None
+        )
         checks.fail(
             "local.unreceipted",
             f"{LOCAL_JOBS_DIR}/{job_id}.json",
@@ -83,10 +93,16 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             token=token,
         )
     if not unreceipted:
-        checks.expect("local.unreceipted", True, LOCAL_JOBS_DIR, f"{LOCAL_JOBS_DIR}: each of its {len(registry)} jobs has a receipt")
+        checks.expect(
+            "local.unreceipted",
+            True,
+            LOCAL_JOBS_DIR,
+            f"{LOCAL_JOBS_DIR}: each of its {len(registry)} jobs has a receipt",
+        )
     check_peak("local", list(instants.values()), profile.max_concurrent_jobs, checks)
-    return f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n" + slurm.format_rows(
-        rows.values()
+    return (
+        f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
+        + slurm.format_rows(rows.values())
     )
 
 
@@ -105,7 +121,9 @@ def check_allocation(job: LocalJob, profile: ClusterProfile, file: str, checks: 
     if gpus not in (0, profile.gpus_per_job):
         problems.append(f"{gpus} GPUs ({job.gpus}), profile requires {profile.gpus_per_job}")
     if job.machine_cpus:
-        had = f"shared the machine's {job.machine_cpus} CPUs" + (f" and {job.machine_mem} memory" if job.machine_mem else "")
+        had = f"shared the machine's {job.machine_cpus} CPUs" + (
+            f" and {job.machine_mem} memory" if job.machine_mem else ""
+        )
     else:
         had = "ran on a machine whose CPUs and memory this older registry did not record"
     checks.expect(

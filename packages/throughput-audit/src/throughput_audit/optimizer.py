@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from throughput_schema import Manifest, SchemaError, read
-from throughput_schema.audit import CurveFinding
-from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
-
-from throughput_audit.campaign import AttemptRecord, Loaded, kind, load, sha256
+from throughput_audit.campaign import AttemptRecord, Loaded, load, sha256
 from throughput_audit.curves import group, planned_grid, walk_grid, walk_throughput
 from throughput_audit.findings import Checks
 from throughput_audit.points import CV_REL, RATE_REL
 from throughput_audit.stats import first_difference, median, sample_cv, weighted_mean
+from throughput_schema import Manifest, SchemaError
+from throughput_schema.audit import CurveFinding
+from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 
 
 def parent_path(root: Path, manifest: Manifest) -> Path | None:
@@ -172,7 +171,11 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         bfile,
         f"{bfile}: burst updates per window {[covered.get(i, 0) for i in range(len(windows))]}, "
         f"window updates {[w.updates for w in windows]}"
-        + (f"; bursts name windows {sorted(set(covered) - set(wanted))} that do not exist" if set(covered) - set(wanted) else ""),
+        + (
+            f"; bursts name windows {sorted(set(covered) - set(wanted))} that do not exist"
+            if set(covered) - set(wanted)
+            else ""
+        ),
         bursts=[covered.get(i, 0) for i in range(len(windows))],
         windows=[w.updates for w in windows],
     )
@@ -186,12 +189,21 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
     reported = list(ot.window_optimizer_ms)
     i = first_difference(opt_list, reported, rel=RATE_REL)
     checks.figure(
-        "optimizer.window_ms", file, opt_list, reported, what="update-weighted window optimizer ms",
-        suffix="" if i is None else f"; first difference at window {i}", rel=RATE_REL,
+        "optimizer.window_ms",
+        file,
+        opt_list,
+        reported,
+        what="update-weighted window optimizer ms",
+        suffix="" if i is None else f"; first difference at window {i}",
+        rel=RATE_REL,
     )
     checks.figure(
-        "optimizer.window_graph_ms", file, graph_list, list(ot.window_graph_ms),
-        what="update-weighted window graph ms", rel=RATE_REL,
+        "optimizer.window_graph_ms",
+        file,
+        graph_list,
+        list(ot.window_graph_ms),
+        what="update-weighted window graph ms",
+        rel=RATE_REL,
     )
     opt_ms = median(opt_list)
     cv = sample_cv(opt_list)
@@ -199,7 +211,10 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
     checks.figure("optimizer.cv", file, cv, ot.optimizer_cv, what="optimizer CV", rel=CV_REL)
     unstable = cv > protocol.cv_threshold
     checks.figure(
-        "optimizer.unstable", file, unstable, ot.unstable,
+        "optimizer.unstable",
+        file,
+        unstable,
+        ot.unstable,
         message=f"optimizer CV {cv:.4%} vs {protocol.cv_threshold:.0%} means unstable={unstable}, result says {ot.unstable}",
     )
     # Shares as the guide (docs/guide.md) defines them: of the instrumented worker's wall time per update
@@ -207,17 +222,29 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
     graph_ms = median(graph_list) if graph_list else 0.0
     share_graph = min(1.0, opt_ms / graph_ms) if graph_ms else 0.0
     checks.figure(
-        "optimizer.share_of_graph", file, share_graph, ot.share_of_graph,
-        what="optimizer share of graph time", how=f" ({opt_ms!r} / median graph ms {graph_ms!r})", rel=1e-6,
+        "optimizer.share_of_graph",
+        file,
+        share_graph,
+        ot.share_of_graph,
+        what="optimizer share of graph time",
+        how=f" ({opt_ms!r} / median graph ms {graph_ms!r})",
+        rel=1e-6,
     )
     wall_ms = median([1000.0 * w.seconds / w.updates for w in windows])
     share_wall = min(1.0, opt_ms / wall_ms)
     checks.figure(
-        "optimizer.share_of_wall", file, share_wall, ot.share_of_wall,
-        what="optimizer share of instrumented wall time", how=f" ({opt_ms!r} / median {wall_ms!r} ms per update)", rel=1e-6,
+        "optimizer.share_of_wall",
+        file,
+        share_wall,
+        ot.share_of_wall,
+        what="optimizer share of instrumented wall time",
+        how=f" ({opt_ms!r} / median {wall_ms!r} ms per update)",
+        rel=1e-6,
     )
     if base is None or base.throughput is None:
-        checks.fail("optimizer.baseline", record.file(BASELINE), f"{record.file(BASELINE)}: no paired baseline throughput")
+        checks.fail(
+            "optimizer.baseline", record.file(BASELINE), f"{record.file(BASELINE)}: no paired baseline throughput"
+        )
         return None
     base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
     return 100.0 * opt_ms / base_ms

@@ -9,11 +9,10 @@ optimizer's counter read after each window advanced by exactly that many.
 
 from __future__ import annotations
 
-from throughput_schema import Protocol, Recipe, WorkerResult
-
 from throughput_audit.findings import Checks
 from throughput_audit.roofline import check_roofline
 from throughput_audit.stats import GUIDE_PARAMETERS, first_difference, flops_per_token, median, parameters, sample_cv
+from throughput_schema import Protocol, Recipe, WorkerResult
 
 RATE_REL = 1e-9
 CV_REL = 1e-6
@@ -76,8 +75,7 @@ def check_windows(
         calib is not None and not bad,
         file,
         f"{file}: window updates {[w.updates for w in windows]} vs calibrated {per_window} "
-        f"(at least {protocol.min_updates_per_window})"
-        + ("" if calib else "; no calibration record"),
+        f"(at least {protocol.min_updates_per_window})" + ("" if calib else "; no calibration record"),
         updates=[w.updates for w in windows],
         calibrated=per_window,
         minimum=protocol.min_updates_per_window,
@@ -129,7 +127,13 @@ def check_throughput(
 ) -> float | None:
     """Recompute every derived throughput figure; returns the recomputed median rate."""
     rates = check_windows(
-        checks, file, result, batch=batch, context=context, protocol=protocol, extended_by_optimizer=extended_by_optimizer
+        checks,
+        file,
+        result,
+        batch=batch,
+        context=context,
+        protocol=protocol,
+        extended_by_optimizer=extended_by_optimizer,
     )
     tp = result.throughput
     if tp is None:
@@ -153,19 +157,35 @@ def check_throughput(
     else:
         detail = f"{len(reported)} reported rates for {len(rates)} windows"
     checks.figure("throughput.window_rates", file, rates, reported, message=detail, rel=RATE_REL)
-    checks.figure("throughput.median", file, rate, tp.tokens_per_second, what="median window rate", how=" tok/s", rel=RATE_REL)
     checks.figure(
-        "throughput.sequences_per_second", file, rate / context, tp.sequences_per_second,
-        what="sequences/s", how=f" (rate / {context})", rel=RATE_REL,
+        "throughput.median", file, rate, tp.tokens_per_second, what="median window rate", how=" tok/s", rel=RATE_REL
+    )
+    checks.figure(
+        "throughput.sequences_per_second",
+        file,
+        rate / context,
+        tp.sequences_per_second,
+        what="sequences/s",
+        how=f" (rate / {context})",
+        rel=RATE_REL,
     )
     update_ms = 1000.0 * tokens / rate
     checks.figure(
-        "throughput.update_ms", file, update_ms, tp.update_ms, what="update ms", how=f" (1000 x {tokens} / rate)", rel=RATE_REL
+        "throughput.update_ms",
+        file,
+        update_ms,
+        tp.update_ms,
+        what="update ms",
+        how=f" (1000 x {tokens} / rate)",
+        rel=RATE_REL,
     )
     checks.figure("throughput.cv", file, cv, tp.cv, what=f"sample CV of {len(rates)} window rates", rel=CV_REL)
     unstable = cv > protocol.cv_threshold
     checks.figure(
-        "throughput.unstable", file, unstable, tp.unstable,
+        "throughput.unstable",
+        file,
+        unstable,
+        tp.unstable,
         message=f"CV {cv:.4%} vs threshold {protocol.cv_threshold:.0%} means unstable={unstable}, "
         f"result says unstable={tp.unstable}",
         given={"cv": cv, "threshold": protocol.cv_threshold},
@@ -174,8 +194,13 @@ def check_throughput(
     check_roofline(checks, file, result, max(rates), flops)
     if tp.flops_per_token:
         checks.figure(
-            "throughput.flops_per_token", file, flops, tp.flops_per_token,
-            what="FLOPs/token", how=" (6P + 12 x layers x width x L)", rel=1e-12,
+            "throughput.flops_per_token",
+            file,
+            flops,
+            tp.flops_per_token,
+            what="FLOPs/token",
+            how=" (6P + 12 x layers x width x L)",
+            rel=1e-12,
         )
         if tp.mfu is not None and tp.peak_flops:
             mfu = flops * rate / tp.peak_flops
@@ -269,8 +294,13 @@ def check_point_recipe(
     count = _params(r)
     anchor = GUIDE_PARAMETERS.get(r.name)
     checks.figure(
-        "recipe.parameters", file, count, result.parameters,
-        what="parameters", how=" from the recipe", show="{:,}".format,
+        "recipe.parameters",
+        file,
+        count,
+        result.parameters,
+        what="parameters",
+        how=" from the recipe",
+        show="{:,}".format,
         suffix=f", the guide says {anchor:,} for {r.name}" if anchor is not None else "",
         same=result.parameters == count and (anchor is None or anchor == count),
         guide=anchor,

@@ -9,13 +9,12 @@ the report do.
 
 from __future__ import annotations
 
-from throughput_schema.layout import BASELINE, MANIFEST, RESULT
+from throughput_audit.campaign import Loaded
+from throughput_audit.findings import Checks
 from throughput_schema import provenance
+from throughput_schema.layout import BASELINE, MANIFEST, RESULT
 from throughput_schema.provenance import PRODUCTION_WORKER, allowed_worker_banner, is_test_worker, worker_refusal
 from throughput_schema.records import WorkerResult
-
-from throughput_audit.campaign import AttemptRecord, Loaded
-from throughput_audit.findings import Checks
 
 
 def check_worker(loaded: Loaded, checks: Checks, *, allow_test_worker: bool) -> str:
@@ -28,7 +27,8 @@ def check_worker(loaded: Loaded, checks: Checks, *, allow_test_worker: bool) -> 
         "worker.production",
         not test or allow_test_worker,
         MANIFEST,
-        worker_refusal(worker, MANIFEST) if test and not allow_test_worker
+        worker_refusal(worker, MANIFEST)
+        if test and not allow_test_worker
         else f"{MANIFEST}: worker {worker!r}" + (" (test worker, allowed)" if test else ""),
         worker=worker,
         production=PRODUCTION_WORKER,
@@ -71,5 +71,9 @@ def _check_result_worker(file: str, result: WorkerResult, worker: str, checks: C
 def notes(loaded: Loaded, test_worker: str) -> list[str]:
     """The lines every reader of the audit must see beside its counts."""
     m = loaded.manifest
-    results = (r for record in loaded.attempts if not record.void for r in (record.attempt.result, record.attempt.baseline))
-    return ([allowed_worker_banner(test_worker)] if test_worker else []) + provenance.notes([(m.name, m.protocol)], results)
+    results = (
+        r for record in loaded.attempts if not record.void for r in (record.attempt.result, record.attempt.baseline)
+    )
+    return ([allowed_worker_banner(test_worker)] if test_worker else []) + provenance.notes(
+        [(m.name, m.protocol)], results
+    )

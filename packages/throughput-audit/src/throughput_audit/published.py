@@ -11,11 +11,10 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import Receipt
-from throughput_schema.layout import RESULTS_CSV, RESULTS_JSON
-
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
+from throughput_schema import Receipt
+from throughput_schema.layout import RESULTS_CSV, RESULTS_JSON
 
 # The point columns collect takes from the receipt, and how.
 _COLUMNS = {
@@ -63,7 +62,9 @@ def _check_point(name: str, row: dict, receipts: dict[str, AttemptRecord], check
         return  # an attempt without a receipt publishes no accounting
     rec = r.attempt.receipt
     differ = [
-        f"{col} {row.get(col)!r}, receipt {want(rec)!r}" for col, want in _COLUMNS.items() if str(row.get(col) or "") != want(rec)
+        f"{col} {row.get(col)!r}, receipt {want(rec)!r}"
+        for col, want in _COLUMNS.items()
+        if str(row.get(col) or "") != want(rec)
     ]
     checks.expect(
         "published.accounting",

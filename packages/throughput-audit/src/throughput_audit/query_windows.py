@@ -18,11 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-
-from throughput_schema.local_jobs import slurm_duration
+from datetime import UTC, datetime, timedelta
 
 from throughput_audit.allocation import timelimit_minutes
+from throughput_schema.local_jobs import slurm_duration
 
 # The login node writing intents and slurmctld stamping jobs may disagree by minutes, and
 # sbatch itself may take a while to answer.
@@ -60,15 +59,12 @@ def around(written_at: str) -> tuple[datetime, datetime]:
     ValueError if the text is not a time."""
     when = datetime.fromisoformat(written_at)
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (
-        _second((when - SKEW_MARGIN).timestamp(), math.floor),
-        _second((when + SKEW_MARGIN).timestamp(), math.ceil),
-    )
+        when = when.replace(tzinfo=UTC)
+    return (_second((when - SKEW_MARGIN).timestamp(), math.floor), _second((when + SKEW_MARGIN).timestamp(), math.ceil))
 
 
 def _second(epoch: float, rounding) -> datetime:
-    return datetime.fromtimestamp(rounding(epoch), tz=timezone.utc)
+    return datetime.fromtimestamp(rounding(epoch), tz=UTC)
 
 
 def windows(intervals: Iterable[tuple[datetime, datetime]], span: timedelta = DEFAULT_SPAN) -> list[Window]:

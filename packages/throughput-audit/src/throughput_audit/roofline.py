@@ -11,10 +11,9 @@ figures or pass impossible ones.
 
 from __future__ import annotations
 
+from throughput_audit.findings import Checks
 from throughput_schema import WorkerResult
 from throughput_schema.gpus import peak_bf16_flops
-
-from throughput_audit.findings import Checks
 
 
 def check_roofline(checks: Checks, file: str, result: WorkerResult, fastest_rate: float, flops_per_token: int) -> None:

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 from throughput_schema import AccountingRow, slurm_states
 from throughput_schema.slurm_env import slurm_environment
-
-from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 
 # sacct columns, in order; Comment is last because it is free text and may hold "|".
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -64,14 +63,24 @@ class Query:
 
 
 def _argv(selection: list[str], sacct: str = "sacct", *, users: tuple[str, ...] = ()) -> list[str]:
-    return [sacct, "-X", *users, "--parsable2", "--noheader", "--format=" + ",".join(name for name, _ in FIELDS), *selection]
+    return [
+        sacct,
+        "-X",
+        *users,
+        "--parsable2",
+        "--noheader",
+        "--format=" + ",".join(name for name, _ in FIELDS),
+        *selection,
+    ]
 
 
 def sacct_argv(job_ids: Sequence[str], sacct: str = "sacct") -> list[str]:
     return _argv(["-j", ",".join(job_ids)], sacct)
 
 
-def query(job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = BATCH) -> tuple[dict[str, AccountingRow], list[Query]]:
+def query(
+    job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = BATCH
+) -> tuple[dict[str, AccountingRow], list[Query]]:
     """Accounting rows by job id, one sacct call per `batch` ids. Unknown ids are simply absent."""
     return _batched(sorted(set(job_ids), key=_job_sort_key), sacct_argv, runner=runner, batch=batch)
 
@@ -135,7 +144,9 @@ def _call(argv: list[str], run: Runner) -> Query:
     try:
         proc = run(argv)
     except FileNotFoundError:
-        raise AccountingUnavailable("sacct not found: the Slurm client tools are needed to audit a Slurm campaign") from None
+        raise AccountingUnavailable(
+            "sacct not found: the Slurm client tools are needed to audit a Slurm campaign"
+        ) from None
     except (OSError, subprocess.SubprocessError) as exc:
         raise AccountingUnavailable(f"sacct failed to run: {exc}") from None
     err = (proc.stderr or "").strip().splitlines()

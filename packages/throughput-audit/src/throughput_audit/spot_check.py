@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from throughput_schema.audit import CurveFinding
-from throughput_schema.codec import SchemaError, read
-from throughput_schema.comparison import Comparison, differing
-from throughput_schema.layout import MANIFEST, SPOT_CHECK, spot_check_comparison
-
 from throughput_audit.campaign import Loaded
 from throughput_audit.curves import final_attempts, group, planned_grid, walk_grid
 from throughput_audit.findings import Checks
 from throughput_audit.optimizer import parent_fitting
 from throughput_audit.points import RATE_REL
 from throughput_audit.stats import close
+from throughput_schema.audit import CurveFinding
+from throughput_schema.codec import SchemaError, read
+from throughput_schema.comparison import Comparison, differing
+from throughput_schema.layout import MANIFEST, SPOT_CHECK, spot_check_comparison
 
 
 def check_sample(loaded: Loaded, checks: Checks, root: Path) -> list[CurveFinding]:

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema.audit import CurveFinding
-from throughput_schema.codec import not_text
-from throughput_schema.layout import RESULTS_JSON
-
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.curves import final_attempts, group, status
 from throughput_audit.findings import Checks
+from throughput_schema.audit import CurveFinding
+from throughput_schema.codec import not_text
+from throughput_schema.layout import RESULTS_JSON
 
 
 def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded: Loaded, is_opt: bool) -> None:
@@ -120,5 +119,3 @@ def _fastest_stable(records: list[AttemptRecord], curve: CurveFinding, is_opt: b
         if best is None or rate > best[1]:
             best = (b, rate)
     return best
-
-

@@ -51,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"{PROG}: cannot write {args.output}: {exc.strerror or exc}; choose a writable output folder", file=sys.stderr)
+        print(
+            f"{PROG}: cannot write {args.output}: {exc.strerror or exc}; choose a writable output folder",
+            file=sys.stderr,
+        )
         return 2
     banner = [comparison.test_worker] if comparison.test_worker else []
     print("\n".join([*banner, comparison.summary, f"wrote {len(files)} files to {args.output}", *banner]))

@@ -3,16 +3,16 @@ boundary, the fastest stable batch and a recommendation, and the one-line summar
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 
-from throughput_schema import noise as spread
-from throughput_schema.provenance import WorkerRefused, worker_banner
 from throughput_compare.differences import differences
 from throughput_compare.inputs import Campaign, Measured, Refused
-from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes
+from throughput_schema import noise as spread
 from throughput_schema.comparison import Comparison, CurveComparison, InputFile, Noise, PointComparison, Recommendation
+from throughput_schema.provenance import WorkerRefused, worker_banner
+from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes
 
 
 def _change(a, b):
@@ -106,7 +106,11 @@ def summary(points: list[PointComparison], curves: list[CurveComparison], spot_c
     moved = [boundary_text(c) for c in curves if c.boundary_moved]
     if spot_check:
         return f"B is {', '.join(parts)} (a spot check: the sampled points only; boundaries not re-measured)."
-    bounds = "no boundary moved" if not moved else f"{len(moved)} boundar{'y' if len(moved) == 1 else 'ies'} moved ({'; '.join(moved)})"
+    bounds = (
+        "no boundary moved"
+        if not moved
+        else f"{len(moved)} boundar{'y' if len(moved) == 1 else 'ies'} moved ({'; '.join(moved)})"
+    )
     return f"B is {', '.join(parts)}; {bounds}."
 
 
@@ -118,7 +122,9 @@ def _banner(a: Campaign, b: Campaign, allow_test_worker: bool) -> str:
         raise Refused(str(exc)) from None
 
 
-def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False, allow_test_worker: bool = False) -> Comparison:
+def compare(
+    a: Campaign, b: Campaign, *, allow_protocol_change: bool = False, allow_test_worker: bool = False
+) -> Comparison:
     banner = _banner(a, b, allow_test_worker)  # first: a test worker's figures are no comparison at all
     if a.manifest.kind != b.manifest.kind:
         raise Refused(
@@ -146,17 +152,21 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False, al
             "verdict": spread.VERDICT_RULE,
         },
     )
-    threshold = spread.noise_threshold([noise.window_spread_a, noise.window_spread_b, noise.run_to_run_a, noise.run_to_run_b])
+    threshold = spread.noise_threshold(
+        [noise.window_spread_a, noise.window_spread_b, noise.run_to_run_a, noise.run_to_run_b]
+    )
     noise = msgspec.structs.replace(noise, threshold=threshold)
     names = list(dict.fromkeys([*a.curves(), *b.curves()]))  # the manifests' order: models, then contexts
-    shared = sorted(set(a.points) & set(b.points), key=lambda k: (names.index(k[0]) if k[0] in names else len(names), k[1]))
+    shared = sorted(
+        set(a.points) & set(b.points), key=lambda k: (names.index(k[0]) if k[0] in names else len(names), k[1])
+    )
     points = [_point(a.points[k], b.points[k], threshold) for k in shared]
     curves = [_curve(a, b, c, points, threshold) for c in names]
     return Comparison(
         kind=a.manifest.kind,
         a=str(a.path),
         b=str(b.path),
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         summary=summary(points, curves, b.spot_check),
         allow_protocol_change=allow_protocol_change,
         noise=noise,
@@ -169,4 +179,3 @@ def compare(a: Campaign, b: Campaign, *, allow_protocol_change: bool = False, al
         spot_check=b.spot_check,
         test_worker=banner,
     )
-

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from throughput_schema.provenance import HARDWARE_COLUMNS as HARDWARE_FIELDS
 
 from throughput_compare.inputs import Campaign
 from throughput_schema.comparison import Difference
+from throughput_schema.provenance import HARDWARE_COLUMNS as HARDWARE_FIELDS
 
 # A recipe's fields that say which point it is, not how it is trained.
 POINT_FIELDS = frozenset({"model.context_length", "training.micro_batch_size", "training.batch_tokens"})
@@ -33,8 +33,8 @@ def _values(campaign: Campaign, pick) -> str:
 def _hardware(a: Campaign, b: Campaign) -> list[Difference]:
     out = []
     for name in HARDWARE_FIELDS:
-        va = _values(a, lambda p: getattr(p.result.hardware, name) or "(not recorded)")
-        vb = _values(b, lambda p: getattr(p.result.hardware, name) or "(not recorded)")
+        va = _values(a, lambda p, name=name: getattr(p.result.hardware, name) or "(not recorded)")
+        vb = _values(b, lambda p, name=name: getattr(p.result.hardware, name) or "(not recorded)")
         if va != vb:
             out.append(Difference(area="hardware", field=name, a=va, b=vb))
     return out
@@ -87,7 +87,13 @@ def _recipe(a: Campaign, b: Campaign) -> list[Difference]:
         for key in sorted(set(fa) | set(fb)):
             if fa.get(key) != fb.get(key):
                 out.append(
-                    Difference(area="recipe", field=f"{model}: {key}", a=fa.get(key, "(absent)"), b=fb.get(key, "(absent)"), refuses=True)
+                    Difference(
+                        area="recipe",
+                        field=f"{model}: {key}",
+                        a=fa.get(key, "(absent)"),
+                        b=fb.get(key, "(absent)"),
+                        refuses=True,
+                    )
                 )
     return out
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgspec
 
+from throughput_schema import noise as spread
 from throughput_schema import outcome_kind
 from throughput_schema.audit import AuditReport
 from throughput_schema.layout import (
@@ -26,10 +27,8 @@ from throughput_schema.layout import (
     read_attempt,
     read_file,
 )
-from throughput_schema.records import Manifest, WorkerResult
 from throughput_schema.recommendation import PointRate, campaign_noise
-
-from throughput_schema import noise as spread
+from throughput_schema.records import Manifest, WorkerResult
 
 
 class Refused(Exception):
@@ -114,12 +113,16 @@ def load(path: Path, label: str, *, audited: bool = True) -> Campaign:
         return _load(Path(path), label, audited)
     except OSError as exc:
         # A folder the reader cannot list (permissions, a vanished mount) is bad input too.
-        raise Refused(f"{label} {path}: cannot read {exc.filename or path} ({exc.strerror or exc}); check the folder's permissions") from None
+        raise Refused(
+            f"{label} {path}: cannot read {exc.filename or path} ({exc.strerror or exc}); check the folder's permissions"
+        ) from None
 
 
 def _load(path: Path, label: str, audited: bool) -> Campaign:
     if not (path / MANIFEST).is_file():
-        raise Refused(f"{label} {path}: not a campaign folder (no {MANIFEST}); give the folder `throughput-sweep run --output` made")
+        raise Refused(
+            f"{label} {path}: not a campaign folder (no {MANIFEST}); give the folder `throughput-sweep run --output` made"
+        )
     hashes: list[tuple[str, str]] = []
 
     def take(file: FileRead):
@@ -130,7 +133,9 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
 
     manifest: Manifest = take(read_file(path / MANIFEST))
     allowed = _check_audit(path, label, manifest, hashes) if audited else ""
-    campaign = Campaign(path=path, manifest=manifest, hashes=hashes, workers=[manifest.worker], audit_test_worker=allowed)
+    campaign = Campaign(
+        path=path, manifest=manifest, hashes=hashes, workers=[manifest.worker], audit_test_worker=allowed
+    )
     rates: dict[tuple[str, int], list[float]] = {}
     for folder in attempt_folders(path):
         files = read_attempt(folder, (RESULT, BASELINE))
@@ -175,7 +180,9 @@ def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise Refused(f"{label} {path / AUDIT}: not an audit record ({exc}); {fix}") from None
     if audit.kind != manifest.kind:
-        raise Refused(f"{label} {path / AUDIT}: audits a {audit.kind} campaign, the manifest says {manifest.kind}; {fix}")
+        raise Refused(
+            f"{label} {path / AUDIT}: audits a {audit.kind} campaign, the manifest says {manifest.kind}; {fix}"
+        )
     if audit.summary.failed:
         raise Refused(
             f"{label} {path}: its audit records {audit.summary.failed} failed checks; "

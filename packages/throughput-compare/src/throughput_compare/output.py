@@ -8,16 +8,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from throughput_compare import figures, tables
+from throughput_compare.inputs import Refused
 from throughput_schema.codec import dumps, fsync_dir, write_atomic
+from throughput_schema.comparison import Comparison
 from throughput_schema.layout import COMPARISON_CSV as CSV
 from throughput_schema.layout import COMPARISON_JSON as JSON
 from throughput_schema.layout import COMPARISON_MD as MARKDOWN
 from throughput_schema.layout import COMPARISON_PDF as PDF
-
-from throughput_compare import figures, tables
-from throughput_compare.inputs import Refused
-from throughput_schema.comparison import Comparison
-
 
 
 def refuse_output(out: Path, campaigns: list[Path]) -> None:

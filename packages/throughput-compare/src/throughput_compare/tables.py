@@ -39,9 +39,13 @@ def _batch(value: int | None) -> str:
 
 def curve_rows(c: Comparison) -> list[list[str]]:
     """Per curve: verdict counts, boundary and fastest batch in A → B, and each recommendation."""
-    rows = [["curve", "points", "faster", "slower", "same", "first OOM A → B", "fastest stable A → B", "recommended A / B"]]
+    rows = [
+        ["curve", "points", "faster", "slower", "same", "first OOM A → B", "fastest stable A → B", "recommended A / B"]
+    ]
     for curve in c.curves:
-        oom_b, fast_b = ("not re-measured",) * 2 if c.spot_check else (_batch(curve.first_oom_b), _batch(curve.fastest_stable_b))
+        oom_b, fast_b = (
+            ("not re-measured",) * 2 if c.spot_check else (_batch(curve.first_oom_b), _batch(curve.fastest_stable_b))
+        )
         rows.append([
             curve.curve, str(curve.points), str(curve.faster), str(curve.slower), str(curve.same),
             f"{_batch(curve.first_oom_a)} → {oom_b}" + (" (moved)" if curve.boundary_moved else ""),
@@ -72,7 +76,11 @@ def difference_lines(c: Comparison) -> list[str]:
 def changes(c: Comparison) -> list[str]:
     """The curves whose boundary moved or whose fastest stable batch changed."""
     out = [boundary_text(k) for k in c.curves if k.boundary_moved]
-    out += [f"{k.curve}: fastest stable batch {_batch(k.fastest_stable_a)} → {_batch(k.fastest_stable_b)}" for k in c.curves if k.fastest_changed]
+    out += [
+        f"{k.curve}: fastest stable batch {_batch(k.fastest_stable_a)} → {_batch(k.fastest_stable_b)}"
+        for k in c.curves
+        if k.fastest_changed
+    ]
     return out or ["no boundary moved and no fastest stable batch changed"]
 
 
@@ -91,8 +99,11 @@ def _recommendation_line(campaign: str, r: Recommendation | None) -> str:
 
 def recommendation_lines(curve: CurveComparison, spot_check: bool = False) -> list[str]:
     # A spot check measures a sample and no boundary, so it has no recommendation of its own.
-    b = ("B: a spot check of a sample (no boundary re-measured): A's recommendation stands" if spot_check
-         else _recommendation_line("B", curve.recommendation_b))
+    b = (
+        "B: a spot check of a sample (no boundary re-measured): A's recommendation stands"
+        if spot_check
+        else _recommendation_line("B", curve.recommendation_b)
+    )
     return [_recommendation_line("A", curve.recommendation_a), b]
 
 
@@ -114,7 +125,12 @@ def markdown(c: Comparison) -> str:
     for label, only in (("A", c.only_in_a), ("B", c.only_in_b)):
         if only:
             lines += [f"Measured only in {label}: {', '.join(only)}", ""]
-    lines += ["## Batch recommendation", "", "The smallest stable batch within the noise threshold of the curve's fastest:", ""]
+    lines += [
+        "## Batch recommendation",
+        "",
+        "The smallest stable batch within the noise threshold of the curve's fastest:",
+        "",
+    ]
     for curve in c.curves:
         line_a, line_b = recommendation_lines(curve, c.spot_check)
         lines += [f"- {curve.curve}: {line_a}", f"  {line_b}"]

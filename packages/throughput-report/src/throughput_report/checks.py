@@ -15,13 +15,12 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from throughput_schema import outcome_kind
-from throughput_schema.layout import BASELINE, RESULT
-from throughput_schema.records import Manifest, WorkerResult
-
 from throughput_report.architecture import count_parameters
 from throughput_report.inputs import ReportAttempt
 from throughput_report.pairing import Pair
+from throughput_schema import outcome_kind
+from throughput_schema.layout import BASELINE, RESULT
+from throughput_schema.records import Manifest, WorkerResult
 
 # Floats travel through JSON exactly; this only absorbs a different summation order.
 REL_TOL = 1e-6
@@ -245,7 +244,9 @@ def check_pair(pair: Pair, tally: Tally) -> None:
             if _kind(oom.result) != "cuda_oom":
                 raise CheckFailed(f"check failed: {oom.path / RESULT}: boundary set by {_kind(oom.result)}")
             if max(curve.finals) != curve.first_oom:
-                raise CheckFailed(f"check failed: {pair.throughput.name}: curve {name} has results beyond its first OOM")
+                raise CheckFailed(
+                    f"check failed: {pair.throughput.name}: curve {name} has results beyond its first OOM"
+                )
         if curve.closed is not None and max(curve.finals) != max(1, 2 * (curve.largest_fitting or 0)):
             raise CheckFailed(
                 f"check failed: {pair.throughput.name}: curve {name} is closed at b{max(curve.finals)}, "

@@ -13,11 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from throughput_schema.codec import SchemaError
-
 from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
 from throughput_schema.argparsing import OneLineParser, command_line, positive_int
+from throughput_schema.codec import SchemaError
 from throughput_schema.provenance import ALLOW_TEST_WORKER
 
 
@@ -27,16 +26,41 @@ def parser() -> argparse.ArgumentParser:
         description="Combine throughput campaigns with their optimizer-timing follow-ups into a six-page PDF, "
         "figures, joined data and training-time projections at 20 tokens per parameter.",
     )
-    p.add_argument("--throughput", nargs="+", type=Path, required=True, metavar="CAMPAIGN",
-                   help="throughput campaigns, paired by order with --optimizer")
-    p.add_argument("--optimizer", nargs="+", type=Path, required=True, metavar="CAMPAIGN",
-                   help="optimizer-timing campaigns, the n-th measured from the n-th --throughput campaign")
-    p.add_argument("--output", type=Path, required=True, metavar="OUT",
-                   help="a new directory for the report (an existing report is never overwritten)")
-    p.add_argument("--tokens-per-update", type=positive_int, default=None, metavar="N",
-                   help="B·L for the context comparison (default: the largest available on every curve)")
-    p.add_argument(ALLOW_TEST_WORKER, action="store_true",
-                   help="report campaigns run with a test worker (not tiny_llm), under a banner on every page and file")
+    p.add_argument(
+        "--throughput",
+        nargs="+",
+        type=Path,
+        required=True,
+        metavar="CAMPAIGN",
+        help="throughput campaigns, paired by order with --optimizer",
+    )
+    p.add_argument(
+        "--optimizer",
+        nargs="+",
+        type=Path,
+        required=True,
+        metavar="CAMPAIGN",
+        help="optimizer-timing campaigns, the n-th measured from the n-th --throughput campaign",
+    )
+    p.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        metavar="OUT",
+        help="a new directory for the report (an existing report is never overwritten)",
+    )
+    p.add_argument(
+        "--tokens-per-update",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="B·L for the context comparison (default: the largest available on every curve)",
+    )
+    p.add_argument(
+        ALLOW_TEST_WORKER,
+        action="store_true",
+        help="report campaigns run with a test worker (not tiny_llm), under a banner on every page and file",
+    )
     return p
 
 

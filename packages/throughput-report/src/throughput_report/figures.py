@@ -97,15 +97,26 @@ def draw_throughput(container, proj: Projection) -> None:
             ax.plot(xs, [p.original_tokens_per_second for p in pts], color=colors[model], ls="--", lw=1.0, alpha=0.8)
             unstable = [p for p in pts if p.unstable]
             if unstable:
-                ax.plot([p.batch for p in unstable], [p.tokens_per_second for p in unstable], ls="none",
-                        marker="o", ms=7, mfc="none", mec="red", mew=1.2)
+                ax.plot(
+                    [p.batch for p in unstable],
+                    [p.tokens_per_second for p in unstable],
+                    ls="none",
+                    marker="o",
+                    ms=7,
+                    mfc="none",
+                    mec="red",
+                    mew=1.2,
+                )
         _batch_axis(ax, batches or [1])
         ax.set_yscale("log")
         ax.set_title(f"context {context:,}")
     axes[0].set_ylabel("tokens / s")
     handles, labels = _model_handles(proj.models, colors)
-    handles += [Line2D([], [], color="0.3", lw=1.6), Line2D([], [], color="0.3", ls="--", lw=1.0),
-                Line2D([], [], ls="none", marker="o", mfc="none", mec="red")]
+    handles += [
+        Line2D([], [], color="0.3", lw=1.6),
+        Line2D([], [], color="0.3", ls="--", lw=1.0),
+        Line2D([], [], ls="none", marker="o", mfc="none", mec="red"),
+    ]
     labels += ["baseline (primary)", "original sweep", "unstable (CV > 5%)"]
     _legend(container, handles, labels, len(labels))
     container.suptitle("Throughput vs batch", fontsize=11, fontweight="bold")
@@ -130,12 +141,21 @@ def draw_memory(container, proj: Projection) -> None:
             first = oom.get((model, context))
             if first and capacity:
                 batches.append(first)
-                ax.plot([first], [capacity / GIB], ls="none", marker="X", ms=8, color=colors[model], mec="black", mew=0.6)
+                ax.plot(
+                    [first], [capacity / GIB], ls="none", marker="X", ms=8, color=colors[model], mec="black", mew=0.6
+                )
         if capacity:
             ax.axhline(capacity / GIB, color="black", lw=1.0, ls=":")
         if not batches:
-            ax.text(0.5, 0.5, "the points ran on the CPU:\nno GPU memory to plot", transform=ax.transAxes,
-                    ha="center", va="center", fontsize=8)
+            ax.text(
+                0.5,
+                0.5,
+                "the points ran on the CPU:\nno GPU memory to plot",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=8,
+            )
         _batch_axis(ax, batches or [1])
         ax.set_title(f"context {context:,}")
         ax.set_ylim(0, (capacity / GIB) * 1.12 if capacity else None)
@@ -162,8 +182,16 @@ def draw_optimizer_share(container, proj: Projection) -> None:
             ax.plot(xs, [100 * p.optimizer_share for p in pts], color=colors[model], marker="o", ms=3.5)
             flagged = [p for p in pts if p.instrumented_change_flag or p.optimizer_unstable]
             if flagged:
-                ax.plot([p.batch for p in flagged], [100 * p.optimizer_share for p in flagged], ls="none",
-                        marker="o", ms=7, mfc="none", mec="red", mew=1.2)
+                ax.plot(
+                    [p.batch for p in flagged],
+                    [100 * p.optimizer_share for p in flagged],
+                    ls="none",
+                    marker="o",
+                    ms=7,
+                    mfc="none",
+                    mec="red",
+                    mew=1.2,
+                )
         _batch_axis(ax, batches or [1])
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
@@ -173,8 +201,9 @@ def draw_optimizer_share(container, proj: Projection) -> None:
     handles.append(Line2D([], [], ls="none", marker="o", mfc="none", mec="red"))
     labels.append("flagged: instrumented wall change or optimizer CV > 5%")
     _legend(container, handles, labels, len(labels))
-    container.suptitle("Optimizer share vs batch (median window optimizer ms / baseline update ms)",
-                       fontsize=11, fontweight="bold")
+    container.suptitle(
+        "Optimizer share vs batch (median window optimizer ms / baseline update ms)", fontsize=11, fontweight="bold"
+    )
     container.subplots_adjust(left=0.07, right=0.99, top=0.86, bottom=0.27, wspace=0.08)
 
 
@@ -201,23 +230,36 @@ def draw_training_time(container, proj: Projection) -> None:
     ax.set_yscale("log")
     ax.set_xticks(range(len(proj.models)))
     params = {c.model: c.parameters for c in proj.curves}
-    ax.set_xticklabels([f"{m}\n({params.get(m, 0) / 1e6:,.1f}M params,\n{20 * params.get(m, 0) / 1e9:.2f}B tokens)"
-                        for m in proj.models])
+    ax.set_xticklabels(
+        [
+            f"{m}\n({params.get(m, 0) / 1e6:,.1f}M params,\n{20 * params.get(m, 0) / 1e9:.2f}B tokens)"
+            for m in proj.models
+        ]
+    )
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("hours at T = 20·P / R")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.legend(loc="upper left", ncol=n, frameon=False)
-    ax.set_title("error bars: fastest to slowest measurement window of the run (within-run variation, "
-                 "not a confidence interval)", fontsize=8.5)
-    container.suptitle("Projected training time at 20 tokens per parameter (fastest stable batch, baseline rate)",
-                       fontsize=11, fontweight="bold")
+    ax.set_title(
+        "error bars: fastest to slowest measurement window of the run (within-run variation, "
+        "not a confidence interval)",
+        fontsize=8.5,
+    )
+    container.suptitle(
+        "Projected training time at 20 tokens per parameter (fastest stable batch, baseline rate)",
+        fontsize=11,
+        fontweight="bold",
+    )
     container.subplots_adjust(left=0.07, right=0.99, top=0.84, bottom=0.22)
 
 
 def draw_context_comparison(container, proj: Projection) -> None:
     """Time per model across contexts at fixed B·L, with the optimizer 2× and 4× faster."""
-    variants = [("measured", None, "0.25"), ("optimizer 2× faster", "counterfactual_2x_seconds", "tab:blue"),
-                ("optimizer 4× faster", "counterfactual_4x_seconds", "tab:cyan")]
+    variants = [
+        ("measured", None, "0.25"),
+        ("optimizer 2× faster", "counterfactual_2x_seconds", "tab:blue"),
+        ("optimizer 4× faster", "counterfactual_4x_seconds", "tab:cyan"),
+    ]
     axes = _panels(container, len(proj.models))
     for ax, model in zip(axes, proj.models):
         contexts = [c for c in proj.contexts if (model, c) in proj.comparison]
@@ -232,14 +274,25 @@ def draw_context_comparison(container, proj: Projection) -> None:
         ax.set_xlabel("context L")
         missing = [c for c in proj.contexts if c not in contexts]
         if missing:
-            ax.text(0.5, 0.97, "does not fit at " + ", ".join(f"{c:,}" for c in missing), transform=ax.transAxes,
-                    ha="center", va="top", fontsize=7.5, color="0.3")
+            ax.text(
+                0.5,
+                0.97,
+                "does not fit at " + ", ".join(f"{c:,}" for c in missing),
+                transform=ax.transAxes,
+                ha="center",
+                va="top",
+                fontsize=7.5,
+                color="0.3",
+            )
     axes[0].set_ylabel("hours at T = 20·P / R")
     handles, labels = axes[0].get_legend_handles_labels()
     _legend(container, handles, labels, len(labels))
-    container.suptitle(f"Context comparison at fixed B·L = {proj.tokens_per_update:,} tokens per update "
-                       "(counterfactual: optimizer k× faster, all other work unchanged)", fontsize=11,
-                       fontweight="bold")
+    container.suptitle(
+        f"Context comparison at fixed B·L = {proj.tokens_per_update:,} tokens per update "
+        "(counterfactual: optimizer k× faster, all other work unchanged)",
+        fontsize=11,
+        fontweight="bold",
+    )
     container.subplots_adjust(left=0.07, right=0.99, top=0.86, bottom=0.3, wspace=0.28)
 
 
@@ -265,8 +318,11 @@ def save_figure(name: str, proj: Projection, folder: Path, *, banner: str = "") 
     DRAW[name](fig, proj)
     stamp(fig, banner)
     out = []
-    for ext, kw in (("pdf", {"metadata": {"CreationDate": None}}), ("svg", {"metadata": {"Date": None}}),
-                    ("png", {"dpi": PNG_DPI})):
+    for ext, kw in (
+        ("pdf", {"metadata": {"CreationDate": None}}),
+        ("svg", {"metadata": {"Date": None}}),
+        ("png", {"dpi": PNG_DPI}),
+    ):
         path = Path(folder) / f"{name}.{ext}"
         fig.savefig(path, format=ext, **kw)
         out.append(path)

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 from throughput_schema import CurveClosure, outcome_kind
 from throughput_schema.layout import curve_name, parse_curve_name
-
-from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,9 @@ def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
         elif last_kind == "capped" or (last_kind == "ok" and cap is not None and 2 * top > cap):
             capped = True
         elif closure is not None and (closure.batch_size, closure.attempt, closure.outcome) == (
-            top, latest[top].attempt, last_kind
+            top,
+            latest[top].attempt,
+            last_kind,
         ):
             pass  # closed by hand on exactly this failure
         else:

@@ -1,11 +1,11 @@
 """The six-page PDF: pages drawn as matplotlib figures, then checked and stamped with pypdf.
 
-    1  summary and the key table
-    2  throughput vs batch; memory vs batch with the GPU's capacity
-    3  optimizer share vs batch; optimizer table at each curve's primary batch
-    4  projected training time with window ranges; how to read the estimates
-    5  context comparison at fixed tokens per update; its table
-    6  methods, the checks that passed, and the SHA-256 of the inputs
+1  summary and the key table
+2  throughput vs batch; memory vs batch with the GPU's capacity
+3  optimizer share vs batch; optimizer table at each curve's primary batch
+4  projected training time with window ranges; how to read the estimates
+5  context comparison at fixed tokens per update; its table
+6  methods, the checks that passed, and the SHA-256 of the inputs
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 from pypdf import PdfReader, PdfWriter
 
-from throughput_schema.recommendation import THRESHOLD_SENTENCE
-from throughput_schema.records import Protocol
-
 from throughput_report import figures, tables
 from throughput_report.projections import SPEEDUPS, Projection, median_share
+from throughput_schema.recommendation import THRESHOLD_SENTENCE
+from throughput_schema.records import Protocol
 
 PAGE = (11.69, 8.27)  # A4 landscape
 PAGES = 6
@@ -109,8 +108,9 @@ def _paragraphs(container, x: float, y: float, items: list[str], *, size: float 
     return y
 
 
-def _table(fig: Figure, rect, header: list[str], rows: list[list[str]], *, size: float = 7.6,
-           widths: list[float] | None = None) -> None:
+def _table(
+    fig: Figure, rect, header: list[str], rows: list[list[str]], *, size: float = 7.6, widths: list[float] | None = None
+) -> None:
     ax = fig.add_axes(rect)
     ax.axis("off")
     if not rows:
@@ -180,10 +180,17 @@ def page_optimizer(proj: Projection) -> Figure:
     fig, (upper, lower) = _page(3, "Optimizer share vs batch", [1.15, 1])
     figures.draw_optimizer_share(upper, proj)
     header, rows = tables.optimizer_table(proj)
-    y = _paragraphs(lower, 0.04, 0.98, [
-        "At each curve's primary batch. Primary share = median window optimizer ms (instrumented worker, bursts "
-        "weighted by update count) / baseline full-update ms. Instr. wall change compares the instrumented and "
-        "baseline rates; it includes instrumentation overhead and drift between workers (flagged beyond 5%)."], size=8)
+    y = _paragraphs(
+        lower,
+        0.04,
+        0.98,
+        [
+            "At each curve's primary batch. Primary share = median window optimizer ms (instrumented worker, bursts "
+            "weighted by update count) / baseline full-update ms. Instr. wall change compares the instrumented and "
+            "baseline rates; it includes instrumentation overhead and drift between workers (flagged beyond 5%)."
+        ],
+        size=8,
+    )
     _table(lower, [0.03, 0.0, 0.94, y - 0.02], header, rows, size=7.2)
     return fig
 
@@ -192,18 +199,33 @@ def page_training_time(proj: Projection) -> Figure:
     fig, (upper, lower) = _page(4, "Projected training time per model and context", [1.55, 1])
     figures.draw_training_time(upper, proj)
     left, right = lower.subfigures(1, 2, width_ratios=[1, 1.25], wspace=0.0)
-    _paragraphs(left, 0.07, 0.97, [
-        "Bars: T = 20·P / R at each curve's fastest stable batch, R from the baseline worker; each model's budget "
-        "(20·P tokens) is fixed across contexts and batches. Error bars: T at the fastest and slowest measurement "
-        "window of the same run (within-run variation, not a confidence interval across independent runs).",
-        "Right: rounding to complete final updates, U = ceil(20·P / (B·L)); the last update overshoots the budget "
-        "by U·B·L − 20·P tokens.",
-        EXCLUSIONS], size=7.6, right=0.98)
+    _paragraphs(
+        left,
+        0.07,
+        0.97,
+        [
+            "Bars: T = 20·P / R at each curve's fastest stable batch, R from the baseline worker; each model's budget "
+            "(20·P tokens) is fixed across contexts and batches. Error bars: T at the fastest and slowest measurement "
+            "window of the same run (within-run variation, not a confidence interval across independent runs).",
+            "Right: rounding to complete final updates, U = ceil(20·P / (B·L)); the last update overshoots the budget "
+            "by U·B·L − 20·P tokens.",
+            EXCLUSIONS,
+        ],
+        size=7.6,
+        right=0.98,
+    )
     header = ["Curve", "B", "U", "U·B·L tokens", "over budget", "U·B·L / R"]
     rows = [
-        [c.curve, str(c.best.batch), f"{c.best.complete_updates:,}", f"{c.best.complete_tokens:,}",
-         f"+{c.best.complete_tokens - c.best.budget_tokens:,}", tables.fmt_hours(c.best.complete_seconds)]
-        for c in proj.curves if c.best is not None
+        [
+            c.curve,
+            str(c.best.batch),
+            f"{c.best.complete_updates:,}",
+            f"{c.best.complete_tokens:,}",
+            f"+{c.best.complete_tokens - c.best.budget_tokens:,}",
+            tables.fmt_hours(c.best.complete_seconds),
+        ]
+        for c in proj.curves
+        if c.best is not None
     ]
     _table(right, [0.02, 0.02, 0.96, 0.96], header, rows, size=6.6)
     return fig
@@ -213,11 +235,18 @@ def page_context(proj: Projection) -> Figure:
     fig, (upper, lower) = _page(5, f"Context comparison at {proj.tokens_per_update:,} tokens per update", [1.25, 1])
     figures.draw_context_comparison(upper, proj)
     header, rows = tables.comparison_table(proj)
-    y = _paragraphs(lower, 0.04, 0.98, [
-        f"B·L = {proj.tokens_per_update:,} tokens per update for every bar (B = {proj.tokens_per_update:,} / L), so "
-        f"contexts are compared at equal tokens per update and the same 20·P budget. Counterfactual: "
-        f"T' = T·(1 − f + f/k) for k = {', '.join(str(k) for k in SPEEDUPS)}, f the primary optimizer share; all "
-        "other work is held constant."], size=8)
+    y = _paragraphs(
+        lower,
+        0.04,
+        0.98,
+        [
+            f"B·L = {proj.tokens_per_update:,} tokens per update for every bar (B = {proj.tokens_per_update:,} / L), so "
+            f"contexts are compared at equal tokens per update and the same 20·P budget. Counterfactual: "
+            f"T' = T·(1 − f + f/k) for k = {', '.join(str(k) for k in SPEEDUPS)}, f the primary optimizer share; all "
+            "other work is held constant."
+        ],
+        size=8,
+    )
     _table(lower, [0.03, 0.0, 0.94, y - 0.02], header, rows, size=7.0 if len(rows) > 14 else 7.6)
     return fig
 
@@ -243,7 +272,8 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
         "T' = T·(1 − f + f/k). " + EXCLUSIONS,
         "Independent checks re-derived by this report before drawing (counts): " + checks + ". Memory boundaries: "
         "fitting batches 1, 2, 4, … and a first CUDA OOM at twice the largest fitting batch (or the batch cap).",
-        "Recommended batch B (page 1): " + THRESHOLD_SENTENCE.replace("the campaign's", "the report's")
+        "Recommended batch B (page 1): "
+        + THRESHOLD_SENTENCE.replace("the campaign's", "the report's")
         + f" Here T = {100 * _threshold(proj):.2f}%, from the baseline workers' windows.",
         f"Inputs: {ctx.input_files:,} files; inputs.sha256 beside this PDF lists the SHA-256 of every one "
         f"(SHA-256 of that list: {ctx.inputs_digest}).",
@@ -282,7 +312,9 @@ def build_pdf(proj: Projection, ctx: Context, path: Path) -> None:
     for number, (page, marker) in enumerate(zip(reader.pages, PAGE_MARKERS), start=1):
         text = page.extract_text()
         if marker not in text or (ctx.banner and "TEST WORKER" not in text):
-            raise RuntimeError(f"page {number} of the report lacks {marker!r}" + (" or its banner" if ctx.banner else ""))
+            raise RuntimeError(
+                f"page {number} of the report lacks {marker!r}" + (" or its banner" if ctx.banner else "")
+            )
     writer = PdfWriter()
     writer.append(reader)
     writer.add_metadata(

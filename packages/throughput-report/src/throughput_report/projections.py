@@ -16,12 +16,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
+from throughput_report.checks import cv, window_rates
+from throughput_report.pairing import Pair
 from throughput_schema.comparison import Recommendation
 from throughput_schema.layout import curve_name
 from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes, point_rate
-
-from throughput_report.checks import cv, window_rates
-from throughput_report.pairing import Pair
 
 TOKENS_PER_PARAMETER = 20
 SPEEDUPS = (2, 4)
@@ -234,7 +233,12 @@ def choose_tokens_per_update(points: list[Point], curves: list[str]) -> int:
 def recommendations(pairs: list[Pair]) -> dict[str, Recommendation]:
     """Each curve's recommendation from the primary (baseline) rates, against the noise
     threshold of every point the report draws."""
-    baselines = [(name, b, pair.points[name][b].attempt.baseline) for pair in pairs for name, c in pair.curves.items() for b in c.fitting]
+    baselines = [
+        (name, b, pair.points[name][b].attempt.baseline)
+        for pair in pairs
+        for name, c in pair.curves.items()
+        for b in c.fitting
+    ]
     rated = [point_rate(name, b, base) for name, b, base in baselines]
     return campaign_recommendations(
         [r for r in rated if r is not None],

@@ -4,10 +4,9 @@ status, collect and the audit word them."""
 
 from __future__ import annotations
 
+from throughput_report.inputs import Refused, ReportCampaign
 from throughput_schema import provenance
 from throughput_schema.provenance import WorkerRefused
-
-from throughput_report.inputs import Refused, ReportCampaign
 
 
 def _workers(campaign: ReportCampaign) -> list[str]:
@@ -24,7 +23,9 @@ def worker_banner(campaigns: list[ReportCampaign], *, allow_test_worker: bool) -
     """The banner every page and file carries when a test worker is allowed, else "";
     raises Refused for a test worker's campaign without the permission."""
     try:
-        return provenance.worker_banner(((c.name, w) for c in campaigns for w in _workers(c)), allow_test_worker=allow_test_worker)
+        return provenance.worker_banner(
+            ((c.name, w) for c in campaigns for w in _workers(c)), allow_test_worker=allow_test_worker
+        )
     except WorkerRefused as exc:
         raise Refused(str(exc)) from None
 

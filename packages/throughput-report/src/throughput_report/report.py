@@ -13,15 +13,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_schema.codec import fsync_dir, write_atomic
-from throughput_schema.layout import ACCOUNTING, AUDIT
-
 from throughput_report import figures, provenance, tables
 from throughput_report.checks import run_checks
 from throughput_report.inputs import Refused, ReportCampaign, load_campaign
 from throughput_report.pairing import pair_campaigns
 from throughput_report.pdf import Context, build_pdf
 from throughput_report.projections import Projection, project
+from throughput_schema.codec import fsync_dir, write_atomic
+from throughput_schema.layout import ACCOUNTING, AUDIT
 
 REPORT_PDF = "report.pdf"
 DATA_FILES = ("points.csv", "points.json", "inputs.sha256")

@@ -123,8 +123,16 @@ def optimizer_table(projection: Projection) -> tuple[list[str], list[list[str]]]
 
 
 def comparison_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
-    header = ["Model", "Context L", "Batch B", "B·L", "T measured", "Optimizer\nshare", "T, optimizer\n2× faster",
-              "T, optimizer\n4× faster"]
+    header = [
+        "Model",
+        "Context L",
+        "Batch B",
+        "B·L",
+        "T measured",
+        "Optimizer\nshare",
+        "T, optimizer\n2× faster",
+        "T, optimizer\n4× faster",
+    ]
     rows = []
     for model in projection.models:
         for context in projection.contexts:

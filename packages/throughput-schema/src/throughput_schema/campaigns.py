@@ -8,10 +8,9 @@ from typing import Literal
 import msgspec
 
 from throughput_schema.comparison import Recommendation
-from throughput_schema.configs import _Record, ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol
+from throughput_schema.configs import ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol, _Record
 from throughput_schema.curve_names import curve_name
 from throughput_schema.provenance import PRODUCTION_WORKER
-
 
 # ------------------------------------------------------------------------ submission
 

@@ -1,19 +1,18 @@
 """`throughput-schema`: export JSON Schema for every record, or validate a file.
 
-    throughput-schema export --output schemas/
-    throughput-schema validate worker-result runs/throughput-point.json
+throughput-schema export --output schemas/
+throughput-schema validate worker-result runs/throughput-point.json
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import msgspec
 
-from throughput_schema.codec import SchemaError, dumps, read, write_atomic
 from throughput_schema.argparsing import OneLineParser, command_line
+from throughput_schema.codec import SchemaError, dumps, read, write_atomic
 from throughput_schema.records import RECORD_TYPES
 
 
@@ -39,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.buffer.write(dumps(schemas))
             return 0
         if args.output.exists() and not args.output.is_dir():
-            print(f"throughput-schema: {args.output} exists and is not a folder; choose another --output", file=sys.stderr)
+            print(
+                f"throughput-schema: {args.output} exists and is not a folder; choose another --output", file=sys.stderr
+            )
             return 2
         for name, schema in schemas.items():
             write_atomic(args.output / f"{name}.schema.json", dumps(schema))

@@ -89,8 +89,7 @@ def not_text(data: bytes | str) -> str | None:
         if exc.reason == "unexpected end of data":
             return None  # a multi-byte character cut off: a truncated text file, said as such
         return (
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "a binary or otherwise encoded file"
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); a binary or otherwise encoded file"
         )
     return None
 
@@ -113,7 +112,9 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise SchemaError(f"{path}: {not_text(data) or 'not UTF-8 text: it ends inside a character (truncated?)'}") from None
+        raise SchemaError(
+            f"{path}: {not_text(data) or 'not UTF-8 text: it ends inside a character (truncated?)'}"
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

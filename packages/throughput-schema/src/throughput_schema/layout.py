@@ -29,7 +29,15 @@ import msgspec
 
 from throughput_schema.codec import SchemaError, decode, read
 from throughput_schema.curve_names import curve_name, is_curve_name, parse_curve_name  # noqa: F401 (the layout's names)
-from throughput_schema.records import BurstSample, CurveClosure, Manifest, Receipt, Settlement, SubmissionIntent, WorkerResult
+from throughput_schema.records import (
+    BurstSample,
+    CurveClosure,
+    Manifest,
+    Receipt,
+    Settlement,
+    SubmissionIntent,
+    WorkerResult,
+)
 
 MANIFEST = "manifest.json"
 FROZEN = "frozen"
@@ -79,6 +87,7 @@ SPOT_CHECK = "spot-check"
 
 def spot_check_comparison(campaign: Path) -> Path:
     return Path(campaign) / SPOT_CHECK / COMPARISON_JSON
+
 
 _BATCH = re.compile(r"^b(?P<batch>[1-9][0-9]*)$")
 _ATTEMPT = re.compile(r"^attempt-(?P<attempt>[1-9][0-9]*)$")

@@ -134,7 +134,9 @@ def _tres(job: LocalJob) -> str:
     return tres
 
 
-def accounting_row(job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None) -> AccountingRow:
+def accounting_row(
+    job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None
+) -> AccountingRow:
     """The job as sacct would print it. `host`: where registries written before `LocalJob.host`
     say the job ran (the scheduler's host name)."""
     base = dict(
@@ -152,9 +154,18 @@ def accounting_row(job: LocalJob, end: LocalEnd | None, *, account: str, host: s
         started = datetime.fromisoformat(job.submitted_at).timestamp()  # older registries: naive local
         running = (time.time() if now is None else now) - started
         return AccountingRow(
-            **base, state="RUNNING", exit_code="0:0", start=job.submitted_at, end="Unknown", elapsed=slurm_duration(running)
+            **base,
+            state="RUNNING",
+            exit_code="0:0",
+            start=job.submitted_at,
+            end="Unknown",
+            elapsed=slurm_duration(running),
         )
     return AccountingRow(
-        **base, state=end.state, exit_code=end.exit_code, start=end.start, end=end.end,
+        **base,
+        state=end.state,
+        exit_code=end.exit_code,
+        start=end.start,
+        end=end.end,
         elapsed=slurm_duration(end.elapsed_seconds),
     )

@@ -7,8 +7,6 @@ blocks the curve (`refused`: a job that could never start, cancelled by the cont
 
 from __future__ import annotations
 
-from typing import Union
-
 import msgspec
 
 
@@ -66,8 +64,9 @@ class Capped(_Outcome, tag="capped"):
     max_batch: int = 0
 
 
-Outcome = Union[Ok, CudaOom, Timeout, HostOom, CompileError, NonFinite, Crashed, Cancelled, NodeFail, Refused, Capped]
-
+Outcome = (
+    Ok | CudaOom | Timeout | HostOom | CompileError | NonFinite | Crashed | Cancelled | NodeFail | Refused | Capped
+)
 
 
 def outcome_kind(outcome: Outcome | type[_Outcome]) -> str:

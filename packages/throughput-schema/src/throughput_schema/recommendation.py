@@ -86,7 +86,9 @@ def point_rate(curve: str, batch: int, result: WorkerResult, repeats: Iterable[f
         return None
     memory = result.memory
     reserved = None if memory is None or memory.measurement is None else memory.measurement.reserved_bytes
-    return PointRate(curve, batch, t.tokens_per_second, tuple(t.window_tokens_per_second), t.unstable, reserved, tuple(repeats))
+    return PointRate(
+        curve, batch, t.tokens_per_second, tuple(t.window_tokens_per_second), t.unstable, reserved, tuple(repeats)
+    )
 
 
 def gpu_memory_bytes(results: Iterable[WorkerResult]) -> int | None:

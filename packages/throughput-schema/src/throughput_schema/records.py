@@ -30,7 +30,15 @@ from throughput_schema.campaigns import (
     SpotCheck,
     SubmissionIntent,
 )
-from throughput_schema.configs import ClusterProfile, ModelConfig, OptimizerConfig, PointSpec, Protocol, Recipe, TrainingConfig
+from throughput_schema.configs import (
+    ClusterProfile,
+    ModelConfig,
+    OptimizerConfig,
+    PointSpec,
+    Protocol,
+    Recipe,
+    TrainingConfig,
+)
 from throughput_schema.request import WorkerRequest
 from throughput_schema.results import (
     BurstSample,

@@ -7,7 +7,6 @@ from typing import Literal
 import msgspec
 
 from throughput_schema.configs import (
-    _Record,
     Fraction,
     NonNegFloat,
     NonNegInt,
@@ -15,6 +14,7 @@ from throughput_schema.configs import (
     PositiveInt,
     Protocol,
     Recipe,
+    _Record,
 )
 from throughput_schema.outcomes import Outcome
 

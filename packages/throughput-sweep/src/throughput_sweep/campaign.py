@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from throughput_schema import CurveClosure, Manifest, Settlement, read
 from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_closures, load_manifest
-from throughput_schema.layout import LOCK as LOCK_FILE
-
 from throughput_sweep.curves import AttemptInfo, Curve, derive
 
 EXTRA = "extra"  # frozen/extra/<module>.py: a --worker module from outside packages/
@@ -25,7 +23,7 @@ class CampaignError(Exception):
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def sha256_file(path: Path) -> str:
@@ -42,7 +40,9 @@ def find_repo_root(start: Path | None = None) -> Path:
         for d in (base, *base.parents):
             if (d / "uv.lock").is_file() and (d / "packages").is_dir() and (d / "configs").is_dir():
                 return d
-    raise CampaignError("cannot find the repository root (a folder with uv.lock, packages/ and configs/); run from the repository")
+    raise CampaignError(
+        "cannot find the repository root (a folder with uv.lock, packages/ and configs/); run from the repository"
+    )
 
 
 # ------------------------------------------------------------------------------- opening

@@ -3,7 +3,6 @@
 Bad input is one line on stderr and exit status 2, with nothing on disk changed.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -13,17 +12,16 @@ import sys
 from pathlib import Path
 
 from throughput_schema import Protocol, SchemaError
+from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 from throughput_schema.layout import MANIFEST, SPOT_CHECK
 from throughput_schema.recipe import RecipeError
-
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
 from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
-from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
+from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
-from throughput_schema.argparsing import OneLineParser, command_line, positive_int
 
 PROG = "throughput-sweep"
 
@@ -59,22 +57,56 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0], epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    run = sub.add_parser("run", help="create or resume a campaign and watch it until every curve ends", epilog=EXIT_STATUSES)
+    run = sub.add_parser(
+        "run", help="create or resume a campaign and watch it until every curve ends", epilog=EXIT_STATUSES
+    )
     run.add_argument("--output", type=Path, required=True, help="the campaign folder")
     run.add_argument("--dry-run", action="store_true", help="print the plan and the first batch script; write nothing")
     run.add_argument("--resume", action="store_true", help="continue an existing campaign")
-    run.add_argument("--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts")
-    run.add_argument("--contexts", type=positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)")
-    run.add_argument("--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)")
-    run.add_argument("--profile", help="cluster profile: a name under configs/clusters/ or a YAML path (default: $THROUGHPUT_SWEEP_PROFILE; a follow-up takes its parent's; local where no sbatch is on PATH)")
+    run.add_argument(
+        "--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts"
+    )
+    run.add_argument(
+        "--contexts", type=positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)"
+    )
+    run.add_argument(
+        "--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)"
+    )
+    run.add_argument(
+        "--profile",
+        help="cluster profile: a name under configs/clusters/ or a YAML path (default: $THROUGHPUT_SWEEP_PROFILE; a follow-up takes its parent's; local where no sbatch is on PATH)",
+    )
     run.add_argument("--max-batch", type=positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
-    run.add_argument("--window-seconds", type=_positive_float, help=f"seconds per measurement window (default {Protocol().window_seconds:g})")
+    run.add_argument(
+        "--window-seconds",
+        type=_positive_float,
+        help=f"seconds per measurement window (default {Protocol().window_seconds:g})",
+    )
     run.add_argument("--windows", type=positive_int, help=f"measurement windows (default {Protocol().windows})")
     run.add_argument("--warmup", type=_nonneg_int, help=f"warm-up updates (default {Protocol().warmup})")
-    run.add_argument("--optimizer-timing-from", type=Path, metavar="DIR", help="remeasure a completed throughput campaign's fitting points with optimizer timing")
-    run.add_argument("--parallel-optimizer-points", action="store_true", help="with --optimizer-timing-from: submit every inherited point independently")
-    run.add_argument("--spot-check-from", type=Path, metavar="A", help="re-measure a seeded sample of a complete, audited throughput campaign's fitting points and compare them with it")
-    run.add_argument("--points", type=positive_int, metavar="N", help="with --spot-check-from: how many points (each curve's recommended batch always among them)")
+    run.add_argument(
+        "--optimizer-timing-from",
+        type=Path,
+        metavar="DIR",
+        help="remeasure a completed throughput campaign's fitting points with optimizer timing",
+    )
+    run.add_argument(
+        "--parallel-optimizer-points",
+        action="store_true",
+        help="with --optimizer-timing-from: submit every inherited point independently",
+    )
+    run.add_argument(
+        "--spot-check-from",
+        type=Path,
+        metavar="A",
+        help="re-measure a seeded sample of a complete, audited throughput campaign's fitting points and compare them with it",
+    )
+    run.add_argument(
+        "--points",
+        type=positive_int,
+        metavar="N",
+        help="with --spot-check-from: how many points (each curve's recommended batch always among them)",
+    )
     run.add_argument("--seed", type=int, default=0, help="with --spot-check-from: the sample's random seed (default 0)")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
     run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
@@ -83,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
     status.add_argument("--output", type=Path, required=True)
-    status.add_argument("--offline", action="store_true", help="from the campaign's files alone: do not ask the scheduler")
+    status.add_argument(
+        "--offline", action="store_true", help="from the campaign's files alone: do not ask the scheduler"
+    )
 
     collect = sub.add_parser("collect", help="write README.md, results.csv/json and the figures")
     collect.add_argument("--output", type=Path, required=True)
@@ -107,8 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     os.umask(os.umask(0o022) | 0o022)  # campaign files: never writable by group or others
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "status": cmd_status, "collect": cmd_collect, "reconcile": cmd_reconcile,
-                "close-curve": cmd_close_curve}[args.command](args)
+        return {
+            "run": cmd_run,
+            "status": cmd_status,
+            "collect": cmd_collect,
+            "reconcile": cmd_reconcile,
+            "close-curve": cmd_close_curve,
+        }[args.command](args)
     except (CampaignError, SchemaError, RecipeError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -176,12 +215,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         root = find_repo_root()
         profile = choose_profile(
-            args.profile, root, inherited=parent_profile(args.optimizer_timing_from or args.spot_check_from), need_python=not args.dry_run
+            args.profile,
+            root,
+            inherited=parent_profile(args.optimizer_timing_from or args.spot_check_from),
+            need_python=not args.dry_run,
         )
         if args.spot_check_from:
             from throughput_sweep.spot_check import plan_spot_check
 
-            plan = plan_spot_check(output, parent_dir=args.spot_check_from, points=args.points, seed=args.seed, profile=profile, root=root)
+            plan = plan_spot_check(
+                output, parent_dir=args.spot_check_from, points=args.points, seed=args.seed, profile=profile, root=root
+            )
         elif args.optimizer_timing_from:
             plan = plan_optimizer(
                 output,
@@ -236,8 +280,14 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
     from throughput_sweep.schedulers import make_scheduler
-    from throughput_sweep.status import EXIT_BLOCKED, EXIT_SPOT_CHECK_FAILED, campaign_exit_status, exit_status, render_status
-    from throughput_sweep.watcher import WatchOptions, Watcher, resume_command
+    from throughput_sweep.status import (
+        EXIT_BLOCKED,
+        EXIT_SPOT_CHECK_FAILED,
+        campaign_exit_status,
+        exit_status,
+        render_status,
+    )
+    from throughput_sweep.watcher import Watcher, WatchOptions, resume_command
 
     options = WatchOptions(
         retry_failed=args.retry_failed,
@@ -279,11 +329,16 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         print(f"[sweep] {blocked_advice(campaign, curves, driver_name())}", file=sys.stderr)
         return status
     if status == EXIT_SPOT_CHECK_FAILED:
-        print(f"[sweep] the spot check FAILED: sampled points changed beyond the noise threshold; "
-              f"see {campaign.root / SPOT_CHECK}/comparison.md; write its report with: {driver_name()} collect --output {where}",
-              file=sys.stderr)
+        print(
+            f"[sweep] the spot check FAILED: sampled points changed beyond the noise threshold; "
+            f"see {campaign.root / SPOT_CHECK}/comparison.md; write its report with: {driver_name()} collect --output {where}",
+            file=sys.stderr,
+        )
         return status
-    print(f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {where}", file=sys.stderr)
+    print(
+        f"[sweep] every curve has ended; write the report with: {driver_name()} collect --output {where}",
+        file=sys.stderr,
+    )
     return status
 
 
@@ -305,13 +360,23 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     retry = retry_set(campaign) if args.retry_failed and infos else frozenset()
     curves = derive(m, infos, retry, campaign.closures() if infos else {})
     out = []
-    out.append(f"Dry run: nothing is written or submitted.")
+    out.append("Dry run: nothing is written or submitted.")
     out.append(f"campaign {campaign.root} ({m.kind}{', parallel points' if m.parallel_points else ''})")
-    out.append(f"models: {' '.join(m.models)}; contexts: {' '.join(map(str, m.contexts))}; "
-               + (f"max batch {m.max_batch}" if m.max_batch else "the parent's batches" if m.parent else "batches double from 1 until a CUDA OOM"))
+    out.append(
+        f"models: {' '.join(m.models)}; contexts: {' '.join(map(str, m.contexts))}; "
+        + (
+            f"max batch {m.max_batch}"
+            if m.max_batch
+            else "the parent's batches"
+            if m.parent
+            else "batches double from 1 until a CUDA OOM"
+        )
+    )
     if m.parent:
         s = m.spot_check
-        out.append(f"parent campaign: {m.parent.path}" + (f"; spot check of {s.points} points, seed {s.seed}" if s else ""))
+        out.append(
+            f"parent campaign: {m.parent.path}" + (f"; spot check of {s.points} points, seed {s.seed}" if s else "")
+        )
     out.append(
         f"profile {p.name}: scheduler {p.scheduler}, account {p.account or '-'}, partition {p.partition or '-'}, "
         f"{p.gpus_per_job} GPU, {p.cpus_per_task} CPUs, mem {p.mem or '-'}, time {p.time_limit_minutes} min, "
@@ -320,14 +385,19 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     if missing_python(p):
         out.append(f"note: the compute Python {p.python} does not exist yet; the run refuses until it does")
     pr = m.protocol
-    out.append(f"protocol: warmup {pr.warmup}, {pr.windows} windows of {pr.window_seconds:g} s, seed {pr.seed}, lr {pr.lr:g}, "
-               f"betas ({pr.beta1:g}, {pr.beta2:g}), eps {pr.eps:g}, weight decay {pr.weight_decay:g}, clip {pr.grad_clip:g}")
+    out.append(
+        f"protocol: warmup {pr.warmup}, {pr.windows} windows of {pr.window_seconds:g} s, seed {pr.seed}, lr {pr.lr:g}, "
+        f"betas ({pr.beta1:g}, {pr.beta2:g}), eps {pr.eps:g}, weight decay {pr.weight_decay:g}, clip {pr.grad_clip:g}"
+    )
     out.append("curves:")
     for c in curves:
         planned = f" (inherited batches {' '.join(map(str, c.planned))})" if c.planned is not None else ""
         out.append(f"  {c.name:<16} {c.describe}{planned}")
     first = pick(curves, p.max_concurrent_jobs)
-    out.append(f"would submit now: {len(first)} job(s)" + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else ""))
+    out.append(
+        f"would submit now: {len(first)} job(s)"
+        + (": " + ", ".join(f"{n.curve} b{n.batch_size}" for n in first) if first else "")
+    )
     out.append(worst_case(campaign, curves))
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")

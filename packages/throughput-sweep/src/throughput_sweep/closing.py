@@ -13,7 +13,6 @@ import socket
 
 from throughput_schema import CurveClosure, write_atomic
 from throughput_schema.layout import closure_path
-
 from throughput_sweep.campaign import Campaign, CampaignError, now
 from throughput_sweep.curves import last_failure
 

@@ -19,11 +19,10 @@ that can never start, a job gone from squeue while Slurm's accounting is not ava
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Crashed
-
 from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
@@ -69,8 +68,7 @@ async def refuse(w, info: AttemptInfo, reason: str) -> bool:
             w._say(f"cannot cancel job {job_id}, which can never start ({reason}): {exc}; retrying")
             return wrote
         w.st.refused_cancelled.add(job_id)
-        w._say(f"job {job_id} ({info.attempt.path.relative_to(w.campaign.root)}) can never start: "
-              f"{reason}; cancelled")
+        w._say(f"job {job_id} ({info.attempt.path.relative_to(w.campaign.root)}) can never start: {reason}; cancelled")
     return wrote
 
 
@@ -87,10 +85,12 @@ def settle_vanished(w, info: AttemptInfo, status: JobStatus, clock: float) -> bo
     has_result = (info.attempt.path / RESULT).exists()
     if not has_result:
         limit = w.campaign.manifest.profile.time_limit_minutes * 60 + w.options.vanished_margin
-        if (datetime.now(timezone.utc) - parse_time(receipt.submitted_at)).total_seconds() < limit:
+        if (datetime.now(UTC) - parse_time(receipt.submitted_at)).total_seconds() < limit:
             return False
-        note = ("squeue no longer lists the job and Slurm's accounting is not available; its time limit "
-                "has passed since its submission and it left no result.json")
+        note = (
+            "squeue no longer lists the job and Slurm's accounting is not available; its time limit "
+            "has passed since its submission and it left no result.json"
+        )
         write_missing_result(w.campaign, info, "UNKNOWN", None, outcome=Crashed(phase="slurm", message=note))
     w.st.finished[receipt.job_id] = "UNKNOWN"
     w.st.accounting_given_up.add(receipt.job_id)

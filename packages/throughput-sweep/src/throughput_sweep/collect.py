@@ -15,19 +15,16 @@ import json
 import statistics
 from pathlib import Path
 
-from throughput_schema import WorkerResult, dumps, write_atomic
-from throughput_schema import layout
+from throughput_schema import WorkerResult, layout, write_atomic
 from throughput_schema.comparison import Recommendation
-from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation, worker_warning
-
+from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 from throughput_sweep.campaign import Campaign, now
-from throughput_sweep.curves import AttemptInfo, Curve
+from throughput_sweep.curves import AttemptInfo, Curve, campaign_done, is_complete
 from throughput_sweep.faults import crash_point
 from throughput_sweep.frozen_profile import blocked_advice
-from throughput_sweep.recommendations import recommendations
 from throughput_sweep.hardware import hardware_section, measured_hardware
-from throughput_sweep.curves import campaign_done, is_complete
+from throughput_sweep.recommendations import recommendations
 from throughput_sweep.status import closed_line
 from throughput_sweep.usage import gpu_hours
 
@@ -35,16 +32,52 @@ WALL_CHANGE_FLAG = 0.05
 GIB = 1024**3
 
 POINT_FIELDS = [
-    "curve", "model", "context_length", "batch_size", "attempt", "status", "outcome", "job_id", "adopted",
-    "slurm_state", "slurm_elapsed", "accounting_final", "tokens_per_second", "sequences_per_second", "cv",
-    "unstable", "update_ms", "windows", "setup_seconds", "setup_allocated_bytes", "setup_reserved_bytes",
-    "measurement_allocated_bytes", "measurement_reserved_bytes", "parameters", *HARDWARE_COLUMNS, "gpu_uuid",
+    "curve",
+    "model",
+    "context_length",
+    "batch_size",
+    "attempt",
+    "status",
+    "outcome",
+    "job_id",
+    "adopted",
+    "slurm_state",
+    "slurm_elapsed",
+    "accounting_final",
+    "tokens_per_second",
+    "sequences_per_second",
+    "cv",
+    "unstable",
+    "update_ms",
+    "windows",
+    "setup_seconds",
+    "setup_allocated_bytes",
+    "setup_reserved_bytes",
+    "measurement_allocated_bytes",
+    "measurement_reserved_bytes",
+    "parameters",
+    *HARDWARE_COLUMNS,
+    "gpu_uuid",
     "message",
 ]
 OPT_FIELDS = [
-    "curve", "model", "context_length", "batch_size", "attempt", "job_id", "baseline_tokens_per_second",
-    "baseline_update_ms", "instrumented_tokens_per_second", "instrumented_update_ms", "optimizer_ms",
-    "optimizer_percent", "share_of_wall", "share_of_graph", "optimizer_cv", "wall_change", "flag_unstable",
+    "curve",
+    "model",
+    "context_length",
+    "batch_size",
+    "attempt",
+    "job_id",
+    "baseline_tokens_per_second",
+    "baseline_update_ms",
+    "instrumented_tokens_per_second",
+    "instrumented_update_ms",
+    "optimizer_ms",
+    "optimizer_percent",
+    "share_of_wall",
+    "share_of_graph",
+    "optimizer_cv",
+    "wall_change",
+    "flag_unstable",
     "flag_wall_change_over_5pct",
 ]
 
@@ -154,7 +187,9 @@ def collect(campaign: Campaign) -> list[Path]:
     written = []
     crash_point("while-collect")
     recommended = recommendations(curves)
-    summaries = [msgspec.to_builtins(msgspec.structs.replace(c.summary(), recommendation=recommended[c.name])) for c in curves]
+    summaries = [
+        msgspec.to_builtins(msgspec.structs.replace(c.summary(), recommendation=recommended[c.name])) for c in curves
+    ]
     for s, c in zip(summaries, curves):
         if s.get("closure") is None:
             s.pop("closure", None)  # only a closed curve carries one
@@ -190,16 +225,24 @@ def collect(campaign: Campaign) -> list[Path]:
         opt_rows = [r for r in map(optimizer_row, infos) if r is not None]
         written.append(write_atomic(root / layout.OPTIMIZER_JSON, _json({"complete": complete, "points": opt_rows})))
         written.append(write_atomic(root / layout.OPTIMIZER_CSV, _csv(opt_rows, OPT_FIELDS)))
-        written.append(_plot_optimizer(root / layout.OPTIMIZER_TIME_PNG, opt_rows, "optimizer_ms", "optimizer ms per update"))
         written.append(
-            _plot_optimizer(root / layout.OPTIMIZER_SHARE_PNG, opt_rows, "optimizer_percent", "optimizer % of baseline update")
+            _plot_optimizer(root / layout.OPTIMIZER_TIME_PNG, opt_rows, "optimizer_ms", "optimizer ms per update")
+        )
+        written.append(
+            _plot_optimizer(
+                root / layout.OPTIMIZER_SHARE_PNG, opt_rows, "optimizer_percent", "optimizer % of baseline update"
+            )
         )
     written.append(write_atomic(root / layout.README, readme(campaign, curves, infos, complete, opt_rows, recommended)))
     return written
 
 
 def readme(
-    campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], complete: bool, opt_rows: list[dict],
+    campaign: Campaign,
+    curves: list[Curve],
+    infos: list[AttemptInfo],
+    complete: bool,
+    opt_rows: list[dict],
     recommended: dict[str, Recommendation],
 ) -> str:
     m = campaign.manifest
@@ -229,7 +272,9 @@ def readme(
     out.append(f"{gpu_hours(infos, m.profile).line()}.\n")
     out += hardware_section(infos)
     out.append("## Curves\n")
-    out.append("| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended | unstable |")
+    out.append(
+        "| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended | unstable |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|")
     for c in curves:
         fast = c.fastest_stable
@@ -249,7 +294,9 @@ def readme(
         out.append(f"\nRecommended batches. {THRESHOLD_SENTENCE}\n")
         out += [f"- {c.name}: {recommendation_text(recommended[c.name])}" for c in curves if c.fitting]
     else:
-        out.append(f"\nA spot check of `{m.parent.path}`: its comparison with that campaign is in `{layout.SPOT_CHECK}/`.")
+        out.append(
+            f"\nA spot check of `{m.parent.path}`: its comparison with that campaign is in `{layout.SPOT_CHECK}/`."
+        )
     blocked = [c for c in curves if c.state == "blocked"]
     if blocked:
         out.append("\nBlocked curves (a blocked curve never sets a memory boundary):\n")
@@ -278,7 +325,9 @@ def readme(
         out.append("|---|---|---|---|---|---|---|")
         for r in opt_rows:
             flags = ", ".join(
-                x for x, on in (("unstable", r["flag_unstable"]), ("wall change > 5%", r["flag_wall_change_over_5pct"])) if on
+                x
+                for x, on in (("unstable", r["flag_unstable"]), ("wall change > 5%", r["flag_wall_change_over_5pct"]))
+                if on
             )
             out.append(
                 f"| {r['curve']} | {r['batch_size']} | {r['optimizer_ms']:.3f} | {r['optimizer_percent']:.1f} | "
@@ -348,7 +397,9 @@ def _plot_throughput(path: Path, curves: list[Curve], optimizer: bool) -> Path:
             ax.scatter(*zip(*unstable), facecolors="white", edgecolors=line.get_color(), zorder=3)
         if c.first_oom:
             ax.axvline(c.first_oom, color=line.get_color(), ls=":", alpha=0.5)
-    title = "baseline throughput (uninstrumented)" if optimizer else "throughput (median window); dotted: first CUDA OOM"
+    title = (
+        "baseline throughput (uninstrumented)" if optimizer else "throughput (median window); dotted: first CUDA OOM"
+    )
     title += "; hollow: unstable"
     return _save(plt, fig, ax, path, "tokens per second", title)
 

@@ -12,11 +12,20 @@ Nothing here reads files or talks to a scheduler, so every rule is unit-tested a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Literal
 
-from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest, Settlement, WorkerResult, outcome_kind
+from throughput_schema import (
+    CurveClosure,
+    CurveSummary,
+    FailedAttempt,
+    Manifest,
+    Settlement,
+    WorkerResult,
+    outcome_kind,
+)
 from throughput_schema.campaigns import CURVE_ENDED, CurveState
 from throughput_schema.layout import Attempt, curve_name
 
@@ -103,7 +112,8 @@ class AttemptInfo:
     def unstable(self) -> bool:
         results = [r for r in (self.attempt.result, self.attempt.baseline if self.optimizer else None) if r is not None]
         return any(
-            (r.throughput is not None and r.throughput.unstable) or (r.optimizer_timing is not None and r.optimizer_timing.unstable)
+            (r.throughput is not None and r.throughput.unstable)
+            or (r.optimizer_timing is not None and r.optimizer_timing.unstable)
             for r in results
         )
 
@@ -365,9 +375,7 @@ def _parallel(curve: Curve, retry: frozenset[Path]) -> None:
             retries.append(_next_attempt(curve, b))
         else:
             blocked.append(info)
-    retrying = [
-        r for r in curve.running if any(i.batch == r.batch and i.number < r.number for i in curve.failed)
-    ]
+    retrying = [r for r in curve.running if any(i.batch == r.batch and i.number < r.number for i in curve.failed)]
     if blocked:
         # A failure pauses further submissions on this curve until it is retried successfully.
         curve.state = "blocked"

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from throughput_schema import FrozenFile, write_atomic
 from throughput_schema.layout import CURVES, FROZEN, MANIFEST, RECIPES
 from throughput_schema.recipe import load_recipe
-
 from throughput_sweep.campaign import EXTRA, Campaign, CampaignError, sha256_file
 
 if TYPE_CHECKING:

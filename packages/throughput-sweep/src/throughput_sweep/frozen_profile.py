@@ -23,7 +23,6 @@ import msgspec
 from throughput_schema import ClusterProfile, write_atomic
 from throughput_schema.campaigns import ProfileReplacement
 from throughput_schema.layout import MANIFEST
-
 from throughput_sweep.campaign import Campaign, CampaignError, now
 from throughput_sweep.curves import AttemptInfo, Curve, last_failure
 from throughput_sweep.locking import CampaignLock
@@ -83,7 +82,9 @@ def refusal_advice(campaign: Campaign, curves: list[Curve], driver: str) -> str:
         f"(choose a new --output)"
     )
     if nothing_ran(campaign.infos()):
-        line += f", or, since nothing of this campaign has run yet: {driver} run --output {where} --resume --profile FIXED"
+        line += (
+            f", or, since nothing of this campaign has run yet: {driver} run --output {where} --resume --profile FIXED"
+        )
     return line
 
 
@@ -147,12 +148,13 @@ def resume_profile(campaign: Campaign, spec: str | None, root: Path, *, write: b
             "campaign (choose a new --output)"
         )
     replacement = ProfileReplacement(
-        replaced_at=now(), old=m.profile, old_sha256=profile_sha256(m.profile), new_name=new.name,
+        replaced_at=now(),
+        old=m.profile,
+        old_sha256=profile_sha256(m.profile),
+        new_name=new.name,
         new_sha256=profile_sha256(new),
     )
-    manifest = msgspec.structs.replace(
-        m, profile=new, profile_replacements=[*m.profile_replacements, replacement]
-    )
+    manifest = msgspec.structs.replace(m, profile=new, profile_replacements=[*m.profile_replacements, replacement])
     replaced = Campaign(root=campaign.root, manifest=manifest)
     if write:
         with CampaignLock(campaign.root):  # no watcher runs this campaign meanwhile

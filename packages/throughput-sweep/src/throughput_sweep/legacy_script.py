@@ -16,7 +16,6 @@ import json
 from throughput_schema import WorkerRequest
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import override_args
-
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.node import watchdog
 
@@ -41,12 +40,26 @@ def legacy_watchdog_argv(campaign: Campaign, request: WorkerRequest) -> list[str
     p, protocol = request.point, request.protocol
 
     def worker(output: str, label: str, optimizer_timing: bool) -> str:
-        argv = [request.python, "-m", request.worker, "benchmark-throughput-worker",
-                "--config", str(campaign.preset_path(p.model))]
+        argv = [
+            request.python,
+            "-m",
+            request.worker,
+            "benchmark-throughput-worker",
+            "--config",
+            str(campaign.preset_path(p.model)),
+        ]
         for item in override_args(request.recipe):
             argv += ["--set", item]
-        argv += ["--output", output, "--warmup", str(protocol.warmup), "--windows", str(protocol.windows),
-                 "--window-seconds", _num(protocol.window_seconds)]
+        argv += [
+            "--output",
+            output,
+            "--warmup",
+            str(protocol.warmup),
+            "--windows",
+            str(protocol.windows),
+            "--window-seconds",
+            _num(protocol.window_seconds),
+        ]
         step = {"argv": argv + ["--optimizer-timing"] * optimizer_timing, "result": output}
         if label:
             step["label"] = label
@@ -56,10 +69,27 @@ def legacy_watchdog_argv(campaign: Campaign, request: WorkerRequest) -> list[str
         workers = [worker(request.baseline, "baseline", False), worker(request.result, "instrumented", True)]
     else:
         workers = [worker(request.result, "", False)]
-    argv = [request.python, "-m", LEGACY_WATCHDOG, "--recipe", str(campaign.recipe_path(p.model)),
-            "--mode", p.mode, "--context-length", str(p.context_length), "--batch-size", str(p.batch_size),
-            "--manifest", str(campaign.root / MANIFEST), "--deadline-minutes", _num(request.deadline_seconds / 60),
-            "--time-limit-minutes", _num(request.time_limit_seconds / 60), "--cpus", str(request.cpus)]
+    argv = [
+        request.python,
+        "-m",
+        LEGACY_WATCHDOG,
+        "--recipe",
+        str(campaign.recipe_path(p.model)),
+        "--mode",
+        p.mode,
+        "--context-length",
+        str(p.context_length),
+        "--batch-size",
+        str(p.batch_size),
+        "--manifest",
+        str(campaign.root / MANIFEST),
+        "--deadline-minutes",
+        _num(request.deadline_seconds / 60),
+        "--time-limit-minutes",
+        _num(request.time_limit_seconds / 60),
+        "--cpus",
+        str(request.cpus),
+    ]
     for step in workers:
         argv += ["--worker", step]
     return argv

@@ -66,7 +66,9 @@ class Live:
             elif status.state in ("RUNNING", "UNKNOWN"):
                 counts["running" if status.state == "RUNNING" else "unknown to the scheduler"] += 1
             else:
-                counts[f"ended ({status.state.split()[0]})" + ("" if self.watcher_alive else " while no watcher ran")] += 1
+                counts[
+                    f"ended ({status.state.split()[0]})" + ("" if self.watcher_alive else " while no watcher ran")
+                ] += 1
         return "jobs now: " + ", ".join(f"{n} {what}" for what, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
@@ -87,7 +89,14 @@ def ask(campaign: Campaign, driver: str, *, offline: bool, scheduler: Scheduler 
     alive = lock.held
     watcher = watcher_line(lock, resume, campaign_done(curves))
     if offline:
-        return Live(driver, resume, watcher, alive, None, "offline: from the campaign's files alone; the scheduler was not asked")
+        return Live(
+            driver,
+            resume,
+            watcher,
+            alive,
+            None,
+            "offline: from the campaign's files alone; the scheduler was not asked",
+        )
     ids = out_jobs([i for c in curves for i in c.attempts])
     if not ids:
         return Live(driver, resume, watcher, alive, {})

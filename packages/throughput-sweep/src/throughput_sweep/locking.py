@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema.layout import LOCK as LOCK_FILE
-
 from throughput_sweep.campaign import CampaignError
 
 # `status` takes the lock for an instant to learn whether a watcher holds it: a watcher
@@ -38,7 +37,7 @@ class CampaignLock:
         self.path = Path(root) / LOCK_FILE
         self.fd: int | None = None
 
-    def __enter__(self) -> "CampaignLock":
+    def __enter__(self) -> CampaignLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:

@@ -17,7 +17,6 @@ from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampai
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_schema.slurm_env import slurm_environment
-
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
 from throughput_sweep.frozen_profile import refuse_other_profile
@@ -173,9 +172,7 @@ def plan_optimizer(
         raise CampaignError(f"--optimizer-timing-from {parent_dir}: the parent has no fitting points")
     name, file = resolve_worker(worker)
     ref = ParentCampaign(
-        path=str(Path(parent_dir).resolve()),
-        manifest_sha256=sha256_file(Path(parent_dir) / MANIFEST),
-        name=pm.name,
+        path=str(Path(parent_dir).resolve()), manifest_sha256=sha256_file(Path(parent_dir) / MANIFEST), name=pm.name
     )
     return Plan(
         output,

@@ -37,7 +37,6 @@ from throughput_schema import ClusterProfile
 from throughput_schema.campaigns import CURVE_ENDED
 from throughput_schema.layout import JOB_SCRIPT, attempt_dir
 from throughput_schema.slurm_env import slurm_environment
-
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers.slurm_reasons import refusal_kind, refusal_text
@@ -67,6 +66,7 @@ def _ask(argv: list[str]) -> tuple[bool, str, str]:
     except OSError as exc:
         return False, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
     return proc.returncode == 0, proc.stdout, proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}"
+
 
 def _fields(line: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in line.split() if "=" in item)
@@ -98,12 +98,16 @@ def _partition(profile: ClusterProfile, found: Findings) -> dict[str, str] | Non
     else:
         part = next((p for p in parts.values() if p.get("Default") == "YES"), None)
         if part is None:
-            found.problems.append(f"profile partition is empty and this cluster has no default partition: set partition to one of {names}")
+            found.problems.append(
+                f"profile partition is empty and this cluster has no default partition: set partition to one of {names}"
+            )
             return None
     name = part["PartitionName"]
     state = part.get("State", "UP")
     if state in ("INACTIVE", "DRAIN"):
-        found.problems.append(f"profile partition={name}: the partition is {state} and accepts no jobs: choose another partition")
+        found.problems.append(
+            f"profile partition={name}: the partition is {state} and accepts no jobs: choose another partition"
+        )
     elif state != "UP":
         found.notes.append(f"partition {name} is {state}: jobs wait in the queue until it is UP")
     limit = slurm_minutes(part.get("MaxTime", "UNLIMITED"))
@@ -183,7 +187,9 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
         found.notes.append(f"the account and QOS limits were not checked (no user name for uid {os.getuid()})")
         return
     where = ["where", f"user={user}"] + ([f"cluster={cluster}"] if cluster else [])
-    ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "assoc", *where, f"format={','.join(_ASSOC)}"])
+    ok, out, why = _ask(
+        ["sacctmgr", "--noheader", "--parsable2", "show", "assoc", *where, f"format={','.join(_ASSOC)}"]
+    )
     if not ok:
         found.notes.append(f"the account and QOS limits were not checked (sacctmgr: {refusal_text(why)})")
         return
@@ -193,13 +199,19 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
         ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "user", user, "format=DefaultAccount"])
         account = out.strip().splitlines()[0].strip() if ok and out.strip() else ""
         if not account:
-            found.notes.append(f"the account was not checked (no default account of user {user} found: {refusal_text(why)})")
+            found.notes.append(
+                f"the account was not checked (no default account of user {user} found: {refusal_text(why)})"
+            )
             return
     mine = [a for a in assocs if a["Account"] == account]
-    row = next((a for a in mine if a["Partition"] == partition), None) or next((a for a in mine if not a["Partition"]), None)
+    row = next((a for a in mine if a["Partition"] == partition), None) or next(
+        (a for a in mine if not a["Partition"]), None
+    )
     if row is None:
         accounts = ", ".join(sorted({a["Account"] for a in assocs})) or "none"
-        field_ = f"profile account={account}" if profile.account else "profile account is empty and your default account"
+        field_ = (
+            f"profile account={account}" if profile.account else "profile account is empty and your default account"
+        )
         found.problems.append(
             f"{field_}: user {user} has no association with it on cluster {cluster or '?'} "
             f"(your accounts: {accounts}): set account to one of them"
@@ -213,11 +225,17 @@ def _accounting(profile: ClusterProfile, partition: str, found: Findings) -> Non
     found.checked.append(f"account {account}, QOS {qos}")
     if "limits" not in enforce and "safe" not in enforce:
         return
-    _limits(profile, f"the association of account {account}", row, ("MaxWall", "MaxTRES", "MaxSubmit", "MaxJobs"), found)
-    ok, out, why = _ask(["sacctmgr", "--noheader", "--parsable2", "show", "qos", "where", f"name={qos}", f"format={','.join(_QOS)}"])
+    _limits(
+        profile, f"the association of account {account}", row, ("MaxWall", "MaxTRES", "MaxSubmit", "MaxJobs"), found
+    )
+    ok, out, why = _ask(
+        ["sacctmgr", "--noheader", "--parsable2", "show", "qos", "where", f"name={qos}", f"format={','.join(_QOS)}"]
+    )
     rows = _rows(out, _QOS) if ok else []
     if not rows:
-        found.notes.append(f"the limits of QOS {qos} were not checked (sacctmgr: {refusal_text(why) if not ok else 'no such QOS'})")
+        found.notes.append(
+            f"the limits of QOS {qos} were not checked (sacctmgr: {refusal_text(why) if not ok else 'no such QOS'})"
+        )
         return
     _limits(profile, f"QOS {qos}", rows[0], ("MaxWall", "MaxTRES", "MaxSubmitPU", "MaxJobsPU"), found)
 
@@ -246,8 +264,11 @@ def _limits(profile: ClusterProfile, whose: str, row: dict[str, str], keys: tupl
         )
     cap = profile.max_concurrent_jobs
     for key, effect in (
-        (submit_key, "the watcher keeps at most {n} jobs submitted at a time (fewer while your other jobs count against it; "
-                     "a refused submission waits and is retried), so the campaign takes longer"),
+        (
+            submit_key,
+            "the watcher keeps at most {n} jobs submitted at a time (fewer while your other jobs count against it; "
+            "a refused submission waits and is retried), so the campaign takes longer",
+        ),
         (run_key, "at most {n} of its jobs run at once and the others wait in the queue, so the campaign takes longer"),
     ):
         text = row.get(key, "").strip()
@@ -257,7 +278,9 @@ def _limits(profile: ClusterProfile, whose: str, row: dict[str, str], keys: tupl
         if n == 0:
             found.problems.append(f"{whose} has {name}=0: no job of it can run; use another account or QOS")
         elif n < cap:
-            found.notes.append(f"{whose} has {name}={n}, below the profile's max_concurrent_jobs={cap}: " + effect.format(n=n))
+            found.notes.append(
+                f"{whose} has {name}={n}, below the profile's max_concurrent_jobs={cap}: " + effect.format(n=n)
+            )
 
 
 # ------------------------------------------------------------ sbatch --test-only
@@ -268,8 +291,10 @@ _REFUSAL_FIELDS = (
     (re.compile(r"partition", re.I), "partition"),
     (re.compile(r"qos", re.I), "extra_sbatch_args (QOS) or account"),
     (re.compile(r"time limit", re.I), "time_limit_minutes"),
-    (re.compile(r"node configuration|gres|generic resource|memory|cpu|processors", re.I),
-     "gpus_per_job, cpus_per_task or mem"),
+    (
+        re.compile(r"node configuration|gres|generic resource|memory|cpu|processors", re.I),
+        "gpus_per_job, cpus_per_task or mem",
+    ),
 )
 
 
@@ -299,10 +324,17 @@ def _test_only(campaign: Campaign, curves: list[Curve], found: Findings) -> None
         found.checked.append("sbatch --test-only accepted the first job")
         return
     if refusal_kind(why) != "permanent":  # a submit limit the user's other jobs fill, a busy controller
-        found.notes.append(f"sbatch --test-only could not place the first job now ({refusal_text(why)}): a wait, not a refusal; the watcher retries")
+        found.notes.append(
+            f"sbatch --test-only could not place the first job now ({refusal_text(why)}): a wait, not a refusal; the watcher retries"
+        )
         return
-    fields = next((f for pattern, f in _REFUSAL_FIELDS if pattern.search(why)), "account, partition, resources or extra_sbatch_args")
-    found.problems.append(f"profile {fields}: sbatch --test-only refused the first job: {refusal_text(why)}; fix the profile")
+    fields = next(
+        (f for pattern, f in _REFUSAL_FIELDS if pattern.search(why)),
+        "account, partition, resources or extra_sbatch_args",
+    )
+    found.problems.append(
+        f"profile {fields}: sbatch --test-only refused the first job: {refusal_text(why)}; fix the profile"
+    )
 
 
 # ---------------------------------------------------------------------- entry
@@ -313,7 +345,9 @@ def check(campaign: Campaign, curves: list[Curve]) -> Findings:
     profile = campaign.manifest.profile
     found = Findings()
     if shutil.which("sbatch") is None:
-        found.problems.append("sbatch was not found on PATH, and the profile's scheduler is slurm: run on the cluster's login node")
+        found.problems.append(
+            "sbatch was not found on PATH, and the profile's scheduler is slurm: run on the cluster's login node"
+        )
         return found
     part = _partition(profile, found)
     if part is not None:
@@ -348,7 +382,9 @@ def gate(campaign: Campaign, *, dry_run: bool, skip: bool = False) -> Verdict:
     if profile.scheduler != "slurm":
         return Verdict([f"[sweep] preflight: does not apply to the {profile.scheduler} scheduler"])
     if dry_run and shutil.which("sbatch") is None:
-        return Verdict(["[sweep] preflight: not run (no sbatch on PATH); the run checks the profile against the cluster first"])
+        return Verdict(
+            ["[sweep] preflight: not run (no sbatch on PATH); the run checks the profile against the cluster first"]
+        )
     found = check(campaign, derive(campaign.manifest, []))
     lines = [f"[sweep] note: {note}" for note in found.notes]
     if found.problems:
@@ -370,8 +406,10 @@ def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
     each = f"of up to {p.time_limit_minutes} min on {p.gpus_per_job} GPU(s)"
     if any(c.planned is None for c in open_curves) and m.max_batch is None:
         n = len(open_curves)
-        return (f"worst case: unbounded without --max-batch (a curve doubles until its first CUDA OOM): each doubling "
-                f"of the {n} open curve(s) is at most {n} job(s) {each}, {n * hours:.1f} GPU-hours")
+        return (
+            f"worst case: unbounded without --max-batch (a curve doubles until its first CUDA OOM): each doubling "
+            f"of the {n} open curve(s) is at most {n} job(s) {each}, {n * hours:.1f} GPU-hours"
+        )
     jobs = 0
     for c in open_curves:
         if c.planned is not None:
@@ -379,4 +417,6 @@ def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
         else:
             batches = [1 << k for k in range(m.max_batch.bit_length())]
         jobs += sum(1 for b in batches if b not in c.fitting)
-    return f"worst case: at most {jobs} job(s) {each}: {jobs * hours:.1f} GPU-hours (every job running to its time limit)"
+    return (
+        f"worst case: at most {jobs} job(s) {each}: {jobs * hours:.1f} GPU-hours (every job running to its time limit)"
+    )

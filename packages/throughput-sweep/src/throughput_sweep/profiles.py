@@ -145,7 +145,8 @@ def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str
     if need_python and missing_python(profile):
         hint = "create it with: uv sync --locked" + (
             " (for the compute nodes, on one of them: UV_PROJECT_ENVIRONMENT=<that folder> uv sync --locked)"
-            if profile.scheduler == "slurm" else ""
+            if profile.scheduler == "slurm"
+            else ""
         )
         return f"python {profile.python}: no such compute Python; {hint}"
     return ""
@@ -170,5 +171,7 @@ def parent_profile(parent: Path | None):
         return None  # plan_optimizer says what is wrong with the parent
     problem = profile_problem(profile)
     if problem:
-        raise CampaignError(f"{parent}: the parent campaign's profile {profile.name!r}: {problem}; or choose one with --profile")
+        raise CampaignError(
+            f"{parent}: the parent campaign's profile {profile.name!r}: {problem}; or choose one with --profile"
+        )
     return profile

@@ -8,7 +8,6 @@ import dataclasses
 
 from throughput_schema.comparison import Recommendation
 from throughput_schema.recommendation import PointRate, campaign_recommendations, gpu_memory_bytes, point_rate
-
 from throughput_sweep.curves import Curve
 
 

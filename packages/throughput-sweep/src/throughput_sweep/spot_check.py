@@ -18,12 +18,10 @@ from throughput_schema import ClusterProfile, ParentCampaign, SpotCheck
 from throughput_schema.codec import SchemaError, read
 from throughput_schema.comparison import Comparison, differing
 from throughput_schema.layout import MANIFEST, SPOT_CHECK, spot_check_comparison
-
 from throughput_sweep.campaign import Campaign, CampaignError, open_campaign, sha256_file, verify_frozen
 from throughput_sweep.curves import Curve, is_complete
 from throughput_sweep.planning import Plan
 from throughput_sweep.recommendations import recommendations
-
 
 OPTION = "--spot-check-from"
 
@@ -77,11 +75,15 @@ def _source(parent_dir: Path) -> Campaign:
         raise CampaignError(f"{OPTION}: {str(exc).removeprefix('A ')}") from None
     bad = verify_frozen(parent)
     if bad:
-        raise CampaignError(f"{where}: its frozen files changed since creation ({', '.join(bad[:3])}); it cannot be re-measured as it was")
+        raise CampaignError(
+            f"{where}: its frozen files changed since creation ({', '.join(bad[:3])}); it cannot be re-measured as it was"
+        )
     return parent
 
 
-def plan_spot_check(output: Path, *, parent_dir: Path, points: int, seed: int, profile: ClusterProfile, root: Path) -> Plan:
+def plan_spot_check(
+    output: Path, *, parent_dir: Path, points: int, seed: int, profile: ClusterProfile, root: Path
+) -> Plan:
     parent = _source(parent_dir)
     curves = parent.curves()
     fitting = sum(len(c.fitting) for c in curves)
@@ -108,7 +110,9 @@ def plan_spot_check(output: Path, *, parent_dir: Path, points: int, seed: int, p
         pm.worker,
         None,
         root,
-        parent=ParentCampaign(path=str(Path(parent_dir).resolve()), manifest_sha256=sha256_file(Path(parent_dir) / MANIFEST), name=pm.name),
+        parent=ParentCampaign(
+            path=str(Path(parent_dir).resolve()), manifest_sha256=sha256_file(Path(parent_dir) / MANIFEST), name=pm.name
+        ),
         inherited=chosen,
         parallel=True,
         frozen_from=parent,
@@ -129,7 +133,9 @@ def finish(campaign: Campaign) -> None:
             # A passed its audit with a test worker only where someone allowed it
             # (--allow-test-worker, recorded in A's audit.json); the spot check re-runs A's
             # worker, so its comparison carries that permission, and the banner with it.
-            comparison = compare(a, load(campaign.root, "B", audited=False), allow_test_worker=bool(a.audit_test_worker))
+            comparison = compare(
+                a, load(campaign.root, "B", audited=False), allow_test_worker=bool(a.audit_test_worker)
+            )
         except Refused as exc:
             raise CampaignError(f"{campaign.root}: the spot check cannot be compared with its source: {exc}") from None
         publish(campaign.root / SPOT_CHECK, comparison)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from throughput_schema import CurveClosure
-from throughput_schema.recommendation import recommendation_text
 from throughput_schema.provenance import protocol_deviation, worker_warning
-
+from throughput_schema.recommendation import recommendation_text
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve, campaign_done, is_complete
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
@@ -54,7 +53,9 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     """The campaign from its files; with `live` (status), also the watcher and the scheduler's word."""
     m = campaign.manifest
     curves = campaign.curves()
-    label = "complete" if is_complete(curves) else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
+    label = (
+        "complete" if is_complete(curves) else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
+    )
     lines = [
         f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
         f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
@@ -78,13 +79,17 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         if c.state == "blocked":
             lines.append(f"    blocked: {c.blocked_reason}")
             if profile_refused(c):
-                lines.append(f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying")
+                lines.append(
+                    f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying"
+                )
         if c.state == "closed":
             lines.append(f"    {closed_line(c.closure)}; not a memory boundary")
         if c.done and c.fitting and m.spot_check is None:  # a sample recommends nothing
             lines.append(f"    recommended: {recommendation_text(recommended[c.name])}")
         if c.unstable:
-            lines.append(f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}")
+            lines.append(
+                f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}"
+            )
         for r in c.running:
             lines.append(f"    {(live or OFFLINE).job_line(r)}")
         if c.next and c.state == "pending":

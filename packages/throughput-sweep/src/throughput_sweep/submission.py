@@ -17,17 +17,25 @@ from __future__ import annotations
 
 import os
 import signal
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
-from throughput_schema import AccountingRow, Receipt, Settlement, WorkerIdentity, WorkerRequest, WorkerResult, read, write_atomic
+from throughput_schema import (
+    AccountingRow,
+    Receipt,
+    Settlement,
+    WorkerIdentity,
+    WorkerRequest,
+    WorkerResult,
+    read,
+    write_atomic,
+)
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
 from throughput_schema.recipe import parameter_count
 from throughput_schema.slurm_states import outcome_of_state
-
 from throughput_sweep.attempt import point_recipe
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import AttemptInfo
@@ -38,7 +46,7 @@ from throughput_sweep.schedulers.slurm_reasons import pending_fix
 
 def parse_time(text: str) -> datetime:
     when = datetime.fromisoformat(text)
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 # --------------------------------------------------------------------- reconciliation
@@ -206,7 +214,9 @@ def write_refused_result(campaign: Campaign, info: AttemptInfo, reason: str) -> 
     watcher cancels it: the point is settled as refused, with the reason and the fix."""
     job = info.attempt.receipt.job_id if info.attempt.receipt else "?"
     fix = pending_fix(reason)
-    message = f"job {job} pended with reason {reason}, which waiting cannot clear; cancelled before it started. Fix: {fix}"
+    message = (
+        f"job {job} pended with reason {reason}, which waiting cannot clear; cancelled before it started. Fix: {fix}"
+    )
     outcome = Refused(phase="slurm", message=message, reason=reason, fix=fix)
     return write_missing_result(campaign, info, "CANCELLED", None, outcome=outcome)
 

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import AccountingRow, ClusterProfile
-
 from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
 

@@ -21,7 +21,6 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema.layout import job_log
-
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.cluster_limits import SlotLimit, refuse, settle_vanished
@@ -214,9 +213,11 @@ class Watcher:
                     self.slots = self.limit.lower(out + submitted, time.monotonic())
                     if not self.limit.said:
                         self.limit.said = True
-                        self._say(f"the cluster refused a job for a submit limit with {out + submitted} of ours "
-                                  f"queued; submitting at most {self.slots} at once, raising that again later "
-                                  f"({outcome.error})")
+                        self._say(
+                            f"the cluster refused a job for a submit limit with {out + submitted} of ours "
+                            f"queued; submitting at most {self.slots} at once, raising that again later "
+                            f"({outcome.error})"
+                        )
                 else:
                     self._say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
                 if outcome.retry_later:
@@ -362,8 +363,14 @@ class Watcher:
     def _progress(self, infos: list[AttemptInfo], curves: list[Curve]) -> None:
         if not self.options.progress:
             return
-        line = progress_line(infos, curves, pending=self.st.pending, durations=self.st.durations, slots=self.slots,
-                             limit_note=self.limit.note)
+        line = progress_line(
+            infos,
+            curves,
+            pending=self.st.pending,
+            durations=self.st.durations,
+            slots=self.slots,
+            limit_note=self.limit.note,
+        )
         self.st.last_line = show(line, self.st.last_line)
 
     def _end_progress(self) -> None:

@@ -156,8 +156,16 @@ class ArenaAdamW:
             self._triton()
         else:
             step_fn = _compiled_tensor_step() if self.kernel == "compiled" else tensor_step
-            step_fn(self._state(), self.groups, self.lr, self.beta1, self.beta2, self.eps, self.max_norm,
-                    write_grads=self.kernel == "tensor")
+            step_fn(
+                self._state(),
+                self.groups,
+                self.lr,
+                self.beta1,
+                self.beta2,
+                self.eps,
+                self.max_norm,
+                write_grads=self.kernel == "tensor",
+            )
 
     def check_views(self) -> None:
         """Raise if autograd replaced a `.grad` (or something replaced `.data`) instead of
@@ -187,8 +195,17 @@ class ArenaAdamW:
     # ------------------------------------------------------------ internals
 
     def _state(self) -> tuple[torch.Tensor, ...]:
-        return (self.params, self.grads, self.exp_avg, self.exp_avg_sq, self.step_t, self.updates,
-                self.nonfinite, self.grad_norm, self.finite)
+        return (
+            self.params,
+            self.grads,
+            self.exp_avg,
+            self.exp_avg_sq,
+            self.step_t,
+            self.updates,
+            self.nonfinite,
+            self.grad_norm,
+            self.finite,
+        )
 
     def _step_fused(self) -> None:
         scale, finite = clip_and_count(self._state(), self.max_norm)

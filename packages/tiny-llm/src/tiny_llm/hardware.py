@@ -16,6 +16,7 @@ from throughput_schema.gpus import GIB, PEAK_BF16, peak_bf16_flops  # noqa: F401
 if TYPE_CHECKING:  # torch is imported where it is used, so the peak table stays torch-free
     import torch
 
+
 def _version(dist: str) -> str:
     try:
         return metadata.version(dist)

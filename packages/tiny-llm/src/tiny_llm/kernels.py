@@ -65,8 +65,13 @@ class Kernels:
     optimizer: str = "auto"
 
     def __post_init__(self) -> None:
-        for name, allowed in (("attention", ATTENTION), ("cross_entropy", CROSS_ENTROPY), ("swiglu", SWIGLU),
-                              ("inductor_tuning", INDUCTOR_TUNING), ("optimizer", OPTIMIZER)):
+        for name, allowed in (
+            ("attention", ATTENTION),
+            ("cross_entropy", CROSS_ENTROPY),
+            ("swiglu", SWIGLU),
+            ("inductor_tuning", INDUCTOR_TUNING),
+            ("optimizer", OPTIMIZER),
+        ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.ce_chunk_tokens < 1:
@@ -94,8 +99,14 @@ class Kernels:
             return None
         from torch.nn.attention import SDPBackend
 
-        return [{"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[self.attention]]
+        return [
+            {
+                "flash": SDPBackend.FLASH_ATTENTION,
+                "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "math": SDPBackend.MATH,
+            }[self.attention]
+        ]
 
     def compile_kwargs(self) -> dict:
         """torch.compile keyword arguments (mode and options are exclusive there, so merge into options)."""

@@ -56,8 +56,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 # The Triton kernel behind each `Kernels(<field>="triton")`: (module, function).
-TRITON = {"swiglu": ("tiny_llm.triton_swiglu", "swiglu"),
-          "cross_entropy": ("tiny_llm.triton_cross_entropy", "linear_cross_entropy")}
+TRITON = {
+    "swiglu": ("tiny_llm.triton_swiglu", "swiglu"),
+    "cross_entropy": ("tiny_llm.triton_cross_entropy", "linear_cross_entropy"),
+}
 
 
 def load_triton(field: str, device: torch.device):
@@ -159,8 +161,9 @@ class Transformer(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         # None: the default or chunked loss below; else the LM head and loss in one Triton pass.
-        self.fused_loss = (load_triton("cross_entropy", self.embed.weight.device)
-                           if kernels.cross_entropy == "triton" else None)
+        self.fused_loss = (
+            load_triton("cross_entropy", self.embed.weight.device) if kernels.cross_entropy == "triton" else None
+        )
         self.reset_parameters()
 
     @torch.no_grad()

@@ -23,7 +23,9 @@ from tiny_llm.protocol import Measurement
 MFU_FORMULA = "(6*P + 12*layers*width*context) * tokens_per_second / peak_bf16_flops"
 
 
-def throughput_summary(m: Measurement, recipe: Recipe, opts: Protocol, hw: Hardware, fpt: int | None = None) -> Throughput:
+def throughput_summary(
+    m: Measurement, recipe: Recipe, opts: Protocol, hw: Hardware, fpt: int | None = None
+) -> Throughput:
     fpt = flops_per_token(recipe.model) if fpt is None else fpt
     rates = m.rates()
     rate = stats.median(rates)

@@ -66,8 +66,21 @@ if triton is not None:
         tl.store(partials_ptr + tl.program_id(0), tl.sum(acc, axis=0))
 
     @triton.jit
-    def _finish_norm(partials_ptr, n_partials, norm_ptr, finite_ptr, nonfinite_ptr, updates_ptr, step_ptr,
-                     coef_ptr, max_norm, lr, log2_beta1, log2_beta2, FINAL_BLOCK: tl.constexpr):
+    def _finish_norm(
+        partials_ptr,
+        n_partials,
+        norm_ptr,
+        finite_ptr,
+        nonfinite_ptr,
+        updates_ptr,
+        step_ptr,
+        coef_ptr,
+        max_norm,
+        lr,
+        log2_beta1,
+        log2_beta2,
+        FINAL_BLOCK: tl.constexpr,
+    ):
         # Every thread reads the counters before any thread writes them (the barrier): a
         # thread reading a counter another had already advanced would advance it twice.
         step = tl.load(step_ptr)
@@ -94,8 +107,9 @@ if triton is not None:
         tl.store(coef_ptr + 3, tl.sqrt_rn(1.0 - tl.exp2(step * log2_beta2)))  # sqrt(bias correction 2)
 
     @triton.jit
-    def _adamw(p_ptr, g_ptr, m_ptr, v_ptr, coef_ptr, n, decay_end, lr, beta1, beta2, eps, weight_decay,
-               BLOCK: tl.constexpr):
+    def _adamw(
+        p_ptr, g_ptr, m_ptr, v_ptr, coef_ptr, n, decay_end, lr, beta1, beta2, eps, weight_decay, BLOCK: tl.constexpr
+    ):
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         # The arenas' loads do not wait for the coefficients, so they are in flight at once.
@@ -138,12 +152,24 @@ class TritonStep:
     chunking, so one instance always uses the same.
     """
 
-    def __init__(self, opt, *, block: int = BLOCK, norm_block: int = NORM_BLOCK, norm_tiles: int = NORM_TILES,
-                 final_block: int = FINAL_BLOCK) -> None:
+    def __init__(
+        self,
+        opt,
+        *,
+        block: int = BLOCK,
+        norm_block: int = NORM_BLOCK,
+        norm_tiles: int = NORM_TILES,
+        final_block: int = FINAL_BLOCK,
+    ) -> None:
         if triton is None:
             raise RuntimeError("the triton kernel needs the triton package")
         self.opt, self.block, self.norm_block, self.norm_tiles, self.final_block = (
-            opt, block, norm_block, norm_tiles, final_block)
+            opt,
+            block,
+            norm_block,
+            norm_tiles,
+            final_block,
+        )
         device = opt.params.device
         self.n_partials = triton.cdiv(opt.numel, norm_block * norm_tiles)
         self.partials = torch.empty(self.n_partials, device=device, dtype=torch.float32)
@@ -153,12 +179,44 @@ class TritonStep:
 
     def __call__(self) -> None:
         o = self.opt
-        _partial_sumsq[(self.n_partials,)](o.grads, self.partials, o.numel, NORM_BLOCK=self.norm_block,
-                                           NORM_TILES=self.norm_tiles, num_warps=_warps(self.norm_block))
+        _partial_sumsq[(self.n_partials,)](
+            o.grads,
+            self.partials,
+            o.numel,
+            NORM_BLOCK=self.norm_block,
+            NORM_TILES=self.norm_tiles,
+            num_warps=_warps(self.norm_block),
+        )
         max_norm = math.inf if o.max_norm is None else o.max_norm
-        _finish_norm[(1,)](self.partials, self.n_partials, o.grad_norm, self.finite_u8, o.nonfinite, o.updates,
-                           o.step_t, self.coef, max_norm, o.lr, _log2(o.beta1), _log2(o.beta2),
-                           FINAL_BLOCK=self.final_block, num_warps=_warps(self.final_block))
-        _adamw[(triton.cdiv(o.numel, self.block),)](o.params, o.grads, o.exp_avg, o.exp_avg_sq, self.coef, o.numel,
-                                                   o.decay_end, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
-                                                   BLOCK=self.block, num_warps=_warps(self.block))
+        _finish_norm[(1,)](
+            self.partials,
+            self.n_partials,
+            o.grad_norm,
+            self.finite_u8,
+            o.nonfinite,
+            o.updates,
+            o.step_t,
+            self.coef,
+            max_norm,
+            o.lr,
+            _log2(o.beta1),
+            _log2(o.beta2),
+            FINAL_BLOCK=self.final_block,
+            num_warps=_warps(self.final_block),
+        )
+        _adamw[(triton.cdiv(o.numel, self.block),)](
+            o.params,
+            o.grads,
+            o.exp_avg,
+            o.exp_avg_sq,
+            self.coef,
+            o.numel,
+            o.decay_end,
+            o.lr,
+            o.beta1,
+            o.beta2,
+            o.eps,
+            o.weight_decay,
+            BLOCK=self.block,
+            num_warps=_warps(self.block),
+        )

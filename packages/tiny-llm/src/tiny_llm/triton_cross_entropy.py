@@ -70,8 +70,9 @@ def loss_and_logit_grad(logits: torch.Tensor, targets: torch.Tensor) -> tuple[to
     n_rows, n_cols = logits.shape
     grad = torch.empty_like(logits)
     losses = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
-    _cross_entropy_forward[(n_rows,)](logits, targets.contiguous(), grad, losses, n_cols, 1.0 / n_rows,
-                                      BLOCK=BLOCK, num_warps=NUM_WARPS)
+    _cross_entropy_forward[(n_rows,)](
+        logits, targets.contiguous(), grad, losses, n_cols, 1.0 / n_rows, BLOCK=BLOCK, num_warps=NUM_WARPS
+    )
     return losses.sum() / n_rows, grad
 
 
@@ -96,6 +97,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of the LM head `x @ weight.T` (x: (N, d), weight: (V, d), targets: (N,))."""
     if x.ndim != 2 or weight.ndim != 2 or targets.shape != x.shape[:1]:
-        raise ValueError(f"linear_cross_entropy: x (N, d), weight (V, d), targets (N,); got "
-                         f"{tuple(x.shape)}, {tuple(weight.shape)}, {tuple(targets.shape)}")
+        raise ValueError(
+            f"linear_cross_entropy: x (N, d), weight (V, d), targets (N,); got "
+            f"{tuple(x.shape)}, {tuple(weight.shape)}, {tuple(targets.shape)}"
+        )
     return _LinearCrossEntropy.apply(x, weight, targets)

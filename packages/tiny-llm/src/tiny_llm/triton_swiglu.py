@@ -81,8 +81,9 @@ class _SwiGLU(torch.autograd.Function):
         n_cols = gate_up.shape[-1] // 2
         n_rows = gate_up.numel() // (2 * n_cols)
         h = gate_up.new_empty(*gate_up.shape[:-1], n_cols)
-        _swiglu_forward[_grid(n_rows, n_cols)](gate_up, h, n_rows, n_cols, BLOCK_ROWS=BLOCK_ROWS,
-                                               BLOCK_COLS=BLOCK_COLS, num_warps=NUM_WARPS)
+        _swiglu_forward[_grid(n_rows, n_cols)](
+            gate_up, h, n_rows, n_cols, BLOCK_ROWS=BLOCK_ROWS, BLOCK_COLS=BLOCK_COLS, num_warps=NUM_WARPS
+        )
         ctx.save_for_backward(gate_up)
         return h
 
@@ -93,8 +94,9 @@ class _SwiGLU(torch.autograd.Function):
         n_cols = gate_up.shape[-1] // 2
         n_rows = gate_up.numel() // (2 * n_cols)
         d_gate_up = torch.empty_like(gate_up)
-        _swiglu_backward[_grid(n_rows, n_cols)](dh, gate_up, d_gate_up, n_rows, n_cols, BLOCK_ROWS=BLOCK_ROWS,
-                                                BLOCK_COLS=BLOCK_COLS, num_warps=NUM_WARPS)
+        _swiglu_backward[_grid(n_rows, n_cols)](
+            dh, gate_up, d_gate_up, n_rows, n_cols, BLOCK_ROWS=BLOCK_ROWS, BLOCK_COLS=BLOCK_COLS, num_warps=NUM_WARPS
+        )
         return d_gate_up
 
 

@@ -92,7 +92,7 @@ class HostEvent:
     def record(self) -> None:
         self.at = time.perf_counter()
 
-    def elapsed_time(self, end: "HostEvent") -> float:
+    def elapsed_time(self, end: HostEvent) -> float:
         return (end.at - self.at) * 1000.0
 
 
@@ -162,7 +162,9 @@ def build(
     elif timing_events:
         events = tuple(HostEvent() for _ in range(3))
     update = Update(model_fn, optimizer, inputs, targets, events=events)
-    backend = ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
+    backend = (
+        ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
+    )
     built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels)
     if use_graph:
         from tiny_llm.graph import capture_update

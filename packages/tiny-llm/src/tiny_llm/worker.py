@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+import tiny_llm
 from throughput_schema import (
     EXIT_CODES,
     CompileError,
@@ -52,7 +53,6 @@ from throughput_schema import (
     write_atomic,
 )
 from throughput_schema.recipe import flops_per_token, parameter_count
-import tiny_llm
 from tiny_llm import hardware, stats
 from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
@@ -144,7 +144,7 @@ def classify(exc: BaseException, phase: str):
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=print) -> WorkerResult:
@@ -194,8 +194,12 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
             torch.cuda.reset_peak_memory_stats(device)
 
         measure(
-            TorchRunner(built), opts, measurement, updates_before=built.setup_updates,
-            optimizer_timing=options.optimizer_timing, on_phase=on_phase
+            TorchRunner(built),
+            opts,
+            measurement,
+            updates_before=built.setup_updates,
+            optimizer_timing=options.optimizer_timing,
+            on_phase=on_phase,
         )
         if cuda:
             memory = MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)

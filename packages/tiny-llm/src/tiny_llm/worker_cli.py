@@ -26,7 +26,7 @@ DEFAULT = Protocol()
 PROTOCOL_HELP = {
     "warmup": f"warm-up updates after setup (default {DEFAULT.warmup})",
     "windows": f"measurement windows (default {DEFAULT.windows}; +{DEFAULT.extra_windows} if CV > "
-               f"{DEFAULT.cv_threshold * 100:g}%%)",  # %% is argparse's percent sign
+    f"{DEFAULT.cv_threshold * 100:g}%%)",  # %% is argparse's percent sign
     "window_seconds": f"target seconds per window (default {DEFAULT.window_seconds:g})",
     "min_updates_per_window": f"lower bound on updates per window (default {DEFAULT.min_updates_per_window})",
 }
@@ -44,8 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Measure the complete-update throughput of one recipe (the guide's individual point).",
     )
     add_recipe_args(p, required=False)
-    p.add_argument("--request", type=Path, help="an attempt's request.json: its recipe and protocol, instead of "
-                   "--config, --set and the protocol flags")
+    p.add_argument(
+        "--request",
+        type=Path,
+        help="an attempt's request.json: its recipe and protocol, instead of --config, --set and the protocol flags",
+    )
     p.add_argument("--output", type=Path, required=True, help="the result JSON, written atomically")
     for name, text in PROTOCOL_HELP.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), help=text)
@@ -64,21 +67,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     # choice is recorded in the result's `kernels` ("auto" as the kernel it resolved to).
     from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER, SWIGLU
 
-    p.add_argument("--attention-backend", choices=ATTENTION, default="auto",
-                   help="SDPA kernel to pin (default auto: PyTorch chooses)")
-    p.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="default",
-                   help="default: F.cross_entropy over all logits; chunked: LM head + loss fused over token chunks")
-    p.add_argument("--ce-chunk-tokens", type=int, default=CE_CHUNK_TOKENS,
-                   help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})")
-    p.add_argument("--swiglu-kernel", choices=SWIGLU, default="auto",
-                   help="auto: triton on CUDA where triton imports, else default; triton: SwiGLU forward and "
-                        "backward as one Triton pass each (tiny_llm.triton_swiglu); default: inductor's fusion")
-    p.add_argument("--inductor-tuning", choices=INDUCTOR_TUNING, default="default",
-                   help="coordinate-descent: inductor tunes its generated kernels (longer compile)")
-    p.add_argument("--optimizer-kernel", choices=OPTIMIZER, default="auto",
-                   help="ArenaAdamW's kernel (auto: triton on CUDA where triton imports, else fused on CUDA, tensor "
-                        "on CPU; triton: two Triton passes, CUDA only; fused: torch._fused_adamw_; compiled: its "
-                        "step through inductor)")
+    p.add_argument(
+        "--attention-backend",
+        choices=ATTENTION,
+        default="auto",
+        help="SDPA kernel to pin (default auto: PyTorch chooses)",
+    )
+    p.add_argument(
+        "--cross-entropy",
+        choices=CROSS_ENTROPY,
+        default="default",
+        help="default: F.cross_entropy over all logits; chunked: LM head + loss fused over token chunks",
+    )
+    p.add_argument(
+        "--ce-chunk-tokens",
+        type=int,
+        default=CE_CHUNK_TOKENS,
+        help=f"tokens per chunk for --cross-entropy chunked (default {CE_CHUNK_TOKENS})",
+    )
+    p.add_argument(
+        "--swiglu-kernel",
+        choices=SWIGLU,
+        default="auto",
+        help="auto: triton on CUDA where triton imports, else default; triton: SwiGLU forward and "
+        "backward as one Triton pass each (tiny_llm.triton_swiglu); default: inductor's fusion",
+    )
+    p.add_argument(
+        "--inductor-tuning",
+        choices=INDUCTOR_TUNING,
+        default="default",
+        help="coordinate-descent: inductor tunes its generated kernels (longer compile)",
+    )
+    p.add_argument(
+        "--optimizer-kernel",
+        choices=OPTIMIZER,
+        default="auto",
+        help="ArenaAdamW's kernel (auto: triton on CUDA where triton imports, else fused on CUDA, tensor "
+        "on CPU; triton: two Triton passes, CUDA only; fused: torch._fused_adamw_; compiled: its "
+        "step through inductor)",
+    )
     p.set_defaults(func=main)
 
 

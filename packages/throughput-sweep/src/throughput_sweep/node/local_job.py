@@ -92,8 +92,13 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
         write_atomic(
             end_file,
             LocalEnd(
-                job_id=job_id, state=state, exit_code=exit_code, start=stamp(started), end=stamp(),
-                elapsed_seconds=round(time.time() - started, 3), message=message,
+                job_id=job_id,
+                state=state,
+                exit_code=exit_code,
+                start=stamp(started),
+                end=stamp(),
+                elapsed_seconds=round(time.time() - started, 3),
+                message=message,
             ),
         )
         return 0
@@ -105,8 +110,13 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
     with open(job.output, "ab") as out:
         try:
             child = subprocess.Popen(
-                ["/bin/bash", job.script], cwd=job.workdir, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                ["/bin/bash", job.script],
+                cwd=job.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         except OSError as exc:
             out.write(f"local job {job_id}: cannot start: {exc}\n".encode())

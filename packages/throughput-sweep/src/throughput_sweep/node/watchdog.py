@@ -52,10 +52,9 @@ import msgspec
 from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, write_atomic
 from throughput_schema.layout import REQUEST
 from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind
-from throughput_schema.recipe import parameter_count
 from throughput_schema.provenance import PRODUCTION_WORKER
+from throughput_schema.recipe import parameter_count
 from throughput_schema.records import Hardware, Protocol, Recipe, WorkerIdentity, WorkerResult
-
 from throughput_sweep.node.worker_exit import (
     exit_code_for,
     kill_group,
@@ -75,6 +74,8 @@ THREAD_VARIABLES = (
     "NUMEXPR_NUM_THREADS",
     "TORCHINDUCTOR_COMPILE_THREADS",
 )
+
+
 def thread_count(requested: int) -> int:
     """The request's CPUs, but never more threads than CPUs this process may run on.
 
@@ -212,12 +213,14 @@ class Watchdog:
     def run_one(self, spec: WorkerSpec, env: dict[str, str]) -> tuple[WorkerResult | None, Outcome | None]:
         """Run one worker: (its own result, None) or (None, the outcome to record)."""
         before = snapshot(spec.result)
-        started_at = now()
         if self.state.stop_signal is not None:
             return None, self._stop_outcome(self.state.stop_signal)
         if self._remaining() <= 0:
-            return None, Timeout(phase=spec.label or "worker", deadline_seconds=self.deadline_seconds,
-                                 message="the watchdog deadline passed before this worker could start")
+            return None, Timeout(
+                phase=spec.label or "worker",
+                deadline_seconds=self.deadline_seconds,
+                message="the watchdog deadline passed before this worker could start",
+            )
         log(f"starting {spec.label or 'worker'}: {' '.join(spec.argv)}")
         try:
             proc = subprocess.Popen(spec.argv, env=env, stdin=subprocess.DEVNULL, process_group=0)

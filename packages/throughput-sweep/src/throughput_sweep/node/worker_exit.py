@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from throughput_schema import EXIT_CODES, SchemaError, read
@@ -18,7 +18,7 @@ from throughput_schema.records import WorkerResult
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def log(message: str) -> None:
@@ -83,5 +83,3 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-

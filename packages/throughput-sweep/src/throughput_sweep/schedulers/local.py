@@ -69,7 +69,7 @@ def detect_gpus() -> list[str]:
         return []
     if out.returncode != 0:
         return []
-    return [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))]
+    return [str(i) for i, line in enumerate(g for g in out.stdout.splitlines() if g.startswith("GPU "))]
 
 
 class LocalScheduler:
@@ -110,7 +110,7 @@ class LocalScheduler:
         self.host = socket.gethostname()
 
     @classmethod
-    def for_campaign(cls, profile: ClusterProfile, campaign: str | Path, **kwargs) -> "LocalScheduler":
+    def for_campaign(cls, profile: ClusterProfile, campaign: str | Path, **kwargs) -> LocalScheduler:
         return cls(profile, Path(campaign) / LOCAL_JOBS_DIR, **kwargs)
 
     # ------------------------------------------------------------------ registry

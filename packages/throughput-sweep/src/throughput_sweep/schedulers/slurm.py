@@ -42,10 +42,10 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Sequence
 
 import anyio
 
@@ -83,10 +83,13 @@ def query_windows(start: datetime, now: datetime, span: timedelta) -> list[tuple
     windows.append((start, None))
     return windows
 
+
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
 
 
-def sbatch_argv(profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch") -> list[str]:
+def sbatch_argv(
+    profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch"
+) -> list[str]:
     """The exact sbatch command line for one job (resources here, not in the script)."""
     # --no-requeue: after a node failure Slurm would otherwise rerun the job under the same id
     # in the same attempt folder, measuring the point again behind the watcher's back.
@@ -156,7 +159,13 @@ class SlurmScheduler:
         # sacct --name is asked in windows no wider than this: slurmdbd's MaxQueryTimeRange
         # refuses wider ones from ordinary users, and an old campaign's window would grow forever.
         self.query_span = max(query_span, timedelta(minutes=1))
-        self._cmd = {"sbatch": "sbatch", "squeue": "squeue", "sacct": "sacct", "scancel": "scancel", "scontrol": "scontrol"}
+        self._cmd = {
+            "sbatch": "sbatch",
+            "squeue": "squeue",
+            "sacct": "sacct",
+            "scancel": "scancel",
+            "scontrol": "scontrol",
+        }
         self._cmd.update(commands or {})
         self.command_counts: Counter[str] = Counter()
         self.commands_last_poll: list[str] = []
@@ -217,7 +226,9 @@ class SlurmScheduler:
                 job_id = last.stdout.strip().splitlines()[-1].split(";")[0].strip() if last.stdout.strip() else ""
                 if not job_id.isdigit():
                     raise SubmitFailed(
-                        f"sbatch answered without a job id: {last.stdout.strip()!r}", permanent=False, maybe_submitted=True
+                        f"sbatch answered without a job id: {last.stdout.strip()!r}",
+                        permanent=False,
+                        maybe_submitted=True,
                     )
                 return job_id
             kind = refusal_kind(last.stderr, last.returncode)
@@ -268,8 +279,7 @@ class SlurmScheduler:
         if ask:
             self.commands_last_poll.append("sacct")
             sa = await self._run(
-                "sacct",
-                ["--parsable2", "--noheader", "-X", "-j", ",".join(ask), f"--format={','.join(SACCT_FIELDS)}"],
+                "sacct", ["--parsable2", "--noheader", "-X", "-j", ",".join(ask), f"--format={','.join(SACCT_FIELDS)}"]
             )
             sacct_ok = sa.ok
             rows = parse_sacct(sa.stdout) if sa.ok else {}

@@ -205,10 +205,27 @@ NEVER_STARTS: dict[str, str] = {
 
 # Shown, never acted on: they clear when other jobs end or an administrator acts.
 WAITS = (
-    "Priority", "Resources", "Dependency", "BeginTime", "Reservation", "Licenses", "JobHeldUser",
-    "JobHeldAdmin", "PartitionDown", "PartitionInactive", "ReqNodeNotAvail", "NodeDown",
-    "QOSMaxJobsPerUserLimit", "AssocMaxJobsLimit", "QOSGrpJobsLimit", "AssocGrpJobsLimit",
-    "QOSGrpGRES", "AssocGrpGRES", "QOSMaxGRESPerUser", "QOSGrpCpuLimit", "AssocGrpCpuLimit",
+    "Priority",
+    "Resources",
+    "Dependency",
+    "BeginTime",
+    "Reservation",
+    "Licenses",
+    "JobHeldUser",
+    "JobHeldAdmin",
+    "PartitionDown",
+    "PartitionInactive",
+    "ReqNodeNotAvail",
+    "NodeDown",
+    "QOSMaxJobsPerUserLimit",
+    "AssocMaxJobsLimit",
+    "QOSGrpJobsLimit",
+    "AssocGrpJobsLimit",
+    "QOSGrpGRES",
+    "AssocGrpGRES",
+    "QOSMaxGRESPerUser",
+    "QOSGrpCpuLimit",
+    "AssocGrpCpuLimit",
 )
 
 

@@ -77,6 +77,7 @@ SQUEUE_FORMAT = "%i|%T|%r|%j"
 # squeue/sacct states that mean "waiting to run" (everything else non-terminal runs).
 _PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"})
 
+
 def classify_sbatch_error(stderr: str, returncode: int | None = 1) -> bool:
     """True when the failure is permanent (retrying cannot help), False when it is a wait
     (a submit limit, a rate limit, a controller that did not answer): `slurm_reasons`."""
@@ -199,5 +200,7 @@ def launch_failure_note(scontrol_text: str) -> str:
     if not started:
         parts.append("the job never reached a node")
     elif stdout:
-        parts.append(f"its output file was to be {stdout}, which the node could not create (does that folder exist there?)")
+        parts.append(
+            f"its output file was to be {stdout}, which the node could not create (does that folder exist there?)"
+        )
     return "; ".join(parts)
