@@ -12,6 +12,7 @@ from throughput_schema import (
     PointSpec,
     Protocol,
     Receipt,
+    Settlement,
     SubmissionIntent,
     Throughput,
     WorkerResult,
@@ -19,7 +20,8 @@ from throughput_schema import (
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite, Ok, Timeout, outcome_kind
 from throughput_schema.recipe import load_recipe
-from throughput_sweep.curves import AttemptInfo, Settlement, derive, pick
+from throughput_sweep.attempt_status import AttemptInfo
+from throughput_sweep.curves import derive, pick
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = load_recipe(ROOT / "configs" / "20m.yaml")

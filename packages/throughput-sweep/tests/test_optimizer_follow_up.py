@@ -17,8 +17,8 @@ from throughput_schema import BurstSample, OptimizerTiming, Throughput, Window, 
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import Ok
 from throughput_schema.recipe import load_recipe, parameter_count
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.collect import optimizer_row
-from throughput_sweep.curves import AttemptInfo
 
 pytestmark = pytest.mark.slow  # whole campaigns and their follow-ups
 

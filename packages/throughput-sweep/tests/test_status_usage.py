@@ -14,7 +14,7 @@ import yaml
 
 from throughput_schema import AccountingRow, ClusterProfile, Receipt
 from throughput_schema.layout import Attempt
-from throughput_sweep.curves import AttemptInfo
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.frozen_profile import profile_fields
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
 from throughput_sweep.usage import gpu_hours

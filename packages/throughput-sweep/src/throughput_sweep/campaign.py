@@ -13,7 +13,8 @@ from pathlib import Path
 
 from throughput_schema import CurveClosure, Manifest, Settlement, read
 from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_closures, load_manifest
-from throughput_sweep.curves import AttemptInfo, Curve, derive
+from throughput_sweep.attempt_status import AttemptInfo
+from throughput_sweep.curves import Curve, derive
 
 EXTRA = "extra"  # frozen/extra/<module>.py: a --worker module from outside packages/
 

@@ -1,4 +1,4 @@
-"""`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns.
+"""`throughput-sweep`'s subcommands, each over one campaign folder (their flags are in flags.py).
 
 Bad input is one line on stderr and exit status 2, with nothing on disk changed.
 """
@@ -6,134 +6,24 @@ Bad input is one line on stderr and exit status 2, with nothing on disk changed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
 from pathlib import Path
 
 from throughput_schema import Protocol, SchemaError
-from throughput_schema.argparsing import OneLineParser, command_line, positive_int
+from throughput_schema.argparsing import command_line
 from throughput_schema.layout import MANIFEST, SPOT_CHECK
 from throughput_schema.recipe import RecipeError
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
+from throughput_sweep.flags import PROG, build_parser
 from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
-
-PROG = "throughput-sweep"
-
-EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a result (bounded, capped or
-complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure (investigate,
-then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 (status only) jobs
-are still running or points are still to submit; 5 a spot check ended and FAILED: a sampled point changed beyond
-the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 130 run
-was interrupted (jobs keep running; run --resume)."""
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must not be negative")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0], epilog=EXIT_STATUSES)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-
-    run = sub.add_parser(
-        "run", help="create or resume a campaign and watch it until every curve ends", epilog=EXIT_STATUSES
-    )
-    run.add_argument("--output", type=Path, required=True, help="the campaign folder")
-    run.add_argument("--dry-run", action="store_true", help="print the plan and the first batch script; write nothing")
-    run.add_argument("--resume", action="store_true", help="continue an existing campaign")
-    run.add_argument(
-        "--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts"
-    )
-    run.add_argument(
-        "--contexts", type=positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)"
-    )
-    run.add_argument(
-        "--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)"
-    )
-    run.add_argument(
-        "--profile",
-        help="cluster profile: a name under configs/clusters/ or a YAML path (default: $THROUGHPUT_SWEEP_PROFILE; a follow-up takes its parent's; local where no sbatch is on PATH)",
-    )
-    run.add_argument("--max-batch", type=positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
-    run.add_argument(
-        "--window-seconds",
-        type=_positive_float,
-        help=f"seconds per measurement window (default {Protocol().window_seconds:g})",
-    )
-    run.add_argument("--windows", type=positive_int, help=f"measurement windows (default {Protocol().windows})")
-    run.add_argument("--warmup", type=_nonneg_int, help=f"warm-up updates (default {Protocol().warmup})")
-    run.add_argument(
-        "--optimizer-timing-from",
-        type=Path,
-        metavar="DIR",
-        help="remeasure a completed throughput campaign's fitting points with optimizer timing",
-    )
-    run.add_argument(
-        "--parallel-optimizer-points",
-        action="store_true",
-        help="with --optimizer-timing-from: submit every inherited point independently",
-    )
-    run.add_argument(
-        "--spot-check-from",
-        type=Path,
-        metavar="A",
-        help="re-measure a seeded sample of a complete, audited throughput campaign's fitting points and compare them with it",
-    )
-    run.add_argument(
-        "--points",
-        type=positive_int,
-        metavar="N",
-        help="with --spot-check-from: how many points (each curve's recommended batch always among them)",
-    )
-    run.add_argument("--seed", type=int, default=0, help="with --spot-check-from: the sample's random seed (default 0)")
-    run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
-    run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
-    run.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)  # tests of sbatch's own refusals
-    run.add_argument("--no-progress", action="store_true", help="no progress line on stderr (for logs and scripts)")
-
-    status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
-    status.add_argument("--output", type=Path, required=True)
-    status.add_argument(
-        "--offline", action="store_true", help="from the campaign's files alone: do not ask the scheduler"
-    )
-
-    collect = sub.add_parser("collect", help="write README.md, results.csv/json and the figures")
-    collect.add_argument("--output", type=Path, required=True)
-
-    close = sub.add_parser("close-curve", help="end a blocked curve by a recorded decision (never a memory boundary)")
-    close.add_argument("--output", type=Path, required=True)
-    close.add_argument("curve", metavar="CURVE", help="the blocked curve, as status names it (e.g. 250m-c4096)")
-    close.add_argument("--reason", required=True, help="why it ends here, in a line (kept in the record)")
-
-    rec = sub.add_parser("reconcile", help="settle an ambiguous submission intent by hand")
-    rec.add_argument("--output", type=Path, required=True)
-    rec.add_argument("--token", required=True, help="the intent's token (shown by status)")
-    group = rec.add_mutually_exclusive_group(required=True)
-    group.add_argument("--job-id", help="adopt this scheduler job as the point's receipt")
-    group.add_argument("--none", action="store_true", help="record that no job was submitted")
-    return parser
 
 
 @command_line
@@ -296,6 +186,8 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         resume_command=resume_command(campaign.root, driver_name()),
     )
+    if args.accounting_grace_seconds is not None:
+        options = dataclasses.replace(options, accounting_down_grace=args.accounting_grace_seconds)
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
         if getattr(scheduler, "removed", None):  # docs/reliability.md

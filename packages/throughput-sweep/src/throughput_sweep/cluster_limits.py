@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Crashed
-from throughput_sweep.curves import AttemptInfo
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
 

@@ -15,13 +15,15 @@ import json
 import statistics
 from pathlib import Path
 
-from throughput_schema import WorkerResult, layout, write_atomic
+from throughput_schema import layout, write_atomic
 from throughput_schema.comparison import Recommendation
 from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation, worker_warning
 from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
-from throughput_sweep.curves import AttemptInfo, Curve, campaign_done, is_complete
+from throughput_sweep.curves import Curve, campaign_done, is_complete
 from throughput_sweep.faults import crash_point
+from throughput_sweep.figures import memory_bytes, plot_memory, plot_optimizer, plot_throughput
 from throughput_sweep.frozen_profile import blocked_advice
 from throughput_sweep.hardware import hardware_section, measured_hardware
 from throughput_sweep.recommendations import recommendations
@@ -29,7 +31,6 @@ from throughput_sweep.status import closed_line
 from throughput_sweep.usage import gpu_hours
 
 WALL_CHANGE_FLAG = 0.05
-GIB = 1024**3
 
 POINT_FIELDS = [
     "curve",
@@ -82,13 +83,6 @@ OPT_FIELDS = [
 ]
 
 
-def _mem(r: WorkerResult | None, phase: str, kind: str):
-    if r is None or r.memory is None:
-        return None
-    peaks = getattr(r.memory, phase)
-    return getattr(peaks, f"{kind}_bytes") if peaks is not None else None
-
-
 def _point_columns(info: AttemptInfo) -> dict:
     """The columns that name an attempt, first in every table."""
     a = info.attempt
@@ -122,10 +116,10 @@ def point_row(info: AttemptInfo) -> dict:
         "update_ms": t.update_ms if t else None,
         "windows": len(r.windows) if r is not None else None,
         "setup_seconds": r.setup_seconds if r is not None else None,
-        "setup_allocated_bytes": _mem(r, "setup", "allocated"),
-        "setup_reserved_bytes": _mem(r, "setup", "reserved"),
-        "measurement_allocated_bytes": _mem(r, "measurement", "allocated"),
-        "measurement_reserved_bytes": _mem(r, "measurement", "reserved"),
+        "setup_allocated_bytes": memory_bytes(r, "setup", "allocated"),
+        "setup_reserved_bytes": memory_bytes(r, "setup", "reserved"),
+        "measurement_allocated_bytes": memory_bytes(r, "measurement", "allocated"),
+        "measurement_reserved_bytes": memory_bytes(r, "measurement", "reserved"),
         "parameters": r.parameters if r is not None else None,
         **{c: getattr(r.hardware, c) if r is not None else "" for c in HARDWARE_COLUMNS},
         "gpu_uuid": r.hardware.gpu_uuid if r is not None else "",
@@ -218,18 +212,18 @@ def collect(campaign: Campaign) -> list[Path]:
     }
     written.append(write_atomic(root / layout.RESULTS_JSON, _json(results)))
     written.append(write_atomic(root / layout.RESULTS_CSV, _csv(rows, POINT_FIELDS)))
-    written.append(_plot_throughput(root / layout.THROUGHPUT_PNG, curves, campaign.optimizer))
-    written.append(_plot_memory(root / layout.MEMORY_PNG, curves, campaign.optimizer))
+    written.append(plot_throughput(root / layout.THROUGHPUT_PNG, curves, campaign.optimizer))
+    written.append(plot_memory(root / layout.MEMORY_PNG, curves, campaign.optimizer))
     opt_rows: list[dict] = []
     if campaign.optimizer:
         opt_rows = [r for r in map(optimizer_row, infos) if r is not None]
         written.append(write_atomic(root / layout.OPTIMIZER_JSON, _json({"complete": complete, "points": opt_rows})))
         written.append(write_atomic(root / layout.OPTIMIZER_CSV, _csv(opt_rows, OPT_FIELDS)))
         written.append(
-            _plot_optimizer(root / layout.OPTIMIZER_TIME_PNG, opt_rows, "optimizer_ms", "optimizer ms per update")
+            plot_optimizer(root / layout.OPTIMIZER_TIME_PNG, opt_rows, "optimizer_ms", "optimizer ms per update")
         )
         written.append(
-            _plot_optimizer(
+            plot_optimizer(
                 root / layout.OPTIMIZER_SHARE_PNG, opt_rows, "optimizer_percent", "optimizer % of baseline update"
             )
         )
@@ -355,80 +349,3 @@ def readme(
     out.append("- `curves/<model>-c<context>/b<batch>/attempt-<k>/`: intent, receipt, job script, raw results\n")
     out.append("![throughput](throughput.png)\n\n![memory](memory.png)\n")
     return "\n".join(out)
-
-
-def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
-    return plt, fig, ax
-
-
-def _save(plt, fig, ax, path: Path, ylabel: str, title: str, empty: str = "no measured points yet") -> Path:
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch (sequences per update)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    else:
-        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center")
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return write_atomic(path, buf.getvalue())
-
-
-def _plot_throughput(path: Path, curves: list[Curve], optimizer: bool) -> Path:
-    plt, fig, ax = _figure()
-    for c in curves:
-        xs = [b for b in c.fitting if c.points[b].tokens_per_second]
-        if not xs:
-            continue
-        ys = [c.points[b].tokens_per_second for b in xs]
-        (line,) = ax.plot(xs, ys, marker="o", label=c.name)
-        unstable = [(b, c.points[b].tokens_per_second) for b in xs if b in c.unstable]
-        if unstable:
-            ax.scatter(*zip(*unstable), facecolors="white", edgecolors=line.get_color(), zorder=3)
-        if c.first_oom:
-            ax.axvline(c.first_oom, color=line.get_color(), ls=":", alpha=0.5)
-    title = (
-        "baseline throughput (uninstrumented)" if optimizer else "throughput (median window); dotted: first CUDA OOM"
-    )
-    title += "; hollow: unstable"
-    return _save(plt, fig, ax, path, "tokens per second", title)
-
-
-def _plot_memory(path: Path, curves: list[Curve], optimizer: bool) -> Path:
-    plt, fig, ax = _figure()
-    measured = 0
-    for c in curves:
-        pts = []
-        for b in c.fitting:
-            info = c.points[b]
-            r = info.measured
-            measured += 1
-            values = [v for v in (_mem(r, "setup", "reserved"), _mem(r, "measurement", "reserved")) if v is not None]
-            if values:
-                pts.append((b, max(values) / GIB))
-        if pts:
-            ax.plot(*zip(*pts), marker="o", label=f"{c.name} reserved peak")
-    # A worker without a GPU records no GPU memory at all: say why the plot is empty.
-    empty = "the points ran on the CPU: no GPU memory to plot" if measured else "no measured points yet"
-    return _save(plt, fig, ax, path, "GiB", "peak reserved GPU memory (setup or measurement)", empty)
-
-
-def _plot_optimizer(path: Path, rows: list[dict], key: str, ylabel: str) -> Path:
-    plt, fig, ax = _figure()
-    by_curve: dict[str, list[dict]] = {}
-    for r in rows:
-        by_curve.setdefault(r["curve"], []).append(r)
-    for name, rs in sorted(by_curve.items()):
-        rs.sort(key=lambda r: r["batch_size"])
-        ax.plot([r["batch_size"] for r in rs], [r[key] for r in rs], marker="o", label=name)
-    return _save(plt, fig, ax, path, ylabel, ylabel)

@@ -15,107 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from throughput_schema import (
-    CurveClosure,
-    CurveSummary,
-    FailedAttempt,
-    Manifest,
-    Settlement,
-    WorkerResult,
-    outcome_kind,
-)
+from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest
 from throughput_schema.campaigns import CURVE_ENDED, CurveState
-from throughput_schema.layout import Attempt, curve_name
-
-Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
-
-
-@dataclass(frozen=True)
-class AttemptInfo:
-    """One attempt's files plus its settlement marker, if any."""
-
-    attempt: Attempt
-    settlement: Settlement | None = None
-    optimizer: bool = False
-
-    @property
-    def batch(self) -> int:
-        return self.attempt.batch_size
-
-    @property
-    def number(self) -> int:
-        return self.attempt.attempt
-
-    @property
-    def job_id(self) -> str:
-        return self.attempt.receipt.job_id if self.attempt.receipt else ""
-
-    @property
-    def status(self) -> Status:
-        a = self.attempt
-        if a.result is not None:
-            kind = outcome_kind(a.result.outcome)
-            if kind == "ok" and self.optimizer:  # an optimizer point stands on its baseline too
-                kind = "baseline-missing" if a.baseline is None else outcome_kind(a.baseline.outcome)
-            return "ok" if kind == "ok" else "oom" if kind == "cuda_oom" else "failed"
-        if a.receipt is not None:
-            return "submitted"
-        if a.intent is None:
-            return "abandoned"  # the folder was made but the intent never written: nothing submitted
-        if self.settlement is not None:
-            return {"never-submitted": "abandoned", "refused": "refused", "ambiguous": "ambiguous"}[
-                self.settlement.state
-            ]
-        return "unsettled"
-
-    @property
-    def outcome(self) -> str:
-        a = self.attempt
-        if a.result is not None:
-            kind = outcome_kind(a.result.outcome)
-            if kind == "ok" and self.optimizer and (a.baseline is None or outcome_kind(a.baseline.outcome) != "ok"):
-                return "baseline-missing" if a.baseline is None else f"baseline-{outcome_kind(a.baseline.outcome)}"
-            return kind
-        return self.status
-
-    @property
-    def message(self) -> str:
-        a = self.attempt
-        if a.result is not None:
-            out = a.result.outcome
-            if self.optimizer and outcome_kind(out) == "ok" and a.baseline is not None:
-                out = a.baseline.outcome
-            text = " ".join(x for x in (out.phase, out.message) if x)
-            return text.replace("\n", " ")[:300]
-        if self.settlement is not None:
-            return self.settlement.reason
-        return ""
-
-    @property
-    def measured(self) -> WorkerResult | None:
-        """The result the point's figures come from: the rated one, else the result (no baseline)."""
-        return self.rated or self.attempt.result
-
-    @property
-    def rated(self) -> WorkerResult | None:
-        """The result the point's rate comes from: never an optimizer point's instrumented run."""
-        return self.attempt.baseline if self.optimizer else self.attempt.result
-
-    @property
-    def tokens_per_second(self) -> float | None:
-        r = self.rated
-        return None if r is None or r.throughput is None else r.throughput.tokens_per_second
-
-    @property
-    def unstable(self) -> bool:
-        results = [r for r in (self.attempt.result, self.attempt.baseline if self.optimizer else None) if r is not None]
-        return any(
-            (r.throughput is not None and r.throughput.unstable)
-            or (r.optimizer_timing is not None and r.optimizer_timing.unstable)
-            for r in results
-        )
+from throughput_schema.layout import curve_name
+from throughput_sweep.attempt_status import AttemptInfo
 
 
 @dataclass(frozen=True)

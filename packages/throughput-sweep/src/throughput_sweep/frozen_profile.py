@@ -23,8 +23,9 @@ import msgspec
 from throughput_schema import ClusterProfile, write_atomic
 from throughput_schema.campaigns import ProfileReplacement
 from throughput_schema.layout import MANIFEST
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, CampaignError, now
-from throughput_sweep.curves import AttemptInfo, Curve, last_failure
+from throughput_sweep.curves import Curve, last_failure
 from throughput_sweep.locking import CampaignLock
 
 # sbatch's refusals that come from the profile (Slurm 22.05's texts, lower case), and the

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from throughput_schema.provenance import HARDWARE_COLUMNS, HARDWARE_LABELS, hardware_mix, hardware_of, hardware_value
-from throughput_sweep.curves import AttemptInfo
+from throughput_sweep.attempt_status import AttemptInfo
 
 
 def measured_hardware(info: AttemptInfo):

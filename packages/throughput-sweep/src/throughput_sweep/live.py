@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.curves import AttemptInfo, campaign_done
+from throughput_sweep.curves import campaign_done
 from throughput_sweep.locking import probe, watcher_line
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, Scheduler
 

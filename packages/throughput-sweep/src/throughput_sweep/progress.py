@@ -14,7 +14,8 @@ import math
 import sys
 from collections import Counter
 
-from throughput_sweep.curves import AttemptInfo, Curve
+from throughput_sweep.attempt_status import AttemptInfo
+from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
 

@@ -37,8 +37,8 @@ from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Re
 from throughput_schema.recipe import parameter_count
 from throughput_schema.slurm_states import outcome_of_state
 from throughput_sweep.attempt import point_recipe
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
-from throughput_sweep.curves import AttemptInfo
 from throughput_sweep.faults import should_crash
 from throughput_sweep.schedulers.base import QueryFailed, Scheduler
 from throughput_sweep.schedulers.slurm_reasons import pending_fix

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import AccountingRow, ClusterProfile
-from throughput_sweep.curves import AttemptInfo
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
 _GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")

@@ -22,9 +22,10 @@ import anyio.to_thread
 
 from throughput_schema.layout import job_log
 from throughput_sweep.attempt import submit_attempt
+from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.cluster_limits import SlotLimit, refuse, settle_vanished
-from throughput_sweep.curves import AttemptInfo, Curve, derive, pick
+from throughput_sweep.curves import Curve, derive, pick
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
 from throughput_sweep.schedulers.slurm_reasons import never_starts
