@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from campaign_helpers import wait_for
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "tools" / "local-slurm.sh"
 UNREACHABLE = "http://127.0.0.1:9/debian"  # the discard port: nothing answers
@@ -194,10 +196,11 @@ def test_start_names_a_venv_whose_python_cannot_run_in_the_root(local_slurm, tmp
 
 @pytest.mark.slurm
 @pytest.mark.slurm2411
-def test_a_checkout_outside_the_bound_folders_runs_jobs_after_the_daemons_died(local_slurm):
+def test_a_checkout_outside_the_bound_folders_runs_jobs_after_the_daemons_died(local_slurm, tmp_path):
     """A session's end kills the daemons but leaves the root's namespace (a mount on the host),
     made from another checkout; CI then starts Slurm from a fresh clone elsewhere. That clone's
-    folder must be bound into the old namespace, or every command run from it fails."""
+    folder must be bound into the old namespace, or every command run from it fails; and a
+    clone made again at the same path (a new folder where the bound one was deleted) too."""
     if local_slurm.version != "24.11":
         pytest.skip("about Slurm 24.11's root")
     checkout = Path(tempfile.mkdtemp(prefix="throughput-checkout-", dir="/srv"))
@@ -206,23 +209,44 @@ def test_a_checkout_outside_the_bound_folders_runs_jobs_after_the_daemons_died(l
         (checkout / "tools").mkdir()
         for name in ("local-slurm.sh", "local-slurm-root.sh"):
             shutil.copy2(SCRIPT.parent / name, checkout / "tools" / name)
+        killed = []
         for pidfile in (*(local_slurm.state_dir / "run").glob("*.pid"), local_slurm.state_dir / "mysql-run/mysqld.pid"):
             if pidfile.is_file() and pidfile.read_text().strip().isdigit():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                    killed.append(int(pidfile.read_text()))
+        wait_for(lambda: not any(_alive(pid) for pid in killed), 30, "the killed daemons to be gone")
         env = dict(os.environ, LOCAL_SLURM_VERSION="24.11", LOCAL_SLURM_2411_DIR=str(local_slurm.state_dir))
-        started = subprocess.run(
-            [str(checkout / "tools/local-slurm.sh"), "start"], capture_output=True, text=True, timeout=300, env=env
-        )
-        assert started.returncode == 0, started.stderr
-        job = subprocess.run(
-            ["sbatch", "--parsable", "--wait", "-A", local_slurm.account, "-p", local_slurm.partition,
-             "-c", "1", "--mem=100M", "-t", "1", "-o", "pwd.out", "--wrap", "pwd"],
-            cwd=checkout, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-        assert job.returncode == 0, job.stderr
-        assert (checkout / "pwd.out").read_text().strip() == str(checkout)
+        for again in (False, True):
+            if again:  # the same path, a new folder: the namespace's bind is of a deleted one
+                shutil.move(checkout / "tools", tmp_path / "tools")
+                shutil.rmtree(checkout)
+                checkout.mkdir()
+                shutil.move(tmp_path / "tools", checkout / "tools")
+            _start_and_run_a_job_in(checkout, env, local_slurm)
     finally:
         ns = str(local_slurm.state_dir / "ns/mnt")
-        subprocess.run(["nsenter", f"--mount={ns}", "--", "umount", f"{root}{checkout}"], capture_output=True)
+        subprocess.run(["nsenter", f"--mount={ns}", "--", "umount", "-l", f"{root}{checkout}"], capture_output=True)
         shutil.rmtree(checkout, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start_and_run_a_job_in(checkout: Path, env: dict[str, str], local_slurm) -> None:
+    started = subprocess.run(
+        [str(checkout / "tools/local-slurm.sh"), "start"], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert started.returncode == 0, started.stderr
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--wait", "-A", local_slurm.account, "-p", local_slurm.partition,
+         "-c", "1", "--mem=100M", "-t", "1", "-o", "pwd.out", "--wrap", "pwd"],
+        cwd=checkout, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr
+    assert (checkout / "pwd.out").read_text().strip() == str(checkout)

@@ -82,7 +82,7 @@ ns_up() {
         ns_bind_missing
         ns_binds_ok && return 0
         daemons_running &&
-            die "Slurm $VERSION's namespace cannot see $(ns_unseen) (mounted on the host after it started): stop Slurm $VERSION and start it again"
+            die "Slurm $VERSION's namespace cannot be given $(ns_unseen) while its daemons run (a mount made on the host after it?): stop Slurm $VERSION and start it again"
         log "making the root's namespace anew: it cannot see $(ns_unseen)"
     fi
     ns_down
@@ -117,12 +117,17 @@ ns_unseen() {
 ns_binds_ok() { [[ -z "$(ns_unseen)" ]]; }
 
 # ns_bind_missing: each folder the root should see and does not, bound from the namespace's
-# own view of the host (the same file system, where no later host mount hides it).
+# own view of the host (the same file system, where no later host mount hides it). A bind of
+# a folder since deleted (a checkout removed and cloned again at the same path) is taken
+# away first: nothing can be mounted on it.
 ns_bind_missing() {
     local b
     for b in "${HOST_BINDS[@]}"; do
         same_inode "$b" && continue
-        nsenter --mount="$NS" -- /bin/sh -c 'test -d "$1" && mkdir -p "$2$1" && mount --bind "$1" "$2$1"' sh "$b" "$ROOT" 2>/dev/null || true
+        nsenter --mount="$NS" -- /bin/sh -c '
+            test -d "$1" || exit 0
+            while umount -l "$2$1" 2>/dev/null; do :; done
+            mkdir -p "$2$1" && mount --bind "$1" "$2$1"' sh "$b" "$ROOT" 2>/dev/null || true
     done
 }
 
