@@ -11,7 +11,7 @@ import argparse
 import functools
 import os
 import sys
-from collections.abc import Callable
+from typing import Protocol
 
 # What a shell reports for a command ended by SIGPIPE (128 + 13).
 BROKEN_PIPE_EXIT = 141
@@ -34,7 +34,13 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def command_line(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+class Main(Protocol):
+    """A command's entry point: `main()` reads sys.argv, `main(argv)` the list given."""
+
+    def __call__(self, argv: list[str] | None = None) -> int: ...
+
+
+def command_line(main: Main) -> Main:
     """Wraps a command's `main(argv)`: a reader that closed the pipe is not a traceback."""
 
     @functools.wraps(main)

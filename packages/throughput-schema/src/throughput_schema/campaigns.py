@@ -15,7 +15,7 @@ from throughput_schema.provenance import PRODUCTION_WORKER
 # ------------------------------------------------------------------------ submission
 
 
-class SubmissionIntent(_Record):
+class SubmissionIntent(_Record, frozen=True):
     """Written and fsynced before `sbatch`: proof that a submission may exist."""
 
     token: str
@@ -45,7 +45,7 @@ class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
     node_list: str = ""
 
 
-class Receipt(_Record):
+class Receipt(_Record, frozen=True):
     """Written after the scheduler accepted the job; final accounting added later."""
 
     token: str
@@ -98,7 +98,7 @@ class ProfileReplacement(msgspec.Struct, frozen=True, kw_only=True):
     new_sha256: str
 
 
-class Manifest(_Record):
+class Manifest(_Record, frozen=True):
     """Frozen at campaign creation: a resumed campaign never changes its grid."""
 
     kind: Literal["throughput", "optimizer-timing"]
@@ -145,7 +145,7 @@ CurveState = Literal["pending", "running", "blocked", "bounded", "capped", "comp
 CURVE_ENDED: frozenset[str] = frozenset({"blocked", "bounded", "capped", "complete", "closed"})
 
 
-class CurveSummary(_Record):
+class CurveSummary(_Record, frozen=True):
     """Where a curve stands; derived from the files under `curves/`, never stored state."""
 
     curve: str
@@ -165,7 +165,7 @@ class CurveSummary(_Record):
     recommendation: Recommendation | None = None
 
 
-class CurveClosure(_Record):
+class CurveClosure(_Record, frozen=True):
     """A person's decision that a blocked curve ends where it stands (`curves/<curve>/closure.json`).
 
     Written by `throughput-sweep close-curve` for a failure that would repeat (a host

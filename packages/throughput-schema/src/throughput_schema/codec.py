@@ -17,6 +17,7 @@ from throughput_schema.records import unknown_field
 from throughput_schema.version import SCHEMA_VERSION
 
 T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)  # user input converts only to records, whose fields name the typos
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 _decoders: dict[Any, msgspec.json.Decoder] = {}
@@ -55,7 +56,7 @@ def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
     return record
 
 
-def convert_input(raw: dict[str, Any], type_: type[T], *, strict: bool = True) -> T:
+def convert_input(raw: dict[str, Any], type_: type[S], *, strict: bool = True) -> S:
     """What a user wrote (a parsed YAML preset or profile) as `type_`. Unlike records read
     back from files, a field `type_` does not know is a typo here: a SchemaError naming it."""
     typo = unknown_field(raw, type_)

@@ -29,7 +29,7 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- recipe
 
 
-class ModelConfig(_Config):
+class ModelConfig(_Config, frozen=True):
     """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, no biases, tied embeddings."""
 
     n_layers: PositiveInt
@@ -43,7 +43,7 @@ class ModelConfig(_Config):
     norm_eps: PositiveFloat = 1e-5
 
 
-class TrainingConfig(_Config):
+class TrainingConfig(_Config, frozen=True):
     """One update = one micro-batch: there is no gradient accumulation."""
 
     micro_batch_size: PositiveInt
@@ -53,7 +53,7 @@ class TrainingConfig(_Config):
     autocast_dtype: Literal["bfloat16"] = "bfloat16"
 
 
-class OptimizerConfig(_Config):
+class OptimizerConfig(_Config, frozen=True):
     name: Literal["adamw"] = "adamw"
     lr: NonNegFloat = 1e-3
     beta1: Fraction = 0.9
@@ -62,7 +62,7 @@ class OptimizerConfig(_Config):
     weight_decay: NonNegFloat = 0.1
 
 
-class Recipe(_Record):
+class Recipe(_Record, frozen=True):
     """A resolved model recipe: the YAML preset with every `--set` applied."""
 
     name: str
@@ -74,7 +74,7 @@ class Recipe(_Record):
 # ------------------------------------------------------------------- cluster, protocol
 
 
-class ClusterProfile(_Config):
+class ClusterProfile(_Config, frozen=True):
     """Where and how jobs run. `scheduler: local` runs them as child processes."""
 
     name: str
@@ -91,7 +91,7 @@ class ClusterProfile(_Config):
     extra_sbatch_args: list[str] = []
 
 
-class Protocol(_Config):
+class Protocol(_Config, frozen=True):
     """The campaign's measurement protocol, applied to every model alike."""
 
     warmup: NonNegInt = 20
@@ -115,7 +115,7 @@ class Protocol(_Config):
 # ----------------------------------------------------------------------------- points
 
 
-class PointSpec(_Record):
+class PointSpec(_Record, frozen=True):
     """One point of a curve: a model at a context and a batch, one attempt."""
 
     model: str

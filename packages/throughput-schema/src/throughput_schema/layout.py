@@ -235,10 +235,18 @@ def read_attempt(path: Path, names: tuple[str, ...] = ATTEMPT_FILES) -> AttemptF
         path=path,
         model=model,
         context_length=context,
-        batch_size=int(_BATCH.match(path.parent.name)["batch"]),
-        attempt=int(_ATTEMPT.match(path.name)["attempt"]),
+        batch_size=_number(_BATCH, path.parent.name, "batch"),
+        attempt=_number(_ATTEMPT, path.name, "attempt"),
         files={name: read_file(path / name) for name in names if (path / name).is_file()},
     )
+
+
+def _number(pattern: re.Pattern[str], name: str, group: str) -> int:
+    """The number in a batch or attempt folder's name; raises ValueError for any other name."""
+    match = pattern.match(name)
+    if not match:
+        raise ValueError(f"not a {group} folder name: {name!r}")
+    return int(match[group])
 
 
 def attempt_folders(campaign: Path) -> list[Path]:

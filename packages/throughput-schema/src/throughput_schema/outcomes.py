@@ -15,43 +15,43 @@ class _Outcome(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     message: str = ""
 
 
-class Ok(_Outcome, tag="ok"):
+class Ok(_Outcome, frozen=True, tag="ok"):
     pass
 
 
-class CudaOom(_Outcome, tag="cuda_oom"):
+class CudaOom(_Outcome, frozen=True, tag="cuda_oom"):
     """The CUDA allocator refused memory (setup, compile, capture or measurement)."""
 
 
-class Timeout(_Outcome, tag="timeout"):
+class Timeout(_Outcome, frozen=True, tag="timeout"):
     deadline_seconds: float = 0.0
 
 
-class HostOom(_Outcome, tag="host_oom"):
+class HostOom(_Outcome, frozen=True, tag="host_oom"):
     pass
 
 
-class CompileError(_Outcome, tag="compile_error"):
+class CompileError(_Outcome, frozen=True, tag="compile_error"):
     pass
 
 
-class NonFinite(_Outcome, tag="nonfinite"):
+class NonFinite(_Outcome, frozen=True, tag="nonfinite"):
     window: int | None = None
 
 
-class Crashed(_Outcome, tag="crashed"):
+class Crashed(_Outcome, frozen=True, tag="crashed"):
     exit_code: int | None = None
 
 
-class Cancelled(_Outcome, tag="cancelled"):
+class Cancelled(_Outcome, frozen=True, tag="cancelled"):
     pass
 
 
-class NodeFail(_Outcome, tag="node_fail"):
+class NodeFail(_Outcome, frozen=True, tag="node_fail"):
     pass
 
 
-class Refused(_Outcome, tag="refused"):
+class Refused(_Outcome, frozen=True, tag="refused"):
     """The scheduler accepted the job, but it pended for a reason that waiting cannot clear
     (PartitionTimeLimit, InvalidQOS...): the controller cancelled it before it started.
     `message` says what happened, `reason` is the scheduler's word, `fix` what to change."""
@@ -60,7 +60,7 @@ class Refused(_Outcome, tag="refused"):
     fix: str = ""
 
 
-class Capped(_Outcome, tag="capped"):
+class Capped(_Outcome, frozen=True, tag="capped"):
     max_batch: int = 0
 
 
@@ -71,7 +71,9 @@ Outcome = (
 
 def outcome_kind(outcome: Outcome | type[_Outcome]) -> str:
     """The `kind` an outcome is written with ("ok", "cuda_oom", ...)."""
-    return outcome.__struct_config__.tag
+    tag = outcome.__struct_config__.tag
+    assert isinstance(tag, str), "every outcome class names its kind with a string tag"
+    return tag
 
 
 OUTCOME_KINDS: tuple[str, ...] = tuple(outcome_kind(t) for t in Outcome.__args__)

@@ -134,7 +134,7 @@ def campaign_recommendations(
 
 def headroom_text(r: Recommendation) -> str:
     """The headroom of a recommendation in GiB, or why there is none."""
-    if r.headroom_bytes is None:
+    if r.headroom_bytes is None or r.gpu_memory_bytes is None:
         return "headroom n/a (no GPU memory recorded)"
     return f"headroom {r.headroom_bytes / 2**30:.1f} GiB of {r.gpu_memory_bytes / 2**30:.1f} GiB"
 

@@ -113,7 +113,7 @@ class OptimizerTiming(msgspec.Struct, frozen=True, kw_only=True):
     separate_step_ms: float | None = None
 
 
-class WorkerResult(_Record):
+class WorkerResult(_Record, frozen=True):
     """What one worker run measured, or how it failed. Always written atomically."""
 
     outcome: Outcome
