@@ -8,7 +8,15 @@ from typing import Literal
 import msgspec
 
 from throughput_schema.comparison import Recommendation
-from throughput_schema.configs import ClusterProfile, NonNegInt, PointSpec, PositiveInt, Protocol, _Record
+from throughput_schema.configs import (
+    ClusterProfile,
+    NonNegInt,
+    PointSpec,
+    PositiveInt,
+    Protocol,
+    SchedulerName,
+    _Record,
+)
 from throughput_schema.curve_names import curve_name
 from throughput_schema.provenance import PRODUCTION_WORKER
 
@@ -23,7 +31,7 @@ class SubmissionIntent(_Record, frozen=True):
     point: PointSpec
     script_sha256: str
     created_at: str
-    scheduler: Literal["slurm", "local"]
+    scheduler: SchedulerName
 
 
 class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,7 +59,7 @@ class Receipt(_Record, frozen=True):
     token: str
     job_id: str
     submitted_at: str
-    scheduler: Literal["slurm", "local"]
+    scheduler: SchedulerName
     # True when the job was found in Slurm by its token after a crash.
     adopted: bool = False
     accounting: AccountingRow | None = None
@@ -98,10 +106,13 @@ class ProfileReplacement(msgspec.Struct, frozen=True, kw_only=True):
     new_sha256: str
 
 
+CampaignKind = Literal["throughput", "optimizer-timing"]
+
+
 class Manifest(_Record, frozen=True):
     """Frozen at campaign creation: a resumed campaign never changes its grid."""
 
-    kind: Literal["throughput", "optimizer-timing"]
+    kind: CampaignKind
     name: str
     created_at: str
     models: list[str]
@@ -183,6 +194,10 @@ class CurveClosure(_Record, frozen=True):
     host: str
 
 
+SettlementState = Literal["never-submitted", "refused", "ambiguous"]
+SettledBy = Literal["watcher", "user"]
+
+
 class Settlement(msgspec.Struct, frozen=True, kw_only=True):
     """How an intent without a receipt was settled (`settlement.json` beside the intent).
 
@@ -193,8 +208,8 @@ class Settlement(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     token: str
-    state: Literal["never-submitted", "refused", "ambiguous"]
+    state: SettlementState
     reason: str
     decided_at: str
     job_ids: list[str] = []
-    by: Literal["watcher", "user"] = "watcher"
+    by: SettledBy = "watcher"

@@ -73,12 +73,14 @@ class Recipe(_Record, frozen=True):
 
 # ------------------------------------------------------------------- cluster, protocol
 
+SchedulerName = Literal["slurm", "local"]
+
 
 class ClusterProfile(_Config, frozen=True):
     """Where and how jobs run. `scheduler: local` runs them as child processes."""
 
     name: str
-    scheduler: Literal["slurm", "local"]
+    scheduler: SchedulerName
     account: str = ""
     partition: str = ""
     gpus_per_job: PositiveInt = 1

@@ -145,6 +145,13 @@ class Attempt:
     def curve(self) -> str:
         return curve_name(self.model, self.context_length)
 
+    @property
+    def token(self) -> str:
+        """The submission token, of an attempt whose intent is written (it is, before any
+        submission: a receipt, a settlement or a job in flight all follow it)."""
+        assert self.intent is not None, f"{self.path}: no submission intent, so no token"
+        return self.intent.token
+
 
 # What an attempt folder may hold, in the order the reader reads it, and the record
 # each JSON file decodes to (the job script is bytes only; bursts are a list of samples).
