@@ -128,6 +128,7 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
     def take(file: FileRead):
         if file.error:
             raise Refused(f"{label}: {file.error}; restore the file or re-run the point")
+        assert file.data is not None, "read_file returns the bytes whenever it names no error"
         hashes.append((str(file.path), _sha256(file.data)))
         return file.record
 

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from throughput_report.architecture import count_parameters
 from throughput_report.inputs import ReportAttempt
@@ -75,7 +76,7 @@ def check_result(
     where = f"{attempt.path / file}"
     batch, context = attempt.batch, attempt.context
 
-    def fail(message: str) -> None:
+    def fail(message: str) -> NoReturn:
         raise CheckFailed(f"check failed: {where}: {message}")
 
     if _kind(result) != "ok":
@@ -170,7 +171,7 @@ def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: 
     """Event weighting: window optimizer ms from the raw bursts, weighted by update count."""
     where = f"{attempt.path / RESULT}"
 
-    def fail(message: str) -> None:
+    def fail(message: str) -> NoReturn:
         raise CheckFailed(f"check failed: {where}: {message}")
 
     timing = result.optimizer_timing
@@ -241,8 +242,8 @@ def check_pair(pair: Pair, tally: Tally) -> None:
                     f"twice the largest fitting batch b{largest}"
                 )
             oom = curve.finals[curve.first_oom]
-            if _kind(oom.result) != "cuda_oom":
-                raise CheckFailed(f"check failed: {oom.path / RESULT}: boundary set by {_kind(oom.result)}")
+            if _kind(oom.measured) != "cuda_oom":
+                raise CheckFailed(f"check failed: {oom.path / RESULT}: boundary set by {_kind(oom.measured)}")
             if max(curve.finals) != curve.first_oom:
                 raise CheckFailed(
                     f"check failed: {pair.throughput.name}: curve {name} has results beyond its first OOM"
@@ -255,16 +256,16 @@ def check_pair(pair: Pair, tally: Tally) -> None:
         tally.add("memory boundaries")
         for batch in curve.fitting:
             attempt = curve.finals[batch]
-            check_result(attempt.result, attempt, tm, tally)
-            if attempt.result.optimizer_timing is not None:
+            check_result(attempt.measured, attempt, tm, tally)
+            if attempt.measured.optimizer_timing is not None:
                 raise CheckFailed(f"check failed: {attempt.path / RESULT}: a throughput point with optimizer timing")
             point = pair.points[name][batch].attempt
-            check_result(point.baseline, point, om, tally, file=BASELINE)
-            if point.baseline.optimizer_timing is not None:
+            check_result(point.measured_baseline, point, om, tally, file=BASELINE)
+            if point.measured_baseline.optimizer_timing is not None:
                 raise CheckFailed(f"check failed: {point.path / BASELINE}: the baseline is instrumented")
-            check_result(point.result, point, om, tally)
-            check_optimizer_timing(point.result, point, tally)
-            if not (attempt.result.recipe == point.baseline.recipe == point.result.recipe):
+            check_result(point.measured, point, om, tally)
+            check_optimizer_timing(point.measured, point, tally)
+            if not (attempt.measured.recipe == point.measured_baseline.recipe == point.measured.recipe):
                 raise CheckFailed(
                     f"check failed: {name} b{batch}: recipes differ between {attempt.path / RESULT}, "
                     f"{point.path / BASELINE} and {point.path / RESULT}"

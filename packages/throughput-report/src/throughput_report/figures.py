@@ -134,10 +134,14 @@ def draw_memory(container, proj: Projection) -> None:
     for ax, context in zip(axes, proj.contexts):
         batches = []
         for model in proj.models:
-            pts = [p for p in curves.get((model, context), []) if p.measurement_reserved_bytes is not None]
-            xs = [p.batch for p in pts]
+            pts = [
+                (p.batch, p.measurement_reserved_bytes)
+                for p in curves.get((model, context), [])
+                if p.measurement_reserved_bytes is not None
+            ]
+            xs = [batch for batch, _ in pts]
             batches += xs
-            ax.plot(xs, [p.measurement_reserved_bytes / GIB for p in pts], color=colors[model], marker="o", ms=3.5)
+            ax.plot(xs, [reserved / GIB for _, reserved in pts], color=colors[model], marker="o", ms=3.5)
             first = oom.get((model, context))
             if first and capacity:
                 batches.append(first)

@@ -51,6 +51,18 @@ class ReportAttempt:
         return curve_name(self.model, self.context)
 
     @property
+    def measured(self) -> WorkerResult:
+        """`result`, of an attempt kept for having one (a curve's finals, an optimizer point)."""
+        assert self.result is not None, f"{self.where}: kept as measured without a result"
+        return self.result
+
+    @property
+    def measured_baseline(self) -> WorkerResult:
+        """`baseline`, of an optimizer point, which pairing refuses without one."""
+        assert self.baseline is not None, f"{self.where}: an optimizer point without a baseline"
+        return self.baseline
+
+    @property
     def where(self) -> str:
         return f"{self.curve} b{self.batch} attempt-{self.attempt}"
 
@@ -96,6 +108,7 @@ def load_campaign(path: Path) -> ReportCampaign:
     def take(file: FileRead):
         if file.error:
             raise SchemaError(file.error)
+        assert file.data is not None, "read_file returns the bytes whenever it names no error"
         hashes.append((str(file.path), sha256_bytes(file.data)))
         return file.record
 

@@ -90,8 +90,8 @@ def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
                 f"throughput campaign {campaign.name}: curve {name} b{top} has no result yet "
                 f"({latest[top].path.name}); the grid is incomplete"
             )
-        fitting = [b for b in sorted(finals) if outcome_kind(finals[b].result.outcome) == "ok"]
-        last_kind = outcome_kind(finals[top].result.outcome)
+        fitting = [b for b in sorted(finals) if outcome_kind(finals[b].measured.outcome) == "ok"]
+        last_kind = outcome_kind(finals[top].measured.outcome)
         first_oom = None
         capped = False
         closure = campaign.closures.get(name)
@@ -146,25 +146,26 @@ def optimizer_points(
             problem = None
             if attempt is None or latest[batch] is not attempt:
                 problem = "has no result.json"
-            elif outcome_kind(attempt.result.outcome) != "ok":
-                problem = f"ended with {outcome_kind(attempt.result.outcome)}"
+            elif outcome_kind(attempt.measured.outcome) != "ok":
+                problem = f"ended with {outcome_kind(attempt.measured.outcome)}"
             elif attempt.baseline is None:
                 problem = "has no baseline.json"
             elif outcome_kind(attempt.baseline.outcome) != "ok":
                 problem = f"has a baseline that ended with {outcome_kind(attempt.baseline.outcome)}"
-            elif attempt.baseline.hardware.gpu_uuid != attempt.result.hardware.gpu_uuid:
+            elif attempt.baseline.hardware.gpu_uuid != attempt.measured.hardware.gpu_uuid:
                 # The primary percentage divides one worker's figure by the other's: two GPUs
                 # of one model differ by more than the optimizer's share at small batches.
                 raise Refused(
                     f"optimizer campaign {campaign.name}: inherited point {name} b{batch} ran its baseline on "
                     f"{attempt.baseline.hardware.gpu_uuid or 'an unrecorded GPU'} and its instrumented worker on "
-                    f"{attempt.result.hardware.gpu_uuid or 'an unrecorded GPU'}; the pair must come from one GPU"
+                    f"{attempt.measured.hardware.gpu_uuid or 'an unrecorded GPU'}; the pair must come from one GPU"
                 )
             if problem:
                 raise Refused(
                     f"optimizer campaign {campaign.name}: inherited point {name} b{batch} {problem}; "
                     "the grid is incomplete"
                 )
+            assert attempt is not None, "a missing attempt is a problem, refused above"
             points[batch] = OptimizerPoint(model=curve.model, context=curve.context, batch=batch, attempt=attempt)
         out[name] = points
     return out

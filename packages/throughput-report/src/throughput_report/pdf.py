@@ -88,7 +88,9 @@ def _header(fig: Figure, number: int, title: str) -> None:
 def _page(number: int, title: str, ratios: list[float]):
     """A page with its title band on top and one subfigure per ratio below it."""
     fig = Figure(figsize=PAGE)
-    band, *parts = fig.subfigures(len(ratios) + 1, 1, height_ratios=[0.09 * sum(ratios), *ratios], hspace=0.0)
+    band, *parts = fig.subfigures(
+        len(ratios) + 1, 1, squeeze=False, height_ratios=[0.09 * sum(ratios), *ratios], hspace=0.0
+    )[:, 0]
     band.text(0.04, 0.6, title, fontsize=15, fontweight="bold", va="center")
     band.text(0.96, 0.6, f"page {number} of {PAGES}", fontsize=8, ha="right", va="center", color="0.4")
     return fig, parts
@@ -309,8 +311,8 @@ def build_pdf(proj: Projection, ctx: Context, path: Path) -> None:
     reader = PdfReader(raw)
     if len(reader.pages) != PAGES:
         raise RuntimeError(f"the report has {len(reader.pages)} pages, expected {PAGES}")
-    for number, (page, marker) in enumerate(zip(reader.pages, PAGE_MARKERS), start=1):
-        text = page.extract_text()
+    for number, (printed, marker) in enumerate(zip(reader.pages, PAGE_MARKERS), start=1):
+        text = printed.extract_text()
         if marker not in text or (ctx.banner and "TEST WORKER" not in text):
             raise RuntimeError(
                 f"page {number} of the report lacks {marker!r}" + (" or its banner" if ctx.banner else "")

@@ -147,17 +147,23 @@ def join_points(pairs: list[Pair]) -> list[Point]:
     for pair in pairs:
         for name, curve in pair.curves.items():
             for batch in curve.fitting:
-                original = curve.finals[batch].result
+                original = curve.finals[batch].measured
                 opt = pair.points[name][batch].attempt
-                base, instr = opt.baseline, opt.result
+                base, instr = opt.measured_baseline, opt.measured
+                # check_pair passed these points: each records its throughput, the instrumented
+                # one its optimizer timing, and a memory report its measurement peaks.
+                base_tp, instr_tp, original_tp = base.throughput, instr.throughput, original.throughput
+                timing = instr.optimizer_timing
+                assert base_tp and instr_tp and original_tp and timing, "check_pair verified them"
+                base_peaks = base.memory.measurement if base.memory else None
+                original_peaks = original.memory.measurement if original.memory else None
                 L, B, P = curve.context, batch, base.parameters
                 rates = window_rates(base, B, L)
-                rate = base.throughput.tokens_per_second
+                rate = base_tp.tokens_per_second
                 seconds = ideal_seconds(P, rate)
                 update_ms = 1000.0 * B * L / rate
-                timing = instr.optimizer_timing
                 share = timing.optimizer_ms / update_ms
-                instr_rate = instr.throughput.tokens_per_second
+                instr_rate = instr_tp.tokens_per_second
                 change = rate / instr_rate - 1.0
                 U = complete_updates(P, B, L)
                 points.append(
@@ -172,11 +178,11 @@ def join_points(pairs: list[Pair]) -> list[Point]:
                         window_min_tokens_per_second=min(rates),
                         window_max_tokens_per_second=max(rates),
                         cv=cv(rates),
-                        unstable=base.throughput.unstable,
+                        unstable=base_tp.unstable,
                         update_ms=update_ms,
-                        original_tokens_per_second=original.throughput.tokens_per_second,
-                        original_cv=original.throughput.cv,
-                        original_unstable=original.throughput.unstable,
+                        original_tokens_per_second=original_tp.tokens_per_second,
+                        original_cv=original_tp.cv,
+                        original_unstable=original_tp.unstable,
                         instrumented_tokens_per_second=instr_rate,
                         instrumented_wall_change=change,
                         instrumented_change_flag=abs(change) > INSTRUMENT_CHANGE_LIMIT,
@@ -193,15 +199,13 @@ def join_points(pairs: list[Pair]) -> list[Point]:
                         complete_updates=U,
                         complete_tokens=U * B * L,
                         complete_seconds=U * B * L / rate,
-                        original_projected_seconds=ideal_seconds(P, original.throughput.tokens_per_second),
+                        original_projected_seconds=ideal_seconds(P, original_tp.tokens_per_second),
                         counterfactual_2x_seconds=counterfactual_seconds(seconds, share, 2),
                         counterfactual_4x_seconds=counterfactual_seconds(seconds, share, 4),
                         setup_reserved_bytes=base.memory.setup.reserved_bytes if base.memory else None,
-                        measurement_reserved_bytes=base.memory.measurement.reserved_bytes if base.memory else None,
-                        measurement_allocated_bytes=base.memory.measurement.allocated_bytes if base.memory else None,
-                        original_measurement_reserved_bytes=(
-                            original.memory.measurement.reserved_bytes if original.memory else None
-                        ),
+                        measurement_reserved_bytes=base_peaks.reserved_bytes if base_peaks else None,
+                        measurement_allocated_bytes=base_peaks.allocated_bytes if base_peaks else None,
+                        original_measurement_reserved_bytes=original_peaks.reserved_bytes if original_peaks else None,
                         gpu_name=base.hardware.gpu_name,
                         gpu_memory_bytes=base.hardware.gpu_memory_bytes,
                         throughput_campaign=pair.throughput.name,
@@ -234,7 +238,7 @@ def recommendations(pairs: list[Pair]) -> dict[str, Recommendation]:
     """Each curve's recommendation from the primary (baseline) rates, against the noise
     threshold of every point the report draws."""
     baselines = [
-        (name, b, pair.points[name][b].attempt.baseline)
+        (name, b, pair.points[name][b].attempt.measured_baseline)
         for pair in pairs
         for name, c in pair.curves.items()
         for b in c.fitting
