@@ -40,6 +40,7 @@ from throughput_schema import (
     read,
     write_atomic,
 )
+from throughput_schema.campaigns import SettlementState
 from throughput_schema.layout import BASELINE, INTENT, JOB_SCRIPT, RECEIPT, REQUEST, RESULT, SETTLEMENT, attempt_dir
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep.campaign import EXTRA, Campaign, now
@@ -186,6 +187,7 @@ async def submit_attempt(campaign: Campaign, scheduler: Scheduler, point: NextPo
         if exc.maybe_submitted and not exc.permanent:
             # The job may exist: keep the intent unsettled; reconciliation finds out.
             return Submitted(error=message, retry_later=True)
+        state: SettlementState
         if exc.maybe_submitted:
             state = "ambiguous"
         else:

@@ -49,9 +49,8 @@ class AttemptInfo:
         if a.intent is None:
             return "abandoned"  # the folder was made but the intent never written: nothing submitted
         if self.settlement is not None:
-            return {"never-submitted": "abandoned", "refused": "refused", "ambiguous": "ambiguous"}[
-                self.settlement.state
-            ]
+            state = self.settlement.state
+            return "abandoned" if state == "never-submitted" else state
         return "unsettled"
 
     @property

@@ -11,6 +11,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import overload
 
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.argparsing import command_line
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------- run
 
 
+@overload
+def _protocol(args: argparse.Namespace, base: Protocol) -> Protocol: ...
+@overload
+def _protocol(args: argparse.Namespace, base: None = None) -> Protocol | None: ...
 def _protocol(args: argparse.Namespace, base: Protocol | None = None) -> Protocol | None:
     import msgspec
 
@@ -100,6 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return (verdict.exit_status if verdict else 0) or shown
         if replaced:  # the new profile passed the preflight: now it replaces the frozen one
             campaign, _ = resume_profile(open_campaign(output), args.profile, find_repo_root(), write=True)
+            assert verdict is not None, "a replaced profile was gated above"
             verdict.print()
         args.retry_failed = args.retry_failed or replaced
     else:
@@ -190,8 +196,9 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         options = dataclasses.replace(options, accounting_down_grace=args.accounting_grace_seconds)
     with CampaignLock(campaign.root):
         scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
-        if getattr(scheduler, "removed", None):  # docs/reliability.md
-            print(f"[sweep] kept from Slurm and its jobs: {', '.join(scheduler.removed)}", file=sys.stderr)
+        removed = getattr(scheduler, "removed", None)  # only Slurm's scheduler keeps variables out
+        if removed:  # docs/reliability.md
+            print(f"[sweep] kept from Slurm and its jobs: {', '.join(removed)}", file=sys.stderr)
         watcher = Watcher(campaign, scheduler, options)
         try:
             try:

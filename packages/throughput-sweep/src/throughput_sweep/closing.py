@@ -34,6 +34,7 @@ def close_curve(campaign: Campaign, name: str, reason: str) -> str:
     if curve is None:
         raise CampaignError(f"{name}: no such curve in {campaign.root}; its curves are {', '.join(curves)}")
     if curve.state == "closed":
+        assert curve.closure is not None, "a curve is closed together with its closure"
         raise CampaignError(f"{name}: already closed by hand ({curve.closure.reason})")
     if curve.state != "blocked" or curve.running:
         raise CampaignError(
@@ -41,10 +42,11 @@ def close_curve(campaign: Campaign, name: str, reason: str) -> str:
             "only a curve that a failure blocks can be closed"
         )
     last = last_failure(curve)
+    assert last is not None, "a blocked curve is blocked by a failed attempt"
     if last.status == "ambiguous":
         raise CampaignError(
             f"{name}: its last attempt is an ambiguous submission; settle it first with "
-            f"throughput-sweep reconcile --output {campaign.root} --token {last.attempt.intent.token}"
+            f"throughput-sweep reconcile --output {campaign.root} --token {last.attempt.token}"
         )
     closure = CurveClosure(
         curve=name,

@@ -59,7 +59,9 @@ class SlotLimit:
 async def refuse(w, info: AttemptInfo, reason: str) -> bool:
     """A job pending for a reason that waiting cannot clear: settle the point as refused
     (its result first, so a crash in between still blocks the curve), then cancel it."""
-    job_id = info.attempt.receipt.job_id
+    receipt = info.attempt.receipt
+    assert receipt is not None, "only a polled job, which has a receipt, is refused"
+    job_id = receipt.job_id
     wrote = write_refused_result(w.campaign, info, reason) is not None
     if job_id not in w.st.refused_cancelled:
         try:
@@ -77,6 +79,7 @@ def settle_vanished(w, info: AttemptInfo, status: JobStatus, clock: float) -> bo
     `accounting_down_grace`, settle it from its attempt folder (its result, or, once its
     time limit has surely passed, as lost), free its slot and say so in the receipt."""
     receipt = info.attempt.receipt
+    assert receipt is not None, "only a polled job, which has a receipt, vanishes"
     if not status.reason.startswith(GONE_FROM_SQUEUE):
         return False  # squeue did not answer either: nothing is known
     first = w.st.vanished_since.setdefault(receipt.job_id, clock)

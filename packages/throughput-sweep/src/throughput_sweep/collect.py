@@ -277,7 +277,7 @@ def readme(
             state = f"capped: no OOM up to the cap ({c.cap})"
         elif state == "blocked":
             state = "blocked"
-        elif state == "closed":
+        elif state == "closed" and c.closure is not None:  # closed together with its closure
             state = f"closed by hand at batch {c.closure.batch_size}"
         out.append(
             f"| {c.name} | {state} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
@@ -288,6 +288,7 @@ def readme(
         out.append(f"\nRecommended batches. {THRESHOLD_SENTENCE}\n")
         out += [f"- {c.name}: {recommendation_text(recommended[c.name])}" for c in curves if c.fitting]
     else:
+        assert m.parent is not None, "a spot check names its source campaign as its parent"
         out.append(
             f"\nA spot check of `{m.parent.path}`: its comparison with that campaign is in `{layout.SPOT_CHECK}/`."
         )
@@ -300,8 +301,7 @@ def readme(
     closed = [c for c in curves if c.state == "closed"]
     if closed:
         out.append("\nCurves closed by hand (a closed curve never sets a memory boundary):\n")
-        for c in closed:
-            out.append(f"- {c.name}: {closed_line(c.closure)}")
+        out += [f"- {c.name}: {closed_line(c.closure)}" for c in closed if c.closure is not None]
     failed = [i for c in curves for i in c.failed]
     out.append("\n## Failed attempts\n")
     if failed:

@@ -85,6 +85,7 @@ class Curve:
         if self.state == "blocked":
             return f"blocked: {self.blocked_reason}"
         if self.state == "closed":
+            assert self.closure is not None, "a curve is closed together with its closure"
             return f"closed by hand at batch {self.closure.batch_size}: {self.closure.reason}"
         if self.state == "complete":
             return f"complete: {len(self.fitting)} points, largest {self.largest_fitting}"
@@ -216,7 +217,7 @@ def _blocked_reason(info: AttemptInfo, *, unexpected_oom: bool = False) -> str:
     if status == "ambiguous":
         return (
             f"{where}: ambiguous submission ({info.message}); settle it with "
-            f"`throughput-sweep reconcile --token {info.attempt.intent.token} --job-id ID|--none`"
+            f"`throughput-sweep reconcile --token {info.attempt.token} --job-id ID|--none`"
         )
     if status == "refused":
         return f"{where}: the scheduler refused the job: {info.message}"

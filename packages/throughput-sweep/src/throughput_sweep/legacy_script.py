@@ -37,7 +37,8 @@ def _num(value: float) -> str:
 
 
 def legacy_watchdog_argv(campaign: Campaign, request: WorkerRequest) -> list[str]:
-    p, protocol = request.point, request.protocol
+    p, protocol, time_limit_seconds = request.point, request.protocol, request.time_limit_seconds
+    assert time_limit_seconds is not None, "the sweep's requests carry the profile's time limit"
 
     def worker(output: str, label: str, optimizer_timing: bool) -> str:
         argv = [
@@ -86,7 +87,7 @@ def legacy_watchdog_argv(campaign: Campaign, request: WorkerRequest) -> list[str
         "--deadline-minutes",
         _num(request.deadline_seconds / 60),
         "--time-limit-minutes",
-        _num(request.time_limit_seconds / 60),
+        _num(time_limit_seconds / 60),
         "--cpus",
         str(request.cpus),
     ]

@@ -39,7 +39,7 @@ class Live:
         rec = info.attempt.receipt
         where = f"batch {info.batch} attempt {info.number}"
         if rec is None:
-            return f"running: {where}, intent {info.attempt.intent.token} (not yet settled)"
+            return f"running: {where}, intent {info.attempt.token} (not yet settled)"
         status = None if self.jobs is None else self.jobs.get(rec.job_id)
         if status is None:
             return f"running: {where}, job {rec.job_id}"
@@ -117,6 +117,8 @@ def _poll(campaign: Campaign, ids: list[str], scheduler: Scheduler | None) -> di
     if scheduler is None:
         profile = campaign.manifest.profile
         # No GPU detection for the local one: status hands out no slots.
-        kwargs = {"command_timeout": STATUS_COMMAND_TIMEOUT} if profile.scheduler == "slurm" else {"gpus": []}
+        kwargs: dict[str, object] = (
+            {"command_timeout": STATUS_COMMAND_TIMEOUT} if profile.scheduler == "slurm" else {"gpus": []}
+        )
         scheduler = make_scheduler(profile, campaign.root, **kwargs)
     return anyio.run(scheduler.poll, ids)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampaign, Protocol, SpotCheck
+from throughput_schema.campaigns import CampaignKind
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_schema.slurm_env import slurm_environment
@@ -30,7 +31,7 @@ class Plan:
     """Everything `create` needs, validated before a single file is written."""
 
     output: Path
-    kind: str
+    kind: CampaignKind
     models: list[str]
     contexts: list[int]
     protocol: Protocol

@@ -173,8 +173,8 @@ def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
     for c in open_curves:
         if c.planned is not None:
             batches = list(c.planned)
-        else:
-            batches = [1 << k for k in range(m.max_batch.bit_length())]
+        else:  # --max-batch is set here: without it, the unbounded worst case returned above
+            batches = [1 << k for k in range((m.max_batch or 0).bit_length())]
         jobs += sum(1 for b in batches if b not in c.fitting)
     return (
         f"worst case: at most {jobs} job(s) {each}: {jobs * hours:.1f} GPU-hours (every job running to its time limit)"

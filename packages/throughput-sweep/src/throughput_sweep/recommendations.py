@@ -16,6 +16,7 @@ def _rated(curve: Curve) -> tuple[list[PointRate], list]:
     for b in curve.fitting:
         info = curve.points[b]
         result = info.rated
+        assert result is not None, "a fitting point has the result it fits by"
         repeats = [i.tokens_per_second for i in curve.attempts if i.batch == b and i.status == "ok"]
         point = point_rate(curve.name, b, result, [r for r in repeats if r is not None])
         if point is not None:

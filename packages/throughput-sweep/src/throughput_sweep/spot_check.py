@@ -127,7 +127,9 @@ def finish(campaign: Campaign) -> None:
         from throughput_compare.inputs import Refused, load
         from throughput_compare.output import publish
 
-        source = Path(campaign.manifest.parent.path)
+        parent = campaign.manifest.parent
+        assert parent is not None, "a spot check names its source campaign as its parent"
+        source = Path(parent.path)
         try:
             a = load(source, "A")
             # A passed its audit with a test worker only where someone allowed it
@@ -156,8 +158,9 @@ def failed(campaign: Campaign) -> bool:
 def verdict_lines(campaign: Campaign) -> list[str]:
     """What status says of a spot check: its sample, and the comparison's verdict once written."""
     m = campaign.manifest
-    s = m.spot_check
-    head = f"spot check of {m.parent.path}: {s.points} points, seed {s.seed}"
+    s, parent = m.spot_check, m.parent
+    assert s is not None and parent is not None, "status asks only a spot check, which has both"
+    head = f"spot check of {parent.path}: {s.points} points, seed {s.seed}"
     path = spot_check_comparison(campaign.root)
     if not path.exists():
         return [f"{head}: not compared yet (it is compared with its source when every sampled point has ended)"]

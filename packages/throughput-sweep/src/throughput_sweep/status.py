@@ -82,7 +82,7 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
                 lines.append(
                     f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying"
                 )
-        if c.state == "closed":
+        if c.state == "closed" and c.closure is not None:  # a curve is closed together with its closure
             lines.append(f"    {closed_line(c.closure)}; not a memory boundary")
         if c.done and c.fitting and m.spot_check is None:  # a sample recommends nothing
             lines.append(f"    recommended: {recommendation_text(recommended[c.name])}")
@@ -96,7 +96,7 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
             lines.append(f"    next: batch {' '.join(str(n.batch_size) for n in c.next)}")
         for f in c.failed:
             job = f" job {f.job_id}" if f.job_id else ""
-            token = f" token {f.attempt.intent.token}" if f.status == "ambiguous" else ""
+            token = f" token {f.attempt.token}" if f.status == "ambiguous" else ""
             msg = f": {f.message}" if f.message else ""
             lines.append(f"    failed: batch {f.batch} attempt {f.number}{job}{token} {f.outcome}{msg}")
         jobs = [f"b{i.batch}/a{i.number}={i.job_id}" for i in c.attempts if i.job_id]

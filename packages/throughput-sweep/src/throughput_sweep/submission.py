@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from throughput_schema import (
     read,
     write_atomic,
 )
+from throughput_schema.campaigns import SettledBy, SettlementState
+from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
 from throughput_schema.recipe import parameter_count
@@ -63,8 +66,9 @@ async def settle_intents(
     pending = [i for i in infos if i.status == "unsettled"]
     if not pending:
         return 0, ""
-    since = min(parse_time(i.attempt.intent.created_at) for i in pending)
-    tokens = [i.attempt.intent.token for i in pending]
+    # An unsettled attempt is one with its intent written and nothing after it.
+    since = min(parse_time(i.attempt.intent.created_at) for i in pending if i.attempt.intent is not None)
+    tokens = [i.attempt.token for i in pending]
     try:
         found = await scheduler.find_by_token(tokens, since)
     except QueryFailed as exc:
@@ -74,7 +78,7 @@ async def settle_intents(
             return len(pending), str(exc)
         return 0, str(exc)
     for info in pending:
-        token = info.attempt.intent.token
+        token = info.attempt.token
         jobs = found.get(token, [])
         if len(jobs) == 1:
             adopt(info.attempt.path, token, jobs[0], scheduler.name)
@@ -85,18 +89,18 @@ async def settle_intents(
     return len(pending), ""
 
 
-def adopt(directory: Path, token: str, job_id: str, scheduler: str) -> Receipt:
+def adopt(directory: Path, token: str, job_id: str, scheduler: SchedulerName) -> Receipt:
     receipt = Receipt(token=token, job_id=job_id, submitted_at=now(), scheduler=scheduler, adopted=True)
     write_atomic(directory / RECEIPT, receipt)
     return receipt
 
 
-def _settle(info: AttemptInfo, state: str, reason: str, jobs: list[str] = (), by: str = "watcher") -> None:
+def _settle(
+    info: AttemptInfo, state: SettlementState, reason: str, jobs: Sequence[str] = (), by: SettledBy = "watcher"
+) -> None:
     write_atomic(
         info.attempt.path / SETTLEMENT,
-        Settlement(
-            token=info.attempt.intent.token, state=state, reason=reason, decided_at=now(), job_ids=list(jobs), by=by
-        ),
+        Settlement(token=info.attempt.token, state=state, reason=reason, decided_at=now(), job_ids=list(jobs), by=by),
     )
 
 

@@ -53,7 +53,7 @@ def gpu_hours(infos: list[AttemptInfo], profile: ClusterProfile) -> GpuHours:
         if receipt is None:
             continue
         elapsed = elapsed_hours(receipt.accounting) if receipt.accounting is not None else None
-        if elapsed is None:
+        if elapsed is None or receipt.accounting is None:  # no accounting, no elapsed time
             unknown += 1
             continue
         hours += elapsed * job_gpus(receipt.accounting, profile)

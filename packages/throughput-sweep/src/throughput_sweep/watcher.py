@@ -276,7 +276,7 @@ class Watcher:
         if not wanted:
             return False
         try:
-            statuses = await self.scheduler.poll([i.attempt.receipt.job_id for i in wanted])
+            statuses = await self.scheduler.poll([i.job_id for i in wanted])
         except QueryFailed as exc:
             self._say(f"cannot query the scheduler: {exc}; retrying")
             return False
@@ -284,9 +284,11 @@ class Watcher:
         clock = time.monotonic()
         for info in wanted:
             receipt = info.attempt.receipt
+            assert receipt is not None, "to_poll keeps only attempts with a receipt"
             status = statuses.get(receipt.job_id)
             self._note_pending(receipt.job_id, status)
             if self._never_starts(receipt.job_id, status, clock):
+                assert status is not None, "a job never starts only by its pending reason"
                 changed |= await refuse(self, info, status.reason)
                 continue
             if status is not None and status.state == "UNKNOWN":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from throughput_schema import AccountingRow
+from throughput_schema.configs import SchedulerName
 
 # Slurm's terminal states (sacct), from the table the audit reads too; the local executor
 # reports the same names. Re-exported: the schedulers import it from here.
@@ -56,7 +57,7 @@ class JobStatus:
 
 
 class Scheduler(Protocol):
-    name: str  # "slurm" or "local"
+    name: SchedulerName
     slots: int  # jobs the backend runs at once; keep at most this many out
 
     async def submit(self, script: Path, *, token: str, workdir: Path) -> str:

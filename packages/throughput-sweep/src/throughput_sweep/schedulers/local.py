@@ -40,6 +40,7 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema import ClusterProfile, SchemaError, read, write_atomic
+from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
@@ -75,7 +76,7 @@ def detect_gpus() -> list[str]:
 class LocalScheduler:
     """The `Scheduler` interface on this machine (see the module docstring)."""
 
-    name = "local"
+    name: SchedulerName = "local"
 
     def __init__(
         self,

@@ -50,6 +50,7 @@ from pathlib import Path
 import anyio
 
 from throughput_schema import ClusterProfile
+from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.slurm_env import slurm_environment
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
@@ -137,7 +138,7 @@ class CommandResult:
 class SlurmScheduler:
     """The `Scheduler` interface on Slurm. `slots` is the profile's concurrency limit."""
 
-    name = "slurm"
+    name: SchedulerName = "slurm"
 
     def __init__(
         self,
@@ -201,6 +202,7 @@ class SlurmScheduler:
         last: CommandResult | None = None
         for attempt in range(1, self.submit_attempts + 1):
             if attempt > 1:
+                assert last is not None, "every attempt before this one failed with a result"
                 await anyio.sleep(self.backoff_seconds * 2 ** (attempt - 2))
                 # The failed call may still have reached the controller: look first.
                 try:
