@@ -147,7 +147,9 @@ def check_unreceipted(
         if intent is not None:
             file, field, when = r.file(INTENT), "created_at", intent.created_at
         else:
-            file, field, when = r.file(RECEIPT), "submitted_at", r.attempt.receipt.submitted_at
+            receipt = r.attempt.receipt
+            assert receipt is not None, "a token is owned through the attempt's intent or its receipt"
+            file, field, when = r.file(RECEIPT), "submitted_at", receipt.submitted_at
         try:
             times[token] = query_windows.around(when)
         except ValueError:
@@ -210,7 +212,7 @@ def _incomplete(row: AccountingRow) -> bool:
 
 def _settle(rows: dict[str, AccountingRow], runner, settle_seconds: float):
     """sacct lags a few seconds after a job ends; re-read rows that are not filled in yet."""
-    queries = []
+    queries: list[slurm.Query] = []
     deadline = time.monotonic() + settle_seconds
     while True:
         lagging = [j for j, row in rows.items() if _incomplete(row)]

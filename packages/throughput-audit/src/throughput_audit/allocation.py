@@ -53,7 +53,7 @@ def allocated_mem(row: AccountingRow, tres: dict[str, str]) -> tuple[float | Non
     each = mem_mib(req)
     per = m.group(3).lower()
     times = tres.get("cpu") if per == "c" else tres.get("node", "1") if per == "n" else "1"
-    if each is None or not (times or "").isdigit():
+    if each is None or times is None or not times.isdigit():
         return None, req
     return each * int(times), f"ReqMem {req}" + (f" x {times} CPUs" if per == "c" else "")
 
@@ -83,7 +83,7 @@ def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tup
     if gpus != str(profile.gpus_per_job):
         problems.append(("gres/gpu", str(profile.gpus_per_job), gpus))
     cpus = tres.get("cpu")
-    if not (cpus or "").isdigit() or int(cpus) < profile.cpus_per_task:
+    if cpus is None or not cpus.isdigit() or int(cpus) < profile.cpus_per_task:
         problems.append(("cpu", f"at least {profile.cpus_per_task}", cpus))
     if profile.mem.strip():
         want = mem_mib(profile.mem)

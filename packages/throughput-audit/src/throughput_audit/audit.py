@@ -31,7 +31,7 @@ from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
-from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
+from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding, SlurmAccounting
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECEIPT, RECIPES, RESULT
 
 
@@ -99,6 +99,7 @@ def run_audit(
     check_summary(root, checks, curves, loaded, is_opt)
     check_published_accounting(root, loaded, checks)
 
+    slurm_state: SlurmAccounting
     if manifest.profile.scheduler == "local" or not slurm_checks:
         checks.not_applicable(
             "slurm",

@@ -20,6 +20,7 @@ def baseline_matches(record: AttemptRecord, checks: Checks) -> None:
     if a.baseline is None:
         checks.fail("optimizer.baseline", file, f"{file}: missing (an ok optimizer point needs its paired baseline)")
         return
+    assert a.result is not None, "the audit pairs a baseline only with an ok result"
     same = a.baseline.recipe == a.result.recipe
     checks.expect(
         "optimizer.baseline",

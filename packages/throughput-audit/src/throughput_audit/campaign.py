@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 from throughput_audit.findings import Checks
 from throughput_schema import BurstSample, Manifest, Recipe, SchemaError, WorkerResult, outcome_kind, read
@@ -28,6 +29,10 @@ from throughput_schema.layout import (
 )
 
 
+@overload
+def kind(result: WorkerResult) -> str: ...
+@overload
+def kind(result: WorkerResult | None) -> str | None: ...
 def kind(result: WorkerResult | None) -> str | None:
     return None if result is None else outcome_kind(result.outcome)
 
@@ -183,6 +188,7 @@ def check_attempt_files(loaded: Loaded, record: AttemptRecord, checks: Checks) -
             + (" has a receipt or a result" if receipt is not None or a.result is not None else ""),
         )
         return
+    assert intent is not None, "an attempt without an intent is void"
     ifile = record.file(INTENT)
     p = intent.point
     want_mode = "optimizer-timing" if m.kind == "optimizer-timing" else "throughput"

@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         if c.state == "blocked" and "--retry-failed" in c.blocked_reason:  # ended by someone else
             print(f"{c.curve} blocked: {c.blocked_reason}")
     failures = [c for c in report.checks if c.status == "fail"]
-    for c in failures[:SHOWN_FAILURES]:
-        print(f"FAIL {c.name}: {c.message}")
+    for check in failures[:SHOWN_FAILURES]:
+        print(f"FAIL {check.name}: {check.message}")
     if len(failures) > SHOWN_FAILURES:
         print(f"... and {len(failures) - SHOWN_FAILURES} more in {args.output / AUDIT}")
     print(f"wrote {args.output / AUDIT} and {args.output / ACCOUNTING}")

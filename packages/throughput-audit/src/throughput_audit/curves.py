@@ -117,6 +117,7 @@ def walk_throughput(
         s = status(r, optimizer=False)
         if s == "ok":
             fitting.append(b)
+            assert r.attempt.result is not None, "an ok status is read from the result"
             tp = r.attempt.result.throughput
             if tp is not None and tp.unstable:
                 unstable.append(b)
@@ -151,6 +152,7 @@ def walk_throughput(
     )
     largest = fitting[-1] if fitting else None
     if state == "bounded":
+        assert first_oom is not None, "a curve is bounded at its first CUDA OOM"
         r = finals[first_oom]
         expected_oom = 2 * largest if largest else 1
         checks.expect(
@@ -278,10 +280,9 @@ def walk_grid(
     )
     unstable = [b for b in ok if unstable_record(finals[b])]
     blocked = [b for b in failed if failed[b] not in ("no-result",)]
-    state = "complete" if not missing and not extra else ("blocked" if blocked else "incomplete")
     return CurveFinding(
         curve=name,
-        state=state,
+        state="complete" if not missing and not extra else ("blocked" if blocked else "incomplete"),
         batches=present,
         fitting_batches=ok,
         largest_fitting_batch=ok[-1] if ok else None,

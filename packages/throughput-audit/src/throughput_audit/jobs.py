@@ -36,7 +36,9 @@ def check_job(
     how many worker results were compared with the job's times."""
     file = r.file(RECEIPT)
     job_id = row.job_id
-    token = r.attempt.intent.token if r.attempt.intent else r.attempt.receipt.token
+    receipt = r.attempt.receipt
+    assert receipt is not None, "an attempt is checked against the job its receipt names"
+    token = r.attempt.intent.token if r.attempt.intent else receipt.token
     checks.expect(
         f"{prefix}.identity",
         token == row.comment or token in row.job_name,
@@ -82,6 +84,7 @@ def _source(prefix: str) -> str:
 
 def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> None:
     receipt = r.attempt.receipt
+    assert receipt is not None, "an attempt is checked against the job its receipt names"
     recorded = receipt.accounting
     if recorded is None:
         return

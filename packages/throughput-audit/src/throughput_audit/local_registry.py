@@ -16,7 +16,7 @@ from throughput_audit.allocation import mem_mib
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
-from throughput_schema import AccountingRow, ClusterProfile, SchemaError
+from throughput_schema import AccountingRow, ClusterProfile, Receipt, SchemaError
 from throughput_schema.layout import INTENT, RECEIPT
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
 
@@ -60,8 +60,8 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
     compared = 0
     for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
-        if r.attempt.receipt.scheduler != "local":
-            checks.fail("local.receipt", file, f"{file}: scheduler {r.attempt.receipt.scheduler} in a local campaign")
+        if _receipt(r).scheduler != "local":
+            checks.fail("local.receipt", file, f"{file}: scheduler {_receipt(r).scheduler} in a local campaign")
             continue
         entry = registry.get(job_id)
         if entry is None:
@@ -146,8 +146,14 @@ def check_allocation(job: LocalJob, profile: ClusterProfile, file: str, checks: 
     )
 
 
+def _receipt(r: AttemptRecord) -> Receipt:
+    """The receipt of an attempt in `receipts`, which holds only attempts with one."""
+    assert r.attempt.receipt is not None, f"{r.rel}: listed by its receipt, yet without one"
+    return r.attempt.receipt
+
+
 def _recorded_host(r: AttemptRecord | None) -> str:
-    acc = r.attempt.receipt.accounting if r is not None else None
+    acc = _receipt(r).accounting if r is not None else None
     return acc.node_list if acc is not None else ""
 
 
@@ -159,16 +165,20 @@ def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, Att
         r = receipts.get(job_id)
         try:
             local = datetime.fromisoformat(entry.job.submitted_at)
-            utc = datetime.fromisoformat(r.attempt.receipt.submitted_at) if r else None
+            utc = datetime.fromisoformat(_receipt(r).submitted_at) if r else None
         except ValueError:
             continue
-        if local.tzinfo is None and utc is not None and utc.tzinfo is not None:
-            quarter = round((local - utc.replace(tzinfo=None) - utc.utcoffset()).total_seconds() / 900) * 900
+        utc_offset = utc.utcoffset() if utc is not None else None  # None when the time names no offset
+        if local.tzinfo is None and utc is not None and utc_offset is not None:
+            quarter = round((local - utc.replace(tzinfo=None) - utc_offset).total_seconds() / 900) * 900
             seen[timedelta(seconds=quarter)] += 1
     return seen.most_common(1)[0][0] if seen else None
 
 
 def _instants(row: AccountingRow, offset: timedelta | None) -> AccountingRow:
+    if offset is None:
+        return row
+
     def fix(text: str) -> str:
         try:
             when = datetime.fromisoformat(text)
@@ -176,4 +186,4 @@ def _instants(row: AccountingRow, offset: timedelta | None) -> AccountingRow:
             return text
         return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
 
-    return row if offset is None else msgspec.structs.replace(row, start=fix(row.start), end=fix(row.end))
+    return msgspec.structs.replace(row, start=fix(row.start), end=fix(row.end))

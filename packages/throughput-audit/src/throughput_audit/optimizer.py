@@ -24,6 +24,7 @@ from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 def parent_path(root: Path, manifest: Manifest) -> Path | None:
     """The parent campaign: the manifest's path, else a sibling folder of the same name."""
     p = manifest.parent
+    assert p is not None, "parent_fitting refused a manifest without a parent"
     candidates = [Path(p.path)]
     if not Path(p.path).is_absolute():
         candidates.append(root / p.path)
@@ -133,7 +134,7 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
     file = record.file(RESULT)
     res, base = a.result, a.baseline
     ot = res.optimizer_timing if res else None
-    if ot is None:
+    if res is None or ot is None:
         checks.fail("optimizer.timing", file, f"{file}: an ok optimizer-timing result without optimizer timing")
         return None
     bfile = record.file(BURSTS)
@@ -161,7 +162,7 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         )
     bursts = record.bursts if record.bursts is not None else ot.bursts
     windows = res.windows
-    covered = {}
+    covered: dict[int, int] = {}
     for b in bursts:
         covered[b.window] = covered.get(b.window, 0) + b.updates
     wanted = {i: w.updates for i, w in enumerate(windows)}

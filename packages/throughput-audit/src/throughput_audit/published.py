@@ -61,6 +61,7 @@ def _check_point(name: str, row: dict, receipts: dict[str, AttemptRecord], check
     if r is None or str(row.get("job_id") or "") == "":
         return  # an attempt without a receipt publishes no accounting
     rec = r.attempt.receipt
+    assert rec is not None, "`receipts` holds only attempts with a receipt"
     differ = [
         f"{col} {row.get(col)!r}, receipt {want(rec)!r}"
         for col, want in _COLUMNS.items()

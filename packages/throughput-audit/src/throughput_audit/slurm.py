@@ -8,6 +8,7 @@ Rows are kept as Slurm printed them (`AccountingRow`) and written to accounting.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -108,7 +109,7 @@ def query_tokens(
         inside = sorted(token for token, (start, end) in times.items() if window.overlaps(start, end))
         more, asked = _batched(
             inside,
-            lambda chunk, window=window: token_argv(chunk, window),
+            functools.partial(_token_argv_in, window),
             runner=runner,
             batch=batch,
             keep=lambda row, chunk: row.job_name in chunk,
@@ -117,6 +118,10 @@ def query_tokens(
             rows.setdefault(job_id, row)
         queries += asked
     return rows, queries, found
+
+
+def _token_argv_in(window: Window, tokens: list[str]) -> list[str]:
+    return token_argv(tokens, window)
 
 
 def _batched(

@@ -26,6 +26,7 @@ from throughput_schema.layout import MANIFEST, SPOT_CHECK, spot_check_comparison
 
 def check_sample(loaded: Loaded, checks: Checks, root: Path) -> list[CurveFinding]:
     m = loaded.manifest
+    assert m.spot_check is not None, "the audit checks a spot check's sample only"
     parent = parent_fitting(root, m, checks)
     groups = group(loaded)
     findings = []

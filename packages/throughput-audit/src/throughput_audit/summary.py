@@ -45,8 +45,8 @@ def check_summary(root: Path, checks: Checks, curves: list[CurveFinding], loaded
         got = (s.get("largest_fitting_batch"), s.get("first_oom_batch"), list(s.get("fitting_batches") or []))
         want = (c.largest_fitting_batch, c.first_oom_batch, c.fitting_batches)
         detail = ""
-        if s.get("first_oom_batch") is not None and c.first_oom_batch is None:
-            b = s.get("first_oom_batch")
+        b = s.get("first_oom_batch")
+        if b is not None and c.first_oom_batch is None:
             outcome = _outcome_at(groups.get(c.curve, []), b)
             if not outcome.startswith("cuda_oom"):
                 detail = f"; only a cuda_oom sets the boundary, batch {b} ended {outcome}"

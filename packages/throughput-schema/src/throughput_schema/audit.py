@@ -14,6 +14,7 @@ from typing import Any, Literal
 import msgspec
 
 CheckStatus = Literal["pass", "fail", "not_applicable"]
+SlurmAccounting = Literal["checked", "not_applicable", "not_available"]  # what the audit made of sacct
 
 AUDIT_VERSION = 1
 
@@ -54,7 +55,7 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     audited_at: str
     tool_version: str
     # "not_available": sacct did not answer (missing, failing, slurmdbd down); a failed check says so.
-    slurm: Literal["checked", "not_applicable", "not_available"]
+    slurm: SlurmAccounting
     summary: AuditSummary
     curves: list[CurveFinding]
     checks: list[Check]
