@@ -122,14 +122,13 @@ class ArenaAdamW:
                 p.grad = self.grads[slot.offset : slot.offset + slot.numel].view(slot.shape)
 
         # Device-side state; all updated in place so a captured graph sees fixed addresses.
-        f32 = dict(device=device, dtype=torch.float32)
-        self.step_t = torch.zeros((), **f32)  # applied AdamW steps (bias corrections)
+        self.step_t = torch.zeros((), device=device, dtype=torch.float32)  # applied AdamW steps (bias corrections)
         self.updates = torch.zeros((), device=device, dtype=torch.int64)  # attempted updates
         self.nonfinite = torch.zeros((), device=device, dtype=torch.int64)  # sticky count
         self.grad_norm = torch.zeros((), device=device, dtype=dtype)
         self.finite = torch.ones((), device=device, dtype=torch.bool)
-        self._grad_scale = torch.ones((), **f32)
-        self._found_inf = torch.zeros((), **f32)
+        self._grad_scale = torch.ones((), device=device, dtype=torch.float32)
+        self._found_inf = torch.zeros((), device=device, dtype=torch.float32)
         if kernel is None:
             kernel = default_kernel(device, dtype)
         if kernel not in KERNELS:
@@ -153,6 +152,7 @@ class ArenaAdamW:
         if self.kernel == "fused":
             self._step_fused()
         elif self.kernel == "triton":
+            assert self._triton is not None, "made in __init__ for the triton kernel"
             self._triton()
         else:
             step_fn = _compiled_tensor_step() if self.kernel == "compiled" else tensor_step

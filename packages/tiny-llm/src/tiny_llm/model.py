@@ -145,6 +145,9 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    rope_cos: torch.Tensor  # buffers registered in __init__; nn.Module's __getattr__ types them loosely
+    rope_sin: torch.Tensor
+
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)

@@ -154,7 +154,7 @@ def build(
     )
     inputs, targets = make_inputs(recipe, device)
     model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model
-    events = None
+    events: tuple | None = None
     if timing_events and use_graph:
         events = tuple(torch.cuda.Event(enable_timing=True, external=True) for _ in range(3))
     elif timing_events and cuda:
@@ -169,8 +169,8 @@ def build(
     if use_graph:
         from tiny_llm.graph import capture_update
 
-        built.graph, built.setup_updates = capture_update(update, on_phase=on_phase)
-        built.run = built.graph.replay
+        graph, built.setup_updates = capture_update(update, on_phase=on_phase)
+        built.graph, built.run = graph, graph.replay
     elif compile_model:
         on_phase("compile")
         update()  # the first call compiles forward and backward

@@ -105,7 +105,7 @@ def _peaks(device: torch.device) -> MemoryPeaks:
     )
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException | None):
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -201,7 +201,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
             optimizer_timing=options.optimizer_timing,
             on_phase=on_phase,
         )
-        if cuda:
+        if cuda and setup_peaks is not None:  # read at the end of setup on CUDA
             memory = MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
         throughput = summarise(measurement, recipe, opts, hw, fpt)
         if options.optimizer_timing:
