@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lint and type gate: ruff's lint rules, ruff's formatting and mypy, each configured in
-# the root pyproject.toml. Not yet a step of .ci/run: the tree is not clean yet (issue 26).
-# A finding fails (non-zero exit); all three run so that one pass shows everything.
+# the root pyproject.toml. .ci/run runs it right after `uv sync --locked`: a finding fails CI
+# (non-zero exit); all three run so that one pass shows everything.
 #   tools/lint.sh          check only
 #   tools/lint.sh --fix    apply ruff's safe fixes and its formatting first, then check
 # UV may name another uv command ("python3 -m uv" where uv is not on PATH).
