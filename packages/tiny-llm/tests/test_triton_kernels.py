@@ -3,6 +3,9 @@
 - swiglu (`tiny_llm.triton_swiglu`): silu(gate) * up over the gate_up projection's output.
 - cross_entropy (`tiny_llm.triton_cross_entropy`): the LM head's mean cross-entropy, whose
   input here is x and the weight stacked (one tensor, so both gradients are compared).
+- norm (`tiny_llm.triton_norm`): the first norm, an add and norm that keeps the residual and
+  the final one that does not, chained as the model chains them, the FP32 residual, the two
+  sublayer outputs and the weight stacked in one tensor.
 
 CPU: the kernels under the Triton interpreter, in a subprocess (TRITON_INTERPRET must be
 set before the kernels are defined, and must not leak into the other tests); skipped
@@ -31,13 +34,17 @@ ROOT = Path(__file__).resolve().parents[3]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 SKIP = 77  # the subprocess's "interpreter cannot run here"
 # Parametrised by kernel name (a Kernels field set to "triton"), so a new kernel is one more case.
-KERNELS = ("swiglu", "cross_entropy")
+KERNELS = ("swiglu", "cross_entropy", "norm")
 AUTO = ("swiglu",)  # the fields whose default "auto" picks triton on CUDA
 # What the compiled forward and backward must launch, per kernel.
-LAUNCHES = {"swiglu": ("_swiglu_forward", "_swiglu_backward"), "cross_entropy": ("_cross_entropy_forward",)}
+LAUNCHES = {
+    "swiglu": ("_swiglu_forward", "_swiglu_backward"),
+    "cross_entropy": ("_cross_entropy_forward",),
+    "norm": ("_add_norm_forward", "_add_norm_backward"),
+}
 # Kernels whose every output is one FP32 computation rounded once (the CE's gradients pass
 # through BF16 matrix products, so they are compared against eager alone).
-EXACT = ("swiglu",)
+EXACT = ("swiglu", "norm")
 
 
 def swiglu_eager(gate_up):
@@ -54,6 +61,8 @@ def case(kernel: str, size: str, dtype, device="cpu", seed=0):
     randn = lambda *shape: torch.randn(shape, generator=gen, device=device)  # noqa: E731
     if kernel == "cross_entropy":
         return ce_case(size, dtype, device, gen)
+    if kernel == "norm":
+        return norm_case(size, dtype, device, gen)
     assert kernel == "swiglu", kernel
     from tiny_llm.triton_swiglu import swiglu
 
@@ -72,6 +81,36 @@ def ce_case(size: str, dtype, device, gen):
     fused = lambda xw: linear_cross_entropy(xw[:n], xw[n:], t)  # noqa: E731
     eager = lambda xw: F.cross_entropy(F.linear(xw[:n], xw[n:]).float(), t)  # noqa: E731
     return fused, eager, xw, (torch.tensor(3.0, device=device),)  # a non-unit incoming gradient
+
+
+def norm_chain(xs, n: int, eps: float, fused: bool):
+    """The model's chain of norms over `xs` stacked as (residual, delta 1, delta 2, weight):
+    h0 = norm(r); r1, h1 = add_norm(r, d1); h2 = add_norm(r1, d2) (final, r2 not kept). The
+    residual and the weight are FP32 (the model's); the deltas and outputs in xs's dtype."""
+    from tiny_llm.triton_norm import add_rms_norm, rms_norm
+
+    dtype = xs.dtype
+    wide = torch.promote_types(dtype, torch.float32)  # FP32, or FP64 for the exact reference
+    r, d1, d2, w = xs[:n].to(wide), xs[n : 2 * n], xs[2 * n : 3 * n], xs[3 * n].to(wide)
+    if fused:
+        h0 = rms_norm(r, w, eps, dtype)
+        r1, h1 = add_rms_norm(r, d1, w, eps, dtype)
+        return h0, r1, h1, add_rms_norm(r1, d2, w, eps, dtype, keep=False)
+    norm = lambda x: F.rms_norm(x, (x.shape[-1],), w, eps).to(dtype)  # noqa: E731
+    r1 = r + d1
+    return norm(r), r1, norm(r1), norm(r1 + d2)
+
+
+def norm_case(size: str, dtype, device, gen):
+    """ "odd": d_model not a power of two (masked columns) and rows that leave the last tile
+    partly masked; "model": 250m's width over several backward programs' worth of rows."""
+    n, d = {"odd": (37, 160), "small": (9, 24), "model": (4096, 960)}[size]
+    xs = torch.randn(3 * n + 1, d, generator=gen, device=device)
+    xs[3 * n] = 1 + 0.1 * xs[3 * n]  # a gain near 1, as trained
+    xs = xs.to(dtype)
+    grads = tuple(torch.randn(n, d, generator=gen, device=device).to(dtype) for _ in range(4))
+    grads = grads[:1] + (grads[1].float(),) + grads[2:]  # r1's gradient is FP32, as the residual
+    return (lambda xs: norm_chain(xs, n, 1e-5, fused=True), lambda xs: norm_chain(xs, n, 1e-5, fused=False), xs, grads)
 
 
 def through_autograd(fn, x, grads):
@@ -129,6 +168,12 @@ def interpreted(kernel: str) -> None:
     for size in ("odd", "small"):
         for dtype in (torch.float32, torch.bfloat16):
             check(*case(kernel, size, dtype), exact=kernel in EXACT)
+    if kernel == "norm":  # several row tiles per backward program, the last one partly masked
+        import tiny_llm.triton_norm as norm
+
+        norm.MAX_PROGRAMS, norm.PROGRAMS = 3, 8
+        for dtype in (torch.float32, torch.bfloat16):
+            check(*case(kernel, "odd", dtype), exact=True)
     l0, g0 = tiny_model_loss_and_grads(Kernels(**{kernel: "default"}))
     l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}))
     torch.testing.assert_close(l1, l0)
