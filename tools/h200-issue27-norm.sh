@@ -5,11 +5,13 @@
 #   baseline/repeat/norm-triton at 250m@2048x16 then 20m@512x1 (equality against the rebuilt
 #   baseline's drift, and speed); then, while time is left, profile_update.py at 20m@512x1 with
 #   the Triton norm (bytes per kernel, kernels per update).
-# Usage: tools/h200-issue27-norm.sh [OUTDIR [SECONDS]]   (default $OUT, 160 s; results are written
-# as each step ends, and a step cut short by the deadline loses only itself)
+# Usage: tools/h200-issue27-norm.sh [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 160 s,
+# "250m@2048x16 20m@512x1"; results are written as each step ends, and a step cut short by the
+# deadline loses only itself)
 set -uo pipefail
 out=${1:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${2:-160}
+read -r -a points <<< "${3:-250m@2048x16 20m@512x1}"
 cd "$(dirname "$0")/.."
 if [[ ! -f packages/tiny-llm/src/tiny_llm/triton_norm.py ]]; then
   echo "h200-issue27-norm.sh: this tree lacks tiny_llm/triton_norm.py ($(git log -1 --oneline 2>/dev/null || pwd))" >&2
@@ -26,8 +28,8 @@ run() { local name=$1; shift; echo "== $name: $*" >> "$log"; timeout "$(left)" "
 B=packages/tiny-llm/benchmarks
 run pytest python3 -m pytest packages/tiny-llm/tests/test_triton_kernels.py -m cuda -k norm -q -p no:cacheprovider
 # variants.py starts no case after its budget; the last one it starts may be cut by the deadline.
-run variants python3 $B/variants.py --quick --points 250m@2048x16 20m@512x1 --cases baseline repeat norm-triton \
-  --budget-seconds $(($(left) - 25)) --output "$out/variants-250m-20m-norm.json"
+run variants python3 $B/variants.py --quick --points "${points[@]}" --cases baseline repeat norm-triton \
+  --budget-seconds $(($(left) - 25)) --output "$out/variants-norm.json"
 if (($(left) > 30)); then
   run profile-20m-norm python3 $B/profile_update.py --point 20m@512x1 --kernel norm=triton \
     --output "$out/profile-20m-c512-b1-norm-triton.json"
