@@ -45,6 +45,9 @@ LAUNCHES = {
 # Kernels whose every output is one FP32 computation rounded once (the CE's gradients pass
 # through BF16 matrix products, so they are compared against eager alone).
 EXACT = ("swiglu", "norm")
+# FP32 absolute tolerance against eager where a gradient is a long sum taken in another order:
+# the norm's weight gradient sums 3 x 4096 rows at "model" (6.9e-5 off on the H200, of values ~1e2).
+FP32_ATOL = {"norm": 1e-4}
 
 
 def swiglu_eager(gate_up):
@@ -122,13 +125,13 @@ def through_autograd(fn, x, grads):
     return [*(o.detach() for o in outs), x.grad]
 
 
-def check(fused, eager, x, grads, exact: bool = True) -> None:
+def check(fused, eager, x, grads, exact: bool = True, atol32: float = 1e-5) -> None:
     """Equal to eager at the input's precision, and for BF16 within one rounding of exact values."""
     got = through_autograd(fused, x, grads)
     want = through_autograd(eager, x, grads)
     # Values are O(1) and eager BF16 rounds its intermediates (silu(gate) before the product),
     # so against eager compare at a BF16 step of that scale; the exact comparison below is the tight one.
-    tol = {"rtol": 1.6e-2, "atol": 1.6e-2} if x.dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    tol = {"rtol": 1.6e-2, "atol": 1.6e-2} if x.dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": atol32}
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
         torch.testing.assert_close(a, b, **tol)
@@ -203,6 +206,36 @@ def test_interpreted_kernel_matches_eager(kernel):
     assert proc.returncode == 0 and f"interpreted {kernel} ok" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
+def test_norm_kernels_compile_for_hopper_with_fp64_scalars():
+    """torch.compile launches a user kernel with a Python float typed fp64 (seen on the H200 with
+    torch 2.11: the backward did not compile); each kernel's every variant compiles for sm_90 so,
+    on the CPU, as far as Triton's own toolchain goes."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from tiny_llm.triton_norm import _add_norm_backward, _add_norm_forward
+
+    pointers = {
+        _add_norm_forward: ("*fp32", "*bf16", "*fp32", "*fp32", "*bf16"),
+        _add_norm_backward: ("*fp32", "*fp32", "*bf16", "*fp32", "*fp32", "*bf16", "*fp32"),
+    }
+    scalars = {_add_norm_forward: ("i32", "i32", "fp64"), _add_norm_backward: ("i32", "i32", "i32", "fp64")}
+    for fn, types in pointers.items():
+        names = fn.arg_names
+        for flags in ((True, True), (False, True), (True, False)):
+            const = {**dict(zip(names[-4:-2], flags)), "BLOCK_ROWS": 4, "BLOCK_COLS": 512}
+            sig = {**dict(zip(names, types + scalars[fn])), **{k: "constexpr" for k in const}}
+            src = ASTSource(fn, sig, {(names.index(k),): v for k, v in const.items()})
+            try:
+                triton.compile(src, target=GPUTarget("cuda", 90, 32))
+            except triton.compiler.errors.CompilationError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - no CUDA toolchain in this triton: not this test's question
+                pytest.skip(f"triton cannot compile for sm_90 here: {type(exc).__name__}: {exc}"[:200])
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_triton_choice_on_cpu_is_one_clear_line(kernel, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
@@ -230,7 +263,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 @pytest.mark.parametrize("size", ["odd", "model"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_cuda_kernel_matches_eager(kernel, size, dtype):
-    check(*case(kernel, size, dtype, device="cuda"), exact=kernel in EXACT)
+    check(*case(kernel, size, dtype, device="cuda"), exact=kernel in EXACT, atol32=FP32_ATOL.get(kernel, 1e-5))
 
 
 @pytest.mark.cuda

@@ -29,7 +29,9 @@ says how it was produced.
 - `norm`: "default" is `x + f(norm(x))` per sublayer as inductor fuses it; "triton" is
   `tiny_llm.triton_norm`: each residual add, the RMSNorm after it and the cast to the autocast
   dtype in one Triton pass forward and one backward (the weight's gradient summed per program,
-  no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`).
+  no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
+  default: on the H200 it matched eager, but compiled its first version did not build (an
+  fp64 `eps`, fixed since) and the update with it is not yet measured (docs/performance.md).
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent

@@ -56,6 +56,7 @@ def _add_norm_forward(
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
 ):
+    eps = tl.cast(eps, tl.float32)  # see _add_norm_backward
     offs, mask = _rows(tl.program_id(0) * BLOCK_ROWS, n_rows, n_cols, BLOCK_ROWS, BLOCK_COLS)
     x = tl.load(res + offs, mask=mask, other=0.0).to(tl.float32)
     if HAS_DELTA:
@@ -86,6 +87,9 @@ def _add_norm_backward(
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
 ):
+    # torch.compile passes a Python float to a user kernel as fp64 (torch 2.11 on the H200): in
+    # FP64 the norm's arithmetic would promote to it and the loop-carried FP32 `dw` not compile.
+    eps = tl.cast(eps, tl.float32)
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_COLS)
     w = tl.load(weight + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
