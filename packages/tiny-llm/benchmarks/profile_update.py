@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import copy_bandwidth, parse_kernels  # noqa: E402
 
 FAMILIES = [
-    ("tiny_llm triton", ("_swiglu_", "_cross_entropy_")),
+    ("tiny_llm triton", ("_swiglu_", "_cross_entropy_", "_add_norm_")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_")),
     ("optimizer", ("fused_adamw", "multi_tensor", "adam")),
@@ -66,11 +66,18 @@ def own_kernel_gb(recipe) -> dict[str, float]:
     """GB per launch of tiny_llm's Triton kernels (inductor estimates only its own), by name prefix."""
     tokens = recipe.training.micro_batch_size * recipe.model.context_length
     tensor = tokens * recipe.model.ffn_dim * 2 / 1e9  # one BF16 (N, F) tensor
+    residual = tokens * recipe.model.d_model / 1e9  # elements of one (N, d_model) tensor, in G
     return {
         "_swiglu_forward": 3 * tensor,  # reads gate and up, writes h
         "_swiglu_backward": 5 * tensor,  # reads dh, gate and up, writes d(gate) and d(up)
         # reads the BF16 logits, writes their gradient (the second read of each row hits L2)
         "_cross_entropy_forward": 2 * tokens * recipe.model.vocab_size * 2 / 1e9,
+        # The add's case (every launch but the first norm's and the last's backward): reads the
+        # FP32 residual and the BF16 sublayer output, writes the FP32 sum and the BF16 norm.
+        "_add_norm_forward": (4 + 2 + 4 + 2) * residual,
+        # Reads the FP32 sum, the BF16 norm's gradient and the FP32 residual gradient, writes the
+        # FP32 residual gradient and the BF16 sublayer output's.
+        "_add_norm_backward": (4 + 2 + 4 + 4 + 2) * residual,
     }
 
 

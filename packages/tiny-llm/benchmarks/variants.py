@@ -27,7 +27,8 @@ Every case runs in try/except (a failure is recorded and the run goes on); the J
 rewritten after every case, so a run cut short keeps what it measured.
 Also: swiglu-default (silu(gate) * up as inductor fuses it, the default before issue 20)
 and swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu: the
-baseline's own choice on CUDA where triton imports). Each case records the kernels that
+baseline's own choice on CUDA where triton imports), and norm-triton (each residual add, RMSNorm
+and the cast in one Triton pass forward and backward, tiny_llm.triton_norm). Each case records the kernels that
 ran ("auto" resolved).
 
 Run on the H200 (torch from the image; msgspec carried in .whl):
@@ -91,6 +92,7 @@ CASES = {
     "ce-triton": Kernels(cross_entropy="triton"),  # loss and gradient in one Triton pass (issue 27)
     "swiglu-default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "swiglu-triton": Kernels(swiglu="triton"),
+    "norm-triton": Kernels(norm="triton"),  # residual add, RMSNorm and cast in one Triton pass (issue 27)
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),

@@ -178,6 +178,7 @@ def test_kernels_record_and_validation():
         "inductor_tuning": "default",
         "optimizer": "auto",
         "swiglu": "auto",
+        "norm": "default",
     }
     assert Kernels(swiglu="default").record()["swiglu"] == "default"
     k = Kernels(
@@ -195,6 +196,8 @@ def test_kernels_record_and_validation():
         Kernels(attention="fast")
     with pytest.raises(ValueError, match="swiglu"):
         Kernels(swiglu="cuda")
+    with pytest.raises(ValueError, match="norm"):
+        Kernels(norm="auto")
 
 
 def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
@@ -285,6 +288,7 @@ def test_cli_flags_recorded_in_result(tmp_path, capsys):
         "ce_chunk_tokens": "100",
         "optimizer": "tensor",
         "swiglu": "default",
+        "norm": "default",
     }
     assert "attention=flash" in capsys.readouterr().out
 
@@ -307,6 +311,7 @@ def test_cli_defaults_recorded(tmp_path, capsys):
         (["--ce-chunk-tokens", "0"], "--ce-chunk-tokens"),
         (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
         (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
+        (["--norm-kernel", "auto"], "--norm-kernel"),
     ],
 )
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):
@@ -329,6 +334,7 @@ GPU_VARIANTS = {
     "cross_entropy=triton": Kernels(cross_entropy="triton"),  # loss and gradient in one Triton pass
     "swiglu=triton": Kernels(swiglu="triton"),  # the default's own choice where triton imports
     "swiglu=default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
+    "norm=triton": Kernels(norm="triton"),  # residual add, RMSNorm and cast in one Triton pass
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
     "optimizer=fused": Kernels(optimizer="fused"),  # the default before issue 20

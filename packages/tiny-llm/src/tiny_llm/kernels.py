@@ -26,6 +26,12 @@ says how it was produced.
   "default" (`tiny_llm.model.resolve_swiglu`); "default" is `silu(gate) * up` as inductor
   fuses it; "triton" is `tiny_llm.triton_swiglu`: forward and backward each one Triton pass
   over gate_up (1.010-1.026x the whole update at 20m-500m on the H200).
+- `norm`: "default" is `x + f(norm(x))` per sublayer as inductor fuses it; "triton" is
+  `tiny_llm.triton_norm`: each residual add, the RMSNorm after it and the cast to the autocast
+  dtype in one Triton pass forward and one backward (the weight's gradient summed per program,
+  no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
+  default: on the H200 it matched eager, but compiled its first version did not build (an
+  fp64 `eps`, fixed since) and the update with it is not yet measured (docs/performance.md).
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
@@ -46,6 +52,7 @@ from dataclasses import dataclass
 ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked", "triton")
 SWIGLU = ("auto", "default", "triton")
+NORM = ("default", "triton")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
 OPTIMIZER = ("auto", "tensor", "fused", "compiled", "triton")  # "auto" and tiny_llm.arena_adamw.KERNELS
@@ -63,6 +70,7 @@ class Kernels:
     compile_mode: str | None = None
     inductor_tuning: str = "default"
     optimizer: str = "auto"
+    norm: str = "default"
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -71,6 +79,7 @@ class Kernels:
             ("swiglu", SWIGLU),
             ("inductor_tuning", INDUCTOR_TUNING),
             ("optimizer", OPTIMIZER),
+            ("norm", NORM),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -80,7 +89,7 @@ class Kernels:
     def record(self) -> dict[str, str]:
         """What the result file records: every field, as strings. The worker records them
         resolved (`optimizer` and `swiglu` as they ran, never "auto"); results from before
-        the `swiglu` field lack it, which means "default"."""
+        the `swiglu` or `norm` field lack it, which means "default"."""
         out = {
             "attention": self.attention,
             "cross_entropy": self.cross_entropy,
@@ -88,6 +97,7 @@ class Kernels:
             "inductor_tuning": self.inductor_tuning,
             "optimizer": self.optimizer,
             "swiglu": self.swiglu,
+            "norm": self.norm,
         }
         if self.cross_entropy == "chunked":
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)

@@ -16,6 +16,7 @@ import importlib
 import math
 import os
 from dataclasses import replace
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -59,6 +60,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 TRITON = {
     "swiglu": ("tiny_llm.triton_swiglu", "swiglu"),
     "cross_entropy": ("tiny_llm.triton_cross_entropy", "linear_cross_entropy"),
+    "norm": ("tiny_llm.triton_norm", "add_rms_norm"),
 }
 
 
@@ -144,6 +146,31 @@ class Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
 
 
+def fused_norm_blocks(model: Transformer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The blocks and the final norm as `Kernels(norm="triton")` runs them: each residual add
+    fused with the norm that follows it (the next sublayer's, or the final one), one Triton pass
+    forward and one backward (`tiny_llm.triton_norm`). The same parameters and the same
+    arithmetic as `Block.forward`; returns the final norm's output in the autocast dtype."""
+    # Importable here: the model's construction loaded it (`load_triton`).
+    from tiny_llm.triton_norm import add_rms_norm as add_norm
+    from tiny_llm.triton_norm import rms_norm
+
+    # The normed activations in the dtype the next matmul reads: what autocast would cast them to.
+    kind = x.device.type
+    dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
+    blocks = [cast(Block, b) for b in model.blocks]
+    first = blocks[0].attn_norm
+    h = rms_norm(x, first.weight, first.eps, dtype)
+    for i, block in enumerate(blocks):
+        x, h = add_norm(x, block.attn(h, cos, sin), block.mlp_norm.weight, block.mlp_norm.eps, dtype)
+        if i + 1 < len(blocks):
+            nxt = blocks[i + 1].attn_norm
+            x, h = add_norm(x, block.mlp(h), nxt.weight, nxt.eps, dtype)
+        else:  # the last residual feeds only the final norm
+            h = add_norm(x, block.mlp(h), model.norm.weight, model.norm.eps, dtype, keep=False)
+    return h
+
+
 class Transformer(nn.Module):
     rope_cos: torch.Tensor  # buffers registered in __init__; nn.Module's __getattr__ types them loosely
     rope_sin: torch.Tensor
@@ -167,6 +194,8 @@ class Transformer(nn.Module):
         self.fused_loss = (
             load_triton("cross_entropy", self.embed.weight.device) if kernels.cross_entropy == "triton" else None
         )
+        # None: each block's adds and norms as `Block.forward`; else `fused_norm_blocks`.
+        self.fused_norm = load_triton("norm", self.embed.weight.device) if kernels.norm == "triton" else None
         self.reset_parameters()
 
     @torch.no_grad()
@@ -189,9 +218,12 @@ class Transformer(nn.Module):
         T = idx.shape[1]
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         x = self.embed(idx)
-        for block in self.blocks:
-            x = block(x, cos, sin)
-        x = self.norm(x)
+        if self.fused_norm is not None:
+            x = fused_norm_blocks(self, x, cos, sin)
+        else:
+            for block in self.blocks:
+                x = block(x, cos, sin)
+            x = self.norm(x)
         if targets is not None and self.kernels.cross_entropy == "chunked":
             # LM head + cross-entropy a chunk of tokens at a time (see tiny_llm.kernels).
             return chunked_cross_entropy(

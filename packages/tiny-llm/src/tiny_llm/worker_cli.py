@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     # Speed variants (tiny_llm.kernels); the defaults are the measured behaviour, and the
     # choice is recorded in the result's `kernels` ("auto" as the kernel it resolved to).
-    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, OPTIMIZER, SWIGLU
+    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, NORM, OPTIMIZER, SWIGLU
 
     p.add_argument(
         "--attention-backend",
@@ -91,6 +91,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto: triton on CUDA where triton imports, else default; triton: SwiGLU forward and "
         "backward as one Triton pass each (tiny_llm.triton_swiglu); default: inductor's fusion",
+    )
+    p.add_argument(
+        "--norm-kernel",
+        choices=NORM,
+        default="default",
+        help="triton: each residual add, RMSNorm and cast as one Triton pass forward and backward "
+        "(tiny_llm.triton_norm); default: inductor's fusion",
     )
     p.add_argument(
         "--inductor-tuning",
@@ -187,6 +194,7 @@ def kernels_from_args(args: argparse.Namespace):
         compile_mode=args.compile_mode,
         inductor_tuning=args.inductor_tuning,
         optimizer=args.optimizer_kernel,
+        norm=args.norm_kernel,
     )
 
 
