@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -256,3 +257,33 @@ def check_campaign(campaign: Path, since: datetime) -> dict[str, str]:
     queued = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout.split()
     assert not tokens & set(queued), f"jobs still in the queue: {tokens & set(queued)}"
     return {c.name: c.state for c in open_campaign(campaign).curves()}
+
+
+# --- fault cases: a watcher process, its results, Slurm's daemons
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def result_kind(out: Path, curve: str, batch: int, attempt: int = 1) -> str:
+    return json.loads((out / f"curves/{curve}/b{batch}/attempt-{attempt}/result.json").read_text())["outcome"]["kind"]
+
+
+def sacct_answers() -> bool:
+    return subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True).returncode == 0
+
+
+@contextmanager
+def daemon_stopped(name: str):
+    slurm_tool("stop-daemon", name)
+    try:
+        yield
+    finally:
+        slurm_tool("start-daemon", name)
+        slurm_tool("start")
