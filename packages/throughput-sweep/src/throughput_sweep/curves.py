@@ -27,7 +27,7 @@ from throughput_schema import (
     outcome_kind,
 )
 from throughput_schema.campaigns import CURVE_ENDED, CurveState
-from throughput_schema.layout import Attempt, curve_name
+from throughput_schema.layout import Attempt, counting_attempts, curve_name, is_void
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
 
@@ -62,12 +62,10 @@ class AttemptInfo:
             return "ok" if kind == "ok" else "oom" if kind == "cuda_oom" else "failed"
         if a.receipt is not None:
             return "submitted"
-        if a.intent is None:
-            return "abandoned"  # the folder was made but the intent never written: nothing submitted
+        if is_void(intent=a.intent is not None, receipt=False, result=False, settlement=self.settlement):
+            return "abandoned"  # nothing was submitted: no intent, or one settled as never submitted
         if self.settlement is not None:
-            return {"never-submitted": "abandoned", "refused": "refused", "ambiguous": "ambiguous"}[
-                self.settlement.state
-            ]
+            return {"refused": "refused", "ambiguous": "ambiguous"}[self.settlement.state]
         return "unsettled"
 
     @property
@@ -284,15 +282,16 @@ def closes(closure: CurveClosure, curve: Curve) -> bool:
 
 
 def _index(curve: Curve) -> None:
-    """The latest attempt that counts per batch (void ones skipped); failures and runs."""
+    """The attempt that counts per batch (the schema's rule); failures and runs."""
     for info in curve.attempts:
         status = info.status
         if status in ("failed", "refused", "ambiguous") or (status == "oom" and info.optimizer):
             curve.failed.append(info)
         if status in ("submitted", "unsettled"):
             curve.running.append(info)
-        if status != "abandoned":
-            curve.points[info.batch] = info
+    curve.points = counting_attempts(
+        curve.attempts, point=lambda i: i.batch, number=lambda i: i.number, void=lambda i: i.status == "abandoned"
+    )
 
 
 def _next_attempt(curve: Curve, batch: int) -> NextPoint:
