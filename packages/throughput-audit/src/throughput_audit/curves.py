@@ -21,6 +21,7 @@ from throughput_schema.layout import CURVES, RESULT, closure_path, curve_name, r
 
 def final_attempts(records: list[AttemptRecord]) -> dict[int, AttemptRecord]:
     """Per batch, the latest attempt that counts (void attempts never count)."""
+    # Derived here on purpose, not from the schema's `counting_attempts`: the audit checks that rule independently.
     out: dict[int, AttemptRecord] = {}
     for r in records:
         if not r.void:

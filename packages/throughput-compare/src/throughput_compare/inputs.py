@@ -1,8 +1,9 @@
 """Reading a campaign for comparison through the schema's campaign reader, hashing the
 exact bytes decoded, and refusing a campaign the audit has not passed.
 
-Per point the last successful attempt counts; for an optimizer-timing campaign the
-rate is its uninstrumented baseline's, as in the report.
+Per point the attempt that counts is the schema's (`counting_attempts`); its rate is read
+when it succeeded, and for an optimizer-timing campaign the rate is its uninstrumented
+baseline's, as in the report.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -19,11 +21,17 @@ from throughput_schema.audit import AuditReport
 from throughput_schema.layout import (
     AUDIT,
     BASELINE,
+    INTENT,
     MANIFEST,
+    RECEIPT,
     RESULT,
+    SETTLEMENT,
+    AttemptFiles,
     FileRead,
     attempt_folders,
+    counting_attempts,
     curve_name,
+    is_void,
     read_attempt,
     read_file,
 )
@@ -37,7 +45,7 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Measured:
-    """One point as it counts: the last attempt whose measurement succeeded."""
+    """One point as it counts: the attempt that counts, when its measurement succeeded."""
 
     curve: str
     batch: int
@@ -64,7 +72,7 @@ class Campaign:
     path: Path
     manifest: Manifest
     points: dict[tuple[str, int], Measured] = field(default_factory=dict)
-    # curve -> batch -> the kind of the last attempt's outcome that has a result
+    # curve -> batch -> the kind of the counted attempt's outcome, where it has a result
     outcomes: dict[str, dict[int, str]] = field(default_factory=dict)
     hashes: list[tuple[str, str]] = field(default_factory=list)
     # The manifest's worker, then every other worker a result names: a test worker's
@@ -138,23 +146,38 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
         path=path, manifest=manifest, hashes=hashes, workers=[manifest.worker], audit_test_worker=allowed
     )
     rates: dict[tuple[str, int], list[float]] = {}
+    read: list[tuple[AttemptFiles, dict[str, Any]]] = []
     for folder in attempt_folders(path):
-        files = read_attempt(folder, (RESULT, BASELINE))
+        files = read_attempt(folder, (SETTLEMENT, RESULT, BASELINE))
         records = {name: take(file) for name, file in files.files.items()}
-        for record in records.values():
+        for record in (records.get(RESULT), records.get(BASELINE)):
             if record is not None and record.worker is not None and record.worker.module not in campaign.workers:
                 campaign.workers.append(record.worker.module)
-        result: WorkerResult | None = records.get(RESULT)
+        read.append((files, records))
+        result = records.get(RESULT)
+        rated = _rated(result, records.get(BASELINE) if campaign.optimizer else result)
+        if rated is not None and rated.throughput is not None:
+            key = (curve_name(files.model, files.context_length), files.batch_size)
+            rates.setdefault(key, []).append(rated.throughput.tokens_per_second)
+    counted = counting_attempts(
+        read,
+        point=lambda fr: (curve_name(fr[0].model, fr[0].context_length), fr[0].batch_size),
+        number=lambda fr: fr[0].attempt,
+        void=lambda fr: is_void(
+            intent=(fr[0].path / INTENT).is_file(),
+            receipt=(fr[0].path / RECEIPT).is_file(),
+            result=RESULT in fr[1],
+            settlement=fr[1].get(SETTLEMENT),
+        ),
+    )
+    for (curve, batch), (files, records) in counted.items():
+        result = records.get(RESULT)
         if result is None:
             continue
-        curve, batch = curve_name(files.model, files.context_length), files.batch_size
         campaign.outcomes.setdefault(curve, {})[batch] = outcome_kind(result.outcome)
-        source = records.get(BASELINE) if campaign.optimizer else result
-        if source is None or outcome_kind(result.outcome) != "ok" or outcome_kind(source.outcome) != "ok":
+        source = _rated(result, records.get(BASELINE) if campaign.optimizer else result)
+        if source is None or source.throughput is None:
             continue
-        if source.throughput is None:
-            continue
-        rates.setdefault((curve, batch), []).append(source.throughput.tokens_per_second)
         campaign.points[(curve, batch)] = Measured(
             curve=curve,
             batch=batch,
@@ -168,6 +191,14 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
     for key, point in campaign.points.items():
         campaign.points[key] = replace(point, repeats=tuple(rates[key]))
     return campaign
+
+
+def _rated(result: WorkerResult | None, source: WorkerResult | None) -> WorkerResult | None:
+    """The record the attempt's rate comes from (the baseline, when optimizer), where it and the
+    result are ok and it measured a rate; else None."""
+    if result is None or source is None or source.throughput is None:
+        return None
+    return source if outcome_kind(result.outcome) == "ok" and outcome_kind(source.outcome) == "ok" else None
 
 
 def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[str, str]]) -> str:

@@ -18,10 +18,12 @@ from throughput_schema.layout import (
     MANIFEST,
     RECEIPT,
     RESULT,
+    SETTLEMENT,
     FileRead,
     attempt_folders,
     closure_path,
     curve_name,
+    is_void,
     read_attempt,
     read_file,
 )
@@ -45,6 +47,7 @@ class ReportAttempt:
     baseline: WorkerResult | None
     # Raw burst samples from bursts.jsonl; None when the file is absent.
     bursts: list[BurstSample] | None
+    void: bool = False  # nothing was submitted (`is_void`): the attempt never counts
 
     @property
     def curve(self) -> str:
@@ -92,8 +95,9 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# Intents and receipts are read (and hashed) only to prove they decode.
-_READ = (INTENT, RECEIPT, RESULT, BASELINE, BURSTS)
+# Intents and receipts are read (and hashed) to prove they decode, and with a settlement
+# to tell a void attempt, which never counts.
+_READ = (INTENT, RECEIPT, SETTLEMENT, RESULT, BASELINE, BURSTS)
 
 
 def load_campaign(path: Path) -> ReportCampaign:
@@ -128,6 +132,12 @@ def load_campaign(path: Path) -> ReportCampaign:
                 result=records.get(RESULT),
                 baseline=records.get(BASELINE),
                 bursts=records.get(BURSTS),
+                void=is_void(
+                    intent=INTENT in records,
+                    receipt=RECEIPT in records,
+                    result=RESULT in records,
+                    settlement=records.get(SETTLEMENT),
+                ),
             )
         )
     attempts.sort(key=lambda a: (a.model, a.context, a.batch, a.attempt))

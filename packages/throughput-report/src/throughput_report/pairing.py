@@ -14,7 +14,7 @@ from pathlib import Path
 
 from throughput_report.inputs import Refused, ReportAttempt, ReportCampaign
 from throughput_schema import CurveClosure, outcome_kind
-from throughput_schema.layout import curve_name, parse_curve_name
+from throughput_schema.layout import counting_attempts, curve_name, parse_curve_name
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class PairedCurve:
 
     model: str
     context: int
-    # The final attempt at every batch that has a result, by batch.
+    # The attempt that counts at every batch where it has a result, by batch.
     finals: dict[int, ReportAttempt]
     fitting: list[int]
     first_oom: int | None
@@ -63,16 +63,14 @@ class Pair:
 
 
 def _final_attempts(campaign: ReportCampaign, curve: str) -> tuple[dict[int, ReportAttempt], dict[int, ReportAttempt]]:
-    """Per batch: the latest attempt with a result, and the latest attempt of all."""
-    finals: dict[int, ReportAttempt] = {}
-    latest: dict[int, ReportAttempt] = {}
-    for attempt in campaign.attempts:
-        if attempt.curve != curve:
-            continue
-        latest[attempt.batch] = attempt
-        if attempt.result is not None:
-            finals[attempt.batch] = attempt
-    return finals, latest
+    """Per batch: the attempt that counts (the schema's rule) where it has a result, and the one that counts."""
+    latest = counting_attempts(
+        (a for a in campaign.attempts if a.curve == curve),
+        point=lambda a: a.batch,
+        number=lambda a: a.attempt,
+        void=lambda a: a.void,
+    )
+    return {b: a for b, a in latest.items() if a.result is not None}, latest
 
 
 def throughput_curves(campaign: ReportCampaign) -> dict[str, PairedCurve]:
@@ -139,12 +137,12 @@ def optimizer_points(
                 f"optimizer campaign {campaign.name}: curve {name} inherits batches {list(inherited)}, but "
                 f"throughput campaign {parent_name} fits {curve.fitting}"
             )
-        finals, latest = _final_attempts(campaign, name)
+        finals, _ = _final_attempts(campaign, name)
         points: dict[int, OptimizerPoint] = {}
         for batch in inherited:
             attempt = finals.get(batch)
             problem = None
-            if attempt is None or latest[batch] is not attempt:
+            if attempt is None:
                 problem = "has no result.json"
             elif outcome_kind(attempt.measured.outcome) != "ok":
                 problem = f"ended with {outcome_kind(attempt.measured.outcome)}"

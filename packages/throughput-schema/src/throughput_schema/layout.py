@@ -21,9 +21,10 @@ Nothing here writes.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -151,6 +152,37 @@ class Attempt:
         submission: a receipt, a settlement or a job in flight all follow it)."""
         assert self.intent is not None, f"{self.path}: no submission intent, so no token"
         return self.intent.token
+
+
+def is_void(*, intent: bool, receipt: bool, result: bool, settlement: Settlement | None) -> bool:
+    """Nothing of the attempt reached the scheduler: it has no receipt and no result, and
+    either no intent (the folder was made, the intent never written) or an intent settled
+    as never submitted. `intent`, `receipt` and `result` say whether those files exist."""
+    if receipt or result:
+        return False
+    return not intent or (settlement is not None and settlement.state == "never-submitted")
+
+
+_A = TypeVar("_A")
+_P = TypeVar("_P", bound=Hashable)
+
+
+def counting_attempts(
+    attempts: Iterable[_A], *, point: Callable[[_A], _P], number: Callable[[_A], int], void: Callable[[_A], bool]
+) -> dict[_P, _A]:
+    """Which attempt of a point counts: per point, the highest-numbered attempt that is not
+    void (`is_void`), whatever it holds; a point whose attempts are all void has none.
+
+    The sweep, the report and compare read a point through this rule; the audit derives
+    it again on its own. Points come in the order their first counted attempt is met."""
+    out: dict[_P, _A] = {}
+    for attempt in attempts:
+        if void(attempt):
+            continue
+        key = point(attempt)
+        if key not in out or number(attempt) > number(out[key]):
+            out[key] = attempt
+    return out
 
 
 # What an attempt folder may hold, in the order the reader reads it, and the record

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from throughput_schema import Settlement, WorkerResult, outcome_kind
-from throughput_schema.layout import Attempt
+from throughput_schema.layout import Attempt, is_void
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
 
@@ -46,11 +46,12 @@ class AttemptInfo:
             return "ok" if kind == "ok" else "oom" if kind == "cuda_oom" else "failed"
         if a.receipt is not None:
             return "submitted"
-        if a.intent is None:
-            return "abandoned"  # the folder was made but the intent never written: nothing submitted
+        if is_void(intent=a.intent is not None, receipt=False, result=False, settlement=self.settlement):
+            return "abandoned"  # nothing was submitted: no intent, or one settled as never submitted
         if self.settlement is not None:
             state = self.settlement.state
-            return "abandoned" if state == "never-submitted" else state
+            assert state != "never-submitted"  # is_void took it
+            return state
         return "unsettled"
 
     @property

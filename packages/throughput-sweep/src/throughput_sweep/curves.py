@@ -18,7 +18,7 @@ from pathlib import Path
 
 from throughput_schema import CurveClosure, CurveSummary, FailedAttempt, Manifest
 from throughput_schema.campaigns import CURVE_ENDED, CurveState
-from throughput_schema.layout import curve_name
+from throughput_schema.layout import counting_attempts, curve_name
 from throughput_sweep.attempt_status import AttemptInfo
 
 
@@ -189,15 +189,16 @@ def closes(closure: CurveClosure, curve: Curve) -> bool:
 
 
 def _index(curve: Curve) -> None:
-    """The latest attempt that counts per batch (void ones skipped); failures and runs."""
+    """The attempt that counts per batch (the schema's rule); failures and runs."""
     for info in curve.attempts:
         status = info.status
         if status in ("failed", "refused", "ambiguous") or (status == "oom" and info.optimizer):
             curve.failed.append(info)
         if status in ("submitted", "unsettled"):
             curve.running.append(info)
-        if status != "abandoned":
-            curve.points[info.batch] = info
+    curve.points = counting_attempts(
+        curve.attempts, point=lambda i: i.batch, number=lambda i: i.number, void=lambda i: i.status == "abandoned"
+    )
 
 
 def _next_attempt(curve: Curve, batch: int) -> NextPoint:

@@ -81,6 +81,7 @@ class WatcherState:
     refused_cancelled: set[str] = field(default_factory=set)  # never-starting jobs cancelled
     vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
     never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
+    seen_out: set[str] = field(default_factory=set)  # job ids this watcher saw pending or running
 
 
 def _terminal(state: str) -> bool:
@@ -135,6 +136,7 @@ class Watcher:
         self.scheduler = scheduler
         self.options = options
         self.retry: frozenset[Path] = frozenset()  # set by startup(), once the recorded jobs are known
+        self.out_at_start: frozenset[Path] = frozenset()  # attempts out when this run began (--retry-failed)
         self.st = WatcherState()
         self.slots = getattr(scheduler, "slots", campaign.manifest.profile.max_concurrent_jobs)
         self.limit = SlotLimit(allowed=self.slots, slots=self.slots, probe_every=options.limit_probe)
@@ -153,7 +155,10 @@ class Watcher:
 
     async def startup(self) -> None:
         """Before anything is submitted: learn every recorded job's state, settle every intent."""
-        await self._poll_once(await self.infos())
+        infos = await self.infos()
+        if self.options.retry_failed:
+            self.out_at_start = frozenset(i.attempt.path for i in infos if i.status in ("submitted", "unsettled"))
+        await self._poll_once(infos)
         for attempt in range(self.options.settle_attempts):
             infos = await self.infos()
             give_up = attempt == self.options.settle_attempts - 1
@@ -175,7 +180,11 @@ class Watcher:
 
     async def curves(self) -> tuple[list[AttemptInfo], list[Curve]]:
         infos = await self.infos()
-        return infos, derive(self.campaign.manifest, infos, self.retry, self.campaign.closures())
+        # A job out at the start that this run never saw out ended while no watcher ran, however late
+        # the run learns it failed (no answer from the scheduler at startup): --retry-failed retries it.
+        # (`derive` retries only those that failed.)
+        gone = self.out_at_start - {i.attempt.path for i in infos if i.job_id in self.st.seen_out}
+        return infos, derive(self.campaign.manifest, infos, self.retry | gone, self.campaign.closures())
 
     def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
         if any(not c.done for c in curves):
@@ -287,6 +296,8 @@ class Watcher:
             assert receipt is not None, "to_poll keeps only attempts with a receipt"
             status = statuses.get(receipt.job_id)
             self._note_pending(receipt.job_id, status)
+            if status is not None and not status.finished and status.state != "UNKNOWN":
+                self.st.seen_out.add(receipt.job_id)
             if self._never_starts(receipt.job_id, status, clock):
                 assert status is not None, "a job never starts only by its pending reason"
                 changed |= await refuse(self, info, status.reason)
