@@ -213,20 +213,11 @@ def case_peer_b(recipe, seconds, windows) -> dict:
 
     m, o = recipe.model, recipe.optimizer
     cfg = LlamaConfig(
-        vocab_size=m.vocab_size,
-        hidden_size=m.d_model,
-        intermediate_size=m.ffn_dim,
-        num_hidden_layers=m.n_layers,
-        num_attention_heads=m.n_heads,
-        num_key_value_heads=m.n_heads,
-        head_dim=m.head_dim,
-        max_position_embeddings=m.context_length,
-        rms_norm_eps=m.norm_eps,
-        rope_theta=m.rope_theta,
-        tie_word_embeddings=True,
-        attention_bias=False,
-        mlp_bias=False,
-    )
+        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.ffn_dim,
+        num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
+        head_dim=m.head_dim, max_position_embeddings=m.context_length, rms_norm_eps=m.norm_eps,
+        rope_theta=m.rope_theta, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+    )  # fmt: skip
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(recipe.training.seed)
     model = LlamaForCausalLM(cfg).to(CUDA)
@@ -298,30 +289,13 @@ def main(argv=None) -> int:
     ap.add_argument("--points", nargs="*", default=DEFAULT_POINTS, help="MODEL@CONTEXTxBATCH, e.g. 250m@2048x16")
     ap.add_argument("--quick", action="store_true", help="shorter windows (about 1 s x 3)")
     ap.add_argument("--no-peer-b", action="store_true")
-    ap.add_argument(
-        "--optimizer-kernels",
-        nargs="*",
-        default=[],
-        choices=KERNELS,
-        metavar="KERNEL",
-        help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side",
-    )
-    ap.add_argument(
-        "--triton-blocks",
-        nargs="*",
-        type=int,
-        default=[],
-        metavar="N",
-        help="with --optimizer-kernels: also the triton kernel with update blocks of N elements",
-    )
+    ap.add_argument("--optimizer-kernels", nargs="*", default=[], choices=KERNELS, metavar="KERNEL",
+                    help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side")  # fmt: skip
+    ap.add_argument("--triton-blocks", nargs="*", type=int, default=[], metavar="N",
+                    help="with --optimizer-kernels: also the triton kernel with update blocks of N elements")  # fmt: skip
     ap.add_argument("--optimizer-only", action="store_true", help="only the ceilings and --optimizer-kernels")
-    ap.add_argument(
-        "--kernel",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="ours with this kernel choice, repeatable, e.g. cross_entropy=triton (default: Kernels())",
-    )
+    ap.add_argument("--kernel", action="append", default=[], metavar="FIELD=VALUE",
+                    help="ours with this kernel choice, repeatable, e.g. cross_entropy=triton (default: Kernels())")  # fmt: skip
     args = ap.parse_args(argv)
     kernels = parse_kernels(args.kernel)
     if not torch.cuda.is_available():
@@ -330,20 +304,10 @@ def main(argv=None) -> int:
     seconds, windows = (1.0, 3) if args.quick else (3.0, 3)
     hw = hardware.collect(CUDA)
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes)
-    report = {
-        "hardware": {
-            "gpu": hw.gpu_name,
-            "memory": hw.gpu_memory_bytes,
-            "torch": hw.torch,
-            "cuda": hw.cuda,
-            "driver": hw.driver,
-            "triton": triton_version(),
-        },
-        "peak_bf16_flops": peak,
-        "ceilings": ceilings(args.quick),
-        "command": sys.argv,
-        "points": [],
-    }
+    machine = {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
+                "driver": hw.driver, "triton": triton_version()}  # fmt: skip
+    report = {"hardware": machine, "peak_bf16_flops": peak, "ceilings": ceilings(args.quick), "command": sys.argv,
+              "points": []}  # fmt: skip
     copy_bw = report["ceilings"]["copy_bytes_per_second"]
     print(
         f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
