@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,26 @@ def test_crash_between_the_request_and_the_intent_submits_nothing_twice(tmp_path
         "curves/20m-c512/b1/attempt-2",
         "curves/20m-c512/b2/attempt-1",
     ]
+
+
+def test_a_job_that_finished_before_its_receipt_was_written_is_adopted_on_resume(tmp_path, plan):
+    """SIGKILL right after the submission, before receipt.json; the job then runs to its result
+    while no watcher runs. The result gives the point its status, and the resumed watcher still
+    adopts the job by its token, so every job that ran has its receipt."""
+    out = tmp_path / "camp"
+    common = ["--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
+    first = ("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2")
+    run(*first, "--worker", "scripted_worker", *common, plan=plan, check_rc=-9,
+        env_extra={"THROUGHPUT_SWEEP_CRASH_AT": "after-submit"})  # fmt: skip
+    attempt = out / "curves/20m-c512/b1/attempt-1"
+    assert not (attempt / "receipt.json").exists()
+    deadline = time.monotonic() + 60
+    while not (attempt / "result.json").exists():
+        assert time.monotonic() < deadline, "the job's result never came"
+        time.sleep(0.2)
+    run("run", "--output", out, "--resume", *common, plan=plan)
+    receipt = json.loads((attempt / "receipt.json").read_text())
+    intent = json.loads((attempt / "intent.json").read_text())
+    assert receipt["adopted"] is True and receipt["token"] == intent["token"]
+    assert not (out / "curves/20m-c512/b1/attempt-2").exists()  # measured once
+    assert len(list(out.glob("curves/*/b*/attempt-*/receipt.json"))) == 2

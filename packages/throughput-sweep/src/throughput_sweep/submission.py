@@ -89,6 +89,36 @@ async def settle_intents(
     return len(pending), ""
 
 
+async def adopt_finished(scheduler: Scheduler, infos: list[AttemptInfo]) -> int:
+    """An intent without a receipt whose job already wrote its result (the watcher died between
+    sbatch and the receipt, and the job ended before the next watcher looked): its status comes
+    from the result, so `settle_intents` passes it by, but the job still needs its receipt
+    (its accounting, the audit's job checks). Adopted where exactly one job carries the token;
+    otherwise, or where the scheduler does not answer, left for the next start. Returns how many."""
+    late = [
+        i
+        for i in infos
+        if i.attempt.intent is not None
+        and i.attempt.receipt is None
+        and i.settlement is None
+        and (i.attempt.path / RESULT).exists()
+    ]
+    if not late:
+        return 0
+    since = min(parse_time(i.attempt.intent.created_at) for i in late if i.attempt.intent is not None)
+    try:
+        found = await scheduler.find_by_token([i.attempt.token for i in late], since)
+    except QueryFailed:
+        return 0
+    adopted = 0
+    for info in late:
+        jobs = found.get(info.attempt.token, [])
+        if len(jobs) == 1:
+            adopt(info.attempt.path, info.attempt.token, jobs[0], scheduler.name)
+            adopted += 1
+    return adopted
+
+
 def adopt(directory: Path, token: str, job_id: str, scheduler: SchedulerName) -> Receipt:
     receipt = Receipt(token=token, job_id=job_id, submitted_at=now(), scheduler=scheduler, adopted=True)
     write_atomic(directory / RECEIPT, receipt)

@@ -29,7 +29,7 @@ from throughput_sweep.curves import Curve, derive, pick
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
 from throughput_sweep.schedulers.slurm_reasons import never_starts
-from throughput_sweep.submission import record_accounting, settle_intents, write_missing_result
+from throughput_sweep.submission import adopt_finished, record_accounting, settle_intents, write_missing_result
 
 
 @dataclass
@@ -52,8 +52,7 @@ class WatchOptions:
     # A job that squeue no longer lists while sacct gives no row (slurmdbd down, accounting
     # disabled) is settled from its attempt folder after this long (`cluster_limits.settle_vanished`).
     accounting_down_grace: float = 300.0
-    # ...and, without a result there, only once its time limit has passed since its
-    # submission by this much.
+    # ...and, without a result there, only once its time limit has passed since its submission by this much.
     vanished_margin: float = 300.0
     progress: bool = True
     resume_command: str = ""
@@ -92,8 +91,7 @@ def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
     """Jobs that may occupy a slot: unsettled intents and receipts not known to have ended."""
     out = 0
     for info in infos:
-        status = info.status
-        if status == "unsettled":
+        if info.status == "unsettled":
             out += 1
             continue
         receipt = info.attempt.receipt
@@ -167,6 +165,7 @@ class Watcher:
                 break
             self._say(f"cannot settle submission intents yet ({error}); retrying")
             await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
+        await adopt_finished(self.scheduler, await self.infos())
         await self._poll_once(await self.infos())
         if self.options.retry_failed:
             # After the polls: a job found lost on resume (NODE_FAIL after the machine went
