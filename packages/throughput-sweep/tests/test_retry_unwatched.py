@@ -77,7 +77,10 @@ def test_a_job_that_ended_unwatched_is_retried_by_the_same_run(tmp_path, monkeyp
     job = json.loads((b2 / RECEIPT).read_text())["job_id"]
     anyio.run(local.cancel, job)  # someone else cancels it while no watcher runs
     _wait_for(lambda: anyio.run(local.poll, [job])[job].finished, "the cancelled job to end")
-    assert not (b2 / RESULT).exists()
+    # Usually the job ends without a result, so the run learns of the failure only in its loop
+    # (the case this test is for). On a loaded machine the job's own side may write its
+    # "cancelled" result before it ends; start-up then sees the failure. Either way the same
+    # run must retry it.
 
     # Both start-up polls go unanswered: the run learns of the cancellation in its loop.
     scheduler = NoAnswerAtFirst(make_scheduler(campaign.manifest.profile, campaign.root), failures=2)
