@@ -115,7 +115,7 @@ def test_hardware_and_kernel_differences_are_stated_not_refused(lab, tmp_path):
         ("hardware", "driver"): ("570.1", "580.2"),
         ("hardware", "cuda"): ("12.8", "13.0"),
         ("hardware", "torch"): ("2.10.0", "2.11.0"),
-        ("kernels", "kernels"): ("default", "attention=flash, swiglu=default"),
+        ("kernels", "kernels"): ("default", "attention=flash, norm=default, rope=default, swiglu=default"),
     }
     markdown = (tmp_path / "out" / "comparison.md").read_text()
     assert "- hardware torch: A 2.10.0 · B 2.11.0" in markdown
@@ -136,13 +136,14 @@ OLD_KERNELS = {
     [
         (OLD_KERNELS, None),  # old against old
         ({**OLD_KERNELS, "swiglu": "default"}, None),  # a missing swiglu is "default"
+        ({**OLD_KERNELS, "swiglu": "default", "norm": "default", "rope": "default"}, None),  # so are norm and rope
         (
             {**OLD_KERNELS, "optimizer": "triton", "swiglu": "triton"},
             (
-                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=fused, "
-                "swiglu=default",
-                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, optimizer=triton, "
-                "swiglu=triton",
+                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
+                "optimizer=fused, rope=default, swiglu=default",
+                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
+                "optimizer=triton, rope=default, swiglu=triton",
             ),
         ),
     ],

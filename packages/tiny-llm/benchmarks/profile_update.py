@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import copy_bandwidth, parse_kernels  # noqa: E402
 
 FAMILIES = [
-    ("tiny_llm triton", ("_swiglu_", "_cross_entropy_", "_add_norm_")),
+    ("tiny_llm triton", ("_swiglu_", "_cross_entropy_", "_add_norm_", "_rope_")),
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_")),
     ("optimizer", ("fused_adamw", "multi_tensor", "adam")),

@@ -28,8 +28,9 @@ rewritten after every case, so a run cut short keeps what it measured.
 Also: swiglu-default (silu(gate) * up as inductor fuses it, the default before issue 20)
 and swiglu-triton (SwiGLU forward and backward in Triton, tiny_llm.triton_swiglu: the
 baseline's own choice on CUDA where triton imports), and norm-triton (each residual add, RMSNorm
-and the cast in one Triton pass forward and backward, tiny_llm.triton_norm). Each case records the kernels that
-ran ("auto" resolved).
+and the cast in one Triton pass forward and backward, tiny_llm.triton_norm), and rope-triton (q and k
+rotated from the QKV projection's output and d(qkv) written whole, tiny_llm.triton_rope). Each case
+records the kernels that ran ("auto" resolved).
 
 Run on the H200 (torch from the image; msgspec carried in .whl):
 
@@ -93,6 +94,7 @@ CASES = {
     "swiglu-default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "swiglu-triton": Kernels(swiglu="triton"),
     "norm-triton": Kernels(norm="triton"),  # residual add, RMSNorm and cast in one Triton pass (issue 27)
+    "rope-triton": Kernels(rope="triton"),  # RoPE from the QKV output, d(qkv) whole (issue 27)
     "inductor-cd": Kernels(inductor_tuning="coordinate-descent"),
     "max-autotune": Kernels(compile_mode="max-autotune-no-cudagraphs"),
     "opt-compiled": Kernels(optimizer="compiled"),

@@ -6,6 +6,8 @@
 - norm (`tiny_llm.triton_norm`): the first norm, an add and norm that keeps the residual and
   the final one that does not, chained as the model chains them, the FP32 residual, the two
   sublayer outputs and the weight stacked in one tensor.
+- rope (`tiny_llm.triton_rope`): q, k and v from the QKV projection's output, q and k rotated,
+  their gradients given in the strides attention's backward may give them (one transposed).
 
 CPU: the kernels under the Triton interpreter, in a subprocess (TRITON_INTERPRET must be
 set before the kernels are defined, and must not leak into the other tests); skipped
@@ -34,17 +36,18 @@ ROOT = Path(__file__).resolve().parents[3]
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 SKIP = 77  # the subprocess's "interpreter cannot run here"
 # Parametrised by kernel name (a Kernels field set to "triton"), so a new kernel is one more case.
-KERNELS = ("swiglu", "cross_entropy", "norm")
+KERNELS = ("swiglu", "cross_entropy", "norm", "rope")
 AUTO = ("swiglu",)  # the fields whose default "auto" picks triton on CUDA
 # What the compiled forward and backward must launch, per kernel.
 LAUNCHES = {
     "swiglu": ("_swiglu_forward", "_swiglu_backward"),
     "cross_entropy": ("_cross_entropy_forward",),
     "norm": ("_add_norm_forward", "_add_norm_backward"),
+    "rope": ("_rope_forward", "_rope_backward"),
 }
 # Kernels whose every output is one FP32 computation rounded once (the CE's gradients pass
 # through BF16 matrix products, so they are compared against eager alone).
-EXACT = ("swiglu", "norm")
+EXACT = ("swiglu", "norm", "rope")
 # FP32 absolute tolerance against eager where a gradient is a long sum taken in another order:
 # the norm's weight gradient sums 3 x 4096 rows at "model" (6.9e-5 off on the H200, of values ~1e2).
 FP32_ATOL = {"norm": 1e-4}
@@ -66,6 +69,8 @@ def case(kernel: str, size: str, dtype, device="cpu", seed=0):
         return ce_case(size, dtype, device, gen)
     if kernel == "norm":
         return norm_case(size, dtype, device, gen)
+    if kernel == "rope":
+        return rope_case(size, dtype, device, gen)
     assert kernel == "swiglu", kernel
     from tiny_llm.triton_swiglu import swiglu
 
@@ -114,6 +119,26 @@ def norm_case(size: str, dtype, device, gen):
     grads = tuple(torch.randn(n, d, generator=gen, device=device).to(dtype) for _ in range(4))
     grads = grads[:1] + (grads[1].float(),) + grads[2:]  # r1's gradient is FP32, as the residual
     return (lambda xs: norm_chain(xs, n, 1e-5, fused=True), lambda xs: norm_chain(xs, n, 1e-5, fused=False), xs, grads)
+
+
+def rope_case(size: str, dtype, device, gen):
+    """ "odd": a head_dim whose half is not a power of two (masked columns) and rows that leave
+    the last tile partly masked; "model": 250m's heads over a 2048-token context."""
+    from tiny_llm.model import apply_rope, rope_tables
+    from tiny_llm.triton_rope import qkv_rope
+
+    b, t, h, d = {"odd": (3, 7, 3, 24), "small": (1, 5, 2, 8), "model": (2, 2048, 15, 64)}[size]
+    cos, sin = rope_tables(d, t, 10000.0, device=device)
+    qkv = torch.randn(b, t, 3 * h * d, generator=gen, device=device).to(dtype)
+
+    def eager(qkv):
+        q, k, v = (x.transpose(1, 2) for x in qkv.view(b, t, 3, h, d).unbind(dim=2))
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    # dq in (B, H, T, D) memory, dk and dv transposed views of (B, T, H, D) memory.
+    dq = torch.randn(b, h, t, d, generator=gen, device=device).to(dtype)
+    dk, dv = (torch.randn(b, t, h, d, generator=gen, device=device).to(dtype).transpose(1, 2) for _ in range(2))
+    return (lambda qkv: qkv_rope(qkv, cos, sin, h)), eager, qkv, (dq, dk, dv)
 
 
 def through_autograd(fn, x, grads):
@@ -177,6 +202,12 @@ def interpreted(kernel: str) -> None:
         norm.MAX_PROGRAMS, norm.PROGRAMS = 3, 8
         for dtype in (torch.float32, torch.bfloat16):
             check(*case(kernel, "odd", dtype), exact=True)
+    if kernel == "rope":  # several programs, the last one partly masked
+        import tiny_llm.triton_rope as rope
+
+        rope.BLOCK_ROWS = 8
+        for dtype in (torch.float32, torch.bfloat16):
+            check(*case(kernel, "odd", dtype), exact=True)
     l0, g0 = tiny_model_loss_and_grads(Kernels(**{kernel: "default"}))
     l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}))
     torch.testing.assert_close(l1, l0)
@@ -206,15 +237,28 @@ def test_interpreted_kernel_matches_eager(kernel):
     assert proc.returncode == 0 and f"interpreted {kernel} ok" in proc.stdout, proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
-def test_norm_kernels_compile_for_hopper_with_fp64_scalars():
-    """torch.compile launches a user kernel with a Python float typed fp64 (seen on the H200 with
-    torch 2.11: the backward did not compile); each kernel's every variant compiles for sm_90 so,
-    on the CPU, as far as Triton's own toolchain goes."""
+def compile_for_hopper(fn, types: tuple[str, ...], const: dict) -> None:
+    """Triton's own toolchain compiles `fn` for sm_90 with these argument types, on the CPU;
+    a skip where this triton has no CUDA toolchain (not the calling test's question)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    names = fn.arg_names
+    sig = {**dict(zip(names, types)), **{k: "constexpr" for k in const}}
+    src = ASTSource(fn, sig, {(names.index(k),): v for k, v in const.items()})
+    try:
+        triton.compile(src, target=GPUTarget("cuda", 90, 32))
+    except triton.compiler.errors.CompilationError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"triton cannot compile for sm_90 here: {type(exc).__name__}: {exc}"[:200])
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
+def test_norm_kernels_compile_for_hopper_with_fp64_scalars():
+    """torch.compile launches a user kernel with a Python float typed fp64 (seen on the H200 with
+    torch 2.11: the backward did not compile); each kernel's every variant compiles for sm_90 so."""
     from tiny_llm.triton_norm import _add_norm_backward, _add_norm_forward
 
     pointers = {
@@ -223,17 +267,19 @@ def test_norm_kernels_compile_for_hopper_with_fp64_scalars():
     }
     scalars = {_add_norm_forward: ("i32", "i32", "fp64"), _add_norm_backward: ("i32", "i32", "i32", "fp64")}
     for fn, types in pointers.items():
-        names = fn.arg_names
         for flags in ((True, True), (False, True), (True, False)):
-            const = {**dict(zip(names[-4:-2], flags)), "BLOCK_ROWS": 4, "BLOCK_COLS": 512}
-            sig = {**dict(zip(names, types + scalars[fn])), **{k: "constexpr" for k in const}}
-            src = ASTSource(fn, sig, {(names.index(k),): v for k, v in const.items()})
-            try:
-                triton.compile(src, target=GPUTarget("cuda", 90, 32))
-            except triton.compiler.errors.CompilationError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - no CUDA toolchain in this triton: not this test's question
-                pytest.skip(f"triton cannot compile for sm_90 here: {type(exc).__name__}: {exc}"[:200])
+            const = {**dict(zip(fn.arg_names[-4:-2], flags)), "BLOCK_ROWS": 4, "BLOCK_COLS": 512}
+            compile_for_hopper(fn, types + scalars[fn], const)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
+@pytest.mark.parametrize("index", ["i32", "i64"])  # strides and sizes as torch.compile may type them
+def test_rope_kernels_compile_for_hopper(index):
+    from tiny_llm.triton_rope import _rope_backward, _rope_forward
+
+    const = {"HALF": 32, "BLOCK_HALF": 32, "BLOCK_ROWS": 64}
+    compile_for_hopper(_rope_forward, ("*bf16", "*fp32", "*fp32", "*bf16", "*bf16") + (index,) * 3, const)
+    compile_for_hopper(_rope_backward, ("*bf16",) * 3 + ("*fp32",) * 2 + ("*bf16",) + (index,) * 12, const)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -63,6 +63,7 @@ def test_cli_flags_recorded_in_result(tmp_path, capsys):
         "optimizer": "tensor",
         "swiglu": "default",
         "norm": "default",
+        "rope": "default",
     }
     assert "attention=flash" in capsys.readouterr().out
 
@@ -86,6 +87,7 @@ def test_cli_defaults_recorded(tmp_path, capsys):
         (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
         (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
         (["--norm-kernel", "auto"], "--norm-kernel"),
+        (["--rope-kernel", "auto"], "--rope-kernel"),
     ],
 )
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):

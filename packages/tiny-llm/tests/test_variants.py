@@ -177,6 +177,7 @@ def test_kernels_record_and_validation():
         "optimizer": "auto",
         "swiglu": "auto",
         "norm": "default",
+        "rope": "default",
     }
     assert Kernels(swiglu="default").record()["swiglu"] == "default"
     k = Kernels(
@@ -196,6 +197,8 @@ def test_kernels_record_and_validation():
         Kernels(swiglu="cuda")
     with pytest.raises(ValueError, match="norm"):
         Kernels(norm="auto")
+    with pytest.raises(ValueError, match="rope"):
+        Kernels(rope="auto")
 
 
 def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
@@ -248,6 +251,7 @@ GPU_VARIANTS = {
     "swiglu=triton": Kernels(swiglu="triton"),  # the default's own choice where triton imports
     "swiglu=default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20
     "norm=triton": Kernels(norm="triton"),  # residual add, RMSNorm and cast in one Triton pass
+    "rope=triton": Kernels(rope="triton"),  # RoPE from the QKV output and d(qkv) whole, one pass each
     "inductor=coordinate-descent": Kernels(inductor_tuning="coordinate-descent"),
     "optimizer=compiled": Kernels(optimizer="compiled"),
     "optimizer=fused": Kernels(optimizer="fused"),  # the default before issue 20

@@ -42,8 +42,8 @@ def _hardware(a: Campaign, b: Campaign) -> list[Difference]:
 
 # Kernel fields that results from before them lack, and the value such a result ran with
 # (`swiglu` was recorded only when not "default" until the Triton SwiGLU became the default
-# on CUDA; results since record it always, resolved).
-KERNEL_FIELD_DEFAULTS = {"swiglu": "default"}
+# on CUDA; results since record it always, resolved; `norm` and `rope` came later).
+KERNEL_FIELD_DEFAULTS = {"swiglu": "default", "norm": "default", "rope": "default"}
 
 
 def _kernels(a: Campaign, b: Campaign) -> list[Difference]:

@@ -53,6 +53,7 @@ ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked", "triton")
 SWIGLU = ("auto", "default", "triton")
 NORM = ("default", "triton")
+ROPE = ("default", "triton")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
 OPTIMIZER = ("auto", "tensor", "fused", "compiled", "triton")  # "auto" and tiny_llm.arena_adamw.KERNELS
@@ -71,6 +72,7 @@ class Kernels:
     inductor_tuning: str = "default"
     optimizer: str = "auto"
     norm: str = "default"
+    rope: str = "default"
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -80,6 +82,7 @@ class Kernels:
             ("inductor_tuning", INDUCTOR_TUNING),
             ("optimizer", OPTIMIZER),
             ("norm", NORM),
+            ("rope", ROPE),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -89,7 +92,7 @@ class Kernels:
     def record(self) -> dict[str, str]:
         """What the result file records: every field, as strings. The worker records them
         resolved (`optimizer` and `swiglu` as they ran, never "auto"); results from before
-        the `swiglu` or `norm` field lack it, which means "default"."""
+        the `swiglu`, `norm` or `rope` field lack it, which means "default"."""
         out = {
             "attention": self.attention,
             "cross_entropy": self.cross_entropy,
@@ -98,6 +101,7 @@ class Kernels:
             "optimizer": self.optimizer,
             "swiglu": self.swiglu,
             "norm": self.norm,
+            "rope": self.rope,
         }
         if self.cross_entropy == "chunked":
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)

@@ -61,6 +61,7 @@ TRITON = {
     "swiglu": ("tiny_llm.triton_swiglu", "swiglu"),
     "cross_entropy": ("tiny_llm.triton_cross_entropy", "linear_cross_entropy"),
     "norm": ("tiny_llm.triton_norm", "add_rms_norm"),
+    "rope": ("tiny_llm.triton_rope", "qkv_rope"),
 }
 
 
@@ -101,12 +102,17 @@ class Attention(nn.Module):
         inner = cfg.n_heads * cfg.head_dim
         self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
         self.proj = nn.Linear(inner, cfg.d_model, bias=False)
+        # None: the split and `apply_rope` below, fused by inductor when compiled.
+        self.rope = load_triton("rope", self.qkv.weight.device) if kernels.rope == "triton" else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.rope is not None:
+            q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
+        else:
+            q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:

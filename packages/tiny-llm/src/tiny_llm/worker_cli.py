@@ -65,7 +65,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     # Speed variants (tiny_llm.kernels); the defaults are the measured behaviour, and the
     # choice is recorded in the result's `kernels` ("auto" as the kernel it resolved to).
-    from tiny_llm.kernels import ATTENTION, CE_CHUNK_TOKENS, CROSS_ENTROPY, INDUCTOR_TUNING, NORM, OPTIMIZER, SWIGLU
+    from tiny_llm.kernels import (
+        ATTENTION,
+        CE_CHUNK_TOKENS,
+        CROSS_ENTROPY,
+        INDUCTOR_TUNING,
+        NORM,
+        OPTIMIZER,
+        ROPE,
+        SWIGLU,
+    )
 
     p.add_argument(
         "--attention-backend",
@@ -98,6 +107,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="default",
         help="triton: each residual add, RMSNorm and cast as one Triton pass forward and backward "
         "(tiny_llm.triton_norm); default: inductor's fusion",
+    )
+    p.add_argument(
+        "--rope-kernel",
+        choices=ROPE,
+        default="default",
+        help="triton: q and k rotated from the QKV projection's output and d(qkv) written whole, "
+        "one Triton pass each way (tiny_llm.triton_rope); default: inductor's fusion",
     )
     p.add_argument(
         "--inductor-tuning",
@@ -195,6 +211,7 @@ def kernels_from_args(args: argparse.Namespace):
         inductor_tuning=args.inductor_tuning,
         optimizer=args.optimizer_kernel,
         norm=args.norm_kernel,
+        rope=args.rope_kernel,
     )
 
 

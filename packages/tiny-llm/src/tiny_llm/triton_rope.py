@@ -1,0 +1,176 @@
+"""The "triton" RoPE (`Kernels.rope`): q and k rotated straight from the QKV projection's
+output, and d(qkv) written in that projection's layout, each in one pass.
+
+Compiled, inductor turns the default (`unbind` of the (B, T, 3, H, D) projection, then
+`apply_rope` on q and k) into a backward kernel that rotates dq and dk back and stacks them
+with dv into d(qkv); on the H200 it ran at 47% of the copy speed, 3.81 ms of 250m@2048x16's
+update (docs/performance.md, issue 27). Here the backward reads dq, dk and dv once, in
+whatever strides attention's backward gave them, and writes d(qkv) whole: the stack is the
+store. The forward reads q and k from the projection and writes them rotated; v is the
+projection's own slice, returned as a view (no copy), its gradient copied in by the backward.
+
+A row is one (token, head) pair: its D values, read as the two halves the rotate-half layout
+pairs. The rotation is the eager one, `x * cos + cat(-x2, x1) * sin`, in FP32 over the FP32
+tables and rounded once to the input's dtype; its backward is the transposed rotation
+(dx1 = dy1 cos1 + dy2 sin2, dx2 = dy2 cos2 - dy1 sin1), also FP32 rounded once.
+
+Plain Triton calls inside a `torch.autograd.Function`, as `tiny_llm.triton_swiglu`: dynamo
+traces them, so the compiled forward and backward launch them and the update's CUDA graph
+replays them. Importing this module needs triton; the model imports it only for
+`Kernels(rope="triton")` (`tiny_llm.model.load_triton`).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+# 64 rows x 64 values (two halves of 32) per tile at head_dim 64: 4096 elements per tensor,
+# 32 per thread at 4 warps; each half row is 64 contiguous bytes in BF16.
+BLOCK_ROWS = 64
+NUM_WARPS = 4
+
+
+@triton.jit
+def _rows(n_rows, n_heads, context, BLOCK_ROWS: tl.constexpr, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = tl.arange(0, BLOCK_HALF)
+    mask = (rows < n_rows)[:, None] & (cols < HALF)[None, :]
+    # int64: B x T x 3 x H x D passes 2**31 elements at large batches.
+    token = rows.to(tl.int64) // n_heads
+    head = rows.to(tl.int64) - token * n_heads
+    return token, head, token % context, cols[None, :], mask
+
+
+@triton.jit
+def _tables(cos, sin, pos, cols, mask, HALF: tl.constexpr):
+    at = pos[:, None] * (2 * HALF) + cols
+    c1, c2 = tl.load(cos + at, mask=mask), tl.load(cos + at + HALF, mask=mask)
+    s1, s2 = tl.load(sin + at, mask=mask), tl.load(sin + at + HALF, mask=mask)
+    return c1, c2, s1, s2
+
+
+@triton.jit
+def _rotate(src, dst, c1, c2, s1, s2, mask, HALF: tl.constexpr, BACK: tl.constexpr):
+    """One tensor's rows rotated by +angle (the forward) or -angle (BACK), FP32 rounded once."""
+    x1 = tl.load(src, mask=mask).to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask).to(tl.float32)
+    if BACK:
+        y1, y2 = x1 * c1 + x2 * s2, x2 * c2 - x1 * s1
+    else:
+        y1, y2 = x1 * c1 - x2 * s1, x2 * c2 + x1 * s2
+    tl.store(dst, y1.to(dst.dtype.element_ty), mask=mask)
+    tl.store(dst + HALF, y2.to(dst.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rope_forward(
+    qkv,
+    cos,
+    sin,
+    q_out,
+    k_out,
+    n_rows,
+    n_heads,
+    context,
+    HALF: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+):
+    token, head, pos, cols, mask = _rows(n_rows, n_heads, context, BLOCK_ROWS, HALF, BLOCK_HALF)
+    c1, c2, s1, s2 = _tables(cos, sin, pos, cols, mask, HALF)
+    inner = n_heads * 2 * HALF
+    src = (token * (3 * inner) + head * (2 * HALF))[:, None] + cols
+    dst = (token * inner + head * (2 * HALF))[:, None] + cols
+    _rotate(qkv + src, q_out + dst, c1, c2, s1, s2, mask, HALF, False)
+    _rotate(qkv + src + inner, k_out + dst, c1, c2, s1, s2, mask, HALF, False)
+
+
+@triton.jit
+def _rope_backward(
+    dq,
+    dk,
+    dv,
+    cos,
+    sin,
+    d_qkv,
+    n_rows,
+    n_heads,
+    context,
+    q_sb,
+    q_sh,
+    q_st,
+    k_sb,
+    k_sh,
+    k_st,
+    v_sb,
+    v_sh,
+    v_st,
+    HALF: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+):
+    token, head, pos, cols, mask = _rows(n_rows, n_heads, context, BLOCK_ROWS, HALF, BLOCK_HALF)
+    c1, c2, s1, s2 = _tables(cos, sin, pos, cols, mask, HALF)
+    batch = token // context
+    inner = n_heads * 2 * HALF
+    dst = d_qkv + (token * (3 * inner) + head * (2 * HALF))[:, None] + cols
+    _rotate(dq + (batch * q_sb + head * q_sh + pos * q_st)[:, None] + cols, dst, c1, c2, s1, s2, mask, HALF, True)
+    _rotate(
+        dk + (batch * k_sb + head * k_sh + pos * k_st)[:, None] + cols, dst + inner, c1, c2, s1, s2, mask, HALF, True
+    )
+    src = dv + (batch * v_sb + head * v_sh + pos * v_st)[:, None] + cols
+    out_dtype = d_qkv.dtype.element_ty
+    tl.store(dst + 2 * inner, tl.load(src, mask=mask).to(out_dtype), mask=mask)
+    tl.store(dst + 2 * inner + HALF, tl.load(src + HALF, mask=mask).to(out_dtype), mask=mask)
+
+
+def _launch_args(n_rows: int, head_dim: int) -> tuple[tuple[int], dict]:
+    half = head_dim // 2
+    return (triton.cdiv(n_rows, BLOCK_ROWS),), dict(
+        HALF=half, BLOCK_HALF=triton.next_power_of_2(half), BLOCK_ROWS=BLOCK_ROWS, num_warps=NUM_WARPS
+    )
+
+
+def _strides(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """(B, H, T, D) with unit stride along D (copied only where it is not), and its other strides."""
+    t = t if t.stride(-1) == 1 else t.contiguous()
+    return t, (t.stride(0), t.stride(1), t.stride(2))
+
+
+class _QKVRope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
+        B, T, width = qkv.shape
+        head_dim = width // (3 * n_heads)
+        qkv = qkv.contiguous()
+        q = qkv.new_empty(B, T, n_heads, head_dim)
+        k = torch.empty_like(q)
+        grid, meta = _launch_args(B * T * n_heads, head_dim)
+        _rope_forward[grid](qkv, cos, sin, q, k, B * T * n_heads, n_heads, T, **meta)
+        ctx.save_for_backward(cos, sin)
+        ctx.shape, ctx.n_heads, ctx.dtype = (B, T, width), n_heads, qkv.dtype
+        v = qkv.view(B, T, 3, n_heads, head_dim)[:, :, 2]
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor):
+        cos, sin = ctx.saved_tensors
+        (B, T, width), n_heads = ctx.shape, ctx.n_heads
+        (dq, q_s), (dk, k_s), (dv, v_s) = _strides(dq), _strides(dk), _strides(dv)
+        d_qkv = dq.new_empty(B, T, width, dtype=ctx.dtype)
+        grid, meta = _launch_args(B * T * n_heads, width // (3 * n_heads))
+        _rope_backward[grid](dq, dk, dv, cos, sin, d_qkv, B * T * n_heads, n_heads, T, *q_s, *k_s, *v_s, **meta)
+        return d_qkv, None, None, None
+
+
+def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
+    """q, k and v, each (B, H, T, D), from the projection's (B, T, 3·H·D) output: q and k rotated
+    by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them, v a view of `qkv`."""
+    B, T, width = qkv.shape
+    if width % (3 * n_heads) or (width // (3 * n_heads)) % 2:
+        raise ValueError(f"qkv_rope: width {width} is not 3 x {n_heads} heads x an even head_dim")
+    if cos.shape != (T, width // (3 * n_heads)) or cos.dtype != torch.float32 or not cos.is_contiguous():
+        raise ValueError(f"qkv_rope: the tables must be contiguous FP32 (T, D), got {tuple(cos.shape)} {cos.dtype}")
+    return _QKVRope.apply(qkv, cos, sin.contiguous(), n_heads)
