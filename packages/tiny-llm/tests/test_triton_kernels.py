@@ -278,7 +278,7 @@ def test_rope_kernels_compile_for_hopper(index):
     from tiny_llm.triton_rope import _rope_backward, _rope_forward
 
     const = {"HALF": 32, "BLOCK_HALF": 32, "BLOCK_ROWS": 64}
-    compile_for_hopper(_rope_forward, ("*bf16", "*fp32", "*fp32", "*bf16", "*bf16") + (index,) * 3, const)
+    compile_for_hopper(_rope_forward, ("*bf16", "*fp32", "*fp32") + ("*bf16",) * 3 + (index,) * 3, const)
     compile_for_hopper(_rope_backward, ("*bf16",) * 3 + ("*fp32",) * 2 + ("*bf16",) + (index,) * 12, const)
 
 

@@ -6,8 +6,10 @@ Compiled, inductor turns the default (`unbind` of the (B, T, 3, H, D) projection
 with dv into d(qkv); on the H200 it ran at 47% of the copy speed, 3.81 ms of 250m@2048x16's
 update (docs/performance.md, issue 27). Here the backward reads dq, dk and dv once, in
 whatever strides attention's backward gave them, and writes d(qkv) whole: the stack is the
-store. The forward reads q and k from the projection and writes them rotated; v is the
-projection's own slice, returned as a view (no copy), its gradient copied in by the backward.
+store. The forward reads q, k and v from the projection and writes them, q and k rotated,
+each as a dense (B, H, T, D) tensor: compiled, attention's inputs are copied into that layout
+first where they are not in it (a first version returned (B, T, H, D) views and measured one
+such copy of each, 1.89 ms of 250m@2048x16's update).
 
 A row is one (token, head) pair: its D values, read as the two halves the rotate-half layout
 pairs. The rotation is the eager one, `x * cos + cat(-x2, x1) * sin`, in FP32 over the FP32
@@ -71,6 +73,7 @@ def _rope_forward(
     sin,
     q_out,
     k_out,
+    v_out,
     n_rows,
     n_heads,
     context,
@@ -81,10 +84,15 @@ def _rope_forward(
     token, head, pos, cols, mask = _rows(n_rows, n_heads, context, BLOCK_ROWS, HALF, BLOCK_HALF)
     c1, c2, s1, s2 = _tables(cos, sin, pos, cols, mask, HALF)
     inner = n_heads * 2 * HALF
-    src = (token * (3 * inner) + head * (2 * HALF))[:, None] + cols
-    dst = (token * inner + head * (2 * HALF))[:, None] + cols
-    _rotate(qkv + src, q_out + dst, c1, c2, s1, s2, mask, HALF, False)
-    _rotate(qkv + src + inner, k_out + dst, c1, c2, s1, s2, mask, HALF, False)
+    src = qkv + (token * (3 * inner) + head * (2 * HALF))[:, None] + cols
+    # (B, H, T, D): the dense layout attention's inputs are given in (else compiled attention
+    # copies each of q, k and v there first).
+    batch = token // context
+    dst = (((batch * n_heads + head) * context + pos) * (2 * HALF))[:, None] + cols
+    _rotate(src, q_out + dst, c1, c2, s1, s2, mask, HALF, False)
+    _rotate(src + inner, k_out + dst, c1, c2, s1, s2, mask, HALF, False)
+    tl.store(v_out + dst, tl.load(src + 2 * inner, mask=mask), mask=mask)
+    tl.store(v_out + dst + HALF, tl.load(src + 2 * inner + HALF, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -145,14 +153,12 @@ class _QKVRope(torch.autograd.Function):
         B, T, width = qkv.shape
         head_dim = width // (3 * n_heads)
         qkv = qkv.contiguous()
-        q = qkv.new_empty(B, T, n_heads, head_dim)
-        k = torch.empty_like(q)
+        q, k, v = (qkv.new_empty(B, n_heads, T, head_dim) for _ in range(3))
         grid, meta = _launch_args(B * T * n_heads, head_dim)
-        _rope_forward[grid](qkv, cos, sin, q, k, B * T * n_heads, n_heads, T, **meta)
+        _rope_forward[grid](qkv, cos, sin, q, k, v, B * T * n_heads, n_heads, T, **meta)
         ctx.save_for_backward(cos, sin)
         ctx.shape, ctx.n_heads, ctx.dtype = (B, T, width), n_heads, qkv.dtype
-        v = qkv.view(B, T, 3, n_heads, head_dim)[:, :, 2]
-        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        return q, k, v
 
     @staticmethod
     def backward(ctx, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor):
@@ -166,8 +172,8 @@ class _QKVRope(torch.autograd.Function):
 
 
 def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
-    """q, k and v, each (B, H, T, D), from the projection's (B, T, 3·H·D) output: q and k rotated
-    by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them, v a view of `qkv`."""
+    """q, k and v, each a dense (B, H, T, D) tensor, from the projection's (B, T, 3·H·D) output:
+    q and k rotated by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them."""
     B, T, width = qkv.shape
     if width % (3 * n_heads) or (width // (3 * n_heads)) % 2:
         raise ValueError(f"qkv_rope: width {width} is not 3 x {n_heads} heads x an even head_dim")
