@@ -30,8 +30,13 @@ says how it was produced.
   `tiny_llm.triton_norm`: each residual add, the RMSNorm after it and the cast to the autocast
   dtype in one Triton pass forward and one backward (the weight's gradient summed per program,
   no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
-  default: on the H200 it matched eager, but compiled its first version did not build (an
-  fp64 `eps`, fixed since) and the update with it is not yet measured (docs/performance.md).
+  default: 1.003-1.005x the update at 250m and 500m on the H200, inside the noise, 0.982x at
+  20m@512x1; its backward runs at 59% of copy speed (docs/performance.md, issue 27).
+- `rope`: "default" is the split of the QKV output and `apply_rope` as inductor fuses them;
+  "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
+  output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
+  dv in one pass. Not a default: 0.9 ms less kernel time at 250m@2048x16 on the H200 but
+  1.000-1.006x the update, and not shown equal within the repeat drift at every point.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
