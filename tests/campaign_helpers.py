@@ -21,6 +21,10 @@ SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
 LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
 # run's and status's exit status when every curve has ended and at least one is blocked
 BLOCKED = 3
+# How the fault tests watch a campaign, run or resumed: polls at most 2 s apart, no progress line.
+WATCH = ["--poll-max-seconds", "2", "--no-progress"]
+# ...and what they run: the scripted worker with one-second windows.
+FAST = ["--worker", "scripted_worker", "--window-seconds", "1", *WATCH]
 
 
 def profile(tmp_path: Path, filename: str = "profile.yaml", **changes) -> Path:
@@ -77,6 +81,14 @@ def scripted_campaign(out: Path, profile: str | Path, plan: Path) -> Path:
         proc = sweep(*args, plan=plan)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
+
+
+def scripted_run(output: Path, *contexts: int, max_batch: int | None = None, profile: Path) -> list:
+    """`run`'s arguments: a 20m campaign at `contexts` (up to `max_batch`) under `profile`, FAST."""
+    grid = ["--models", "20m", "--contexts", *map(str, contexts)]
+    if max_batch is not None:
+        grid += ["--max-batch", str(max_batch)]
+    return ["run", "--output", output, *grid, "--profile", profile, *FAST]
 
 
 def start_sweep(*args, plan: Path | None = None, log: Path, crash: str | None = None) -> subprocess.Popen:
