@@ -1,5 +1,6 @@
 """Shared helpers for the controller's real-Slurm tests: profiles, plans, running the CLI,
-reading sacct, and the one checker every fault case ends with (`check_campaign`)."""
+reading sacct, and the one checker every fault case ends with (`check_campaign`); and the
+scripted-worker `run` arguments (`scripted_run`) that the local-scheduler tests share too."""
 
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
 LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
 # run's and status's exit status when every curve has ended and at least one is blocked
 BLOCKED = 3
+
+
+def watching(poll_max: int = 2) -> list[str]:
+    """How the tests watch a campaign, run or resumed: polls at most `poll_max` s apart, no progress line."""
+    return ["--poll-max-seconds", str(poll_max), "--no-progress"]
+
+
+def _scripted(poll_max: int) -> list[str]:
+    return ["--worker", "scripted_worker", "--window-seconds", "1", *watching(poll_max)]
+
+
+# The fault tests' pace: the scripted worker with one-second windows, watched at watching(2).
+WATCH = watching()
+FAST = _scripted(2)
 
 
 def profile(tmp_path: Path, filename: str = "profile.yaml", **changes) -> Path:
@@ -77,6 +92,26 @@ def scripted_campaign(out: Path, profile: str | Path, plan: Path) -> Path:
         proc = sweep(*args, plan=plan)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
+
+
+def scripted_run(
+    output: Path,
+    *contexts: int,
+    max_batch: int | None = None,
+    profile: str | Path | None = None,
+    poll_max: int = 2,
+    timing_from: Path | None = None,
+) -> list:
+    """`run`'s arguments for a campaign by the scripted worker, watched at `watching(poll_max)`,
+    under `profile` where given: 20m at `contexts` (up to `max_batch`) with one-second windows,
+    or with `timing_from` an optimizer follow-up of that campaign."""
+    where = ["run", "--output", output, *(["--profile", profile] if profile is not None else [])]
+    if timing_from is not None:  # it measures with its parent's protocol: no windows of its own
+        return [*where, "--optimizer-timing-from", timing_from, "--worker", "scripted_worker", *watching(poll_max)]
+    grid = ["--models", "20m", "--contexts", *map(str, contexts)]
+    if max_batch is not None:
+        grid += ["--max-batch", str(max_batch)]
+    return [*where, *grid, *_scripted(poll_max)]
 
 
 def start_sweep(*args, plan: Path | None = None, log: Path, crash: str | None = None) -> subprocess.Popen:

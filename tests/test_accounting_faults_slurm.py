@@ -17,6 +17,7 @@ import pytest
 
 from campaign_helpers import (
     BLOCKED,
+    WATCH,
     check_campaign,
     daemon_stopped,
     finish,
@@ -24,6 +25,7 @@ from campaign_helpers import (
     receipts,
     result_kind,
     sacct_answers,
+    scripted_run,
     start_sweep,
     sweep,
     wait_for,
@@ -31,8 +33,6 @@ from campaign_helpers import (
 )
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "2", "--no-progress"]
 
 
 @pytest.mark.slurm2411
@@ -44,19 +44,7 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
     out = tmp_path / "camp"
     with daemon_stopped("slurmdbd"):
         proc = start_sweep(
-            "run",
-            "--output",
-            out,
-            "--models",
-            "20m",
-            "--contexts",
-            "512",
-            "1024",
-            "--max-batch",
-            "2",
-            "--profile",
-            profile(tmp_path),
-            *FAST,
+            *scripted_run(out, 512, 1024, max_batch=2, profile=profile(tmp_path)),
             plan=plan,
             log=tmp_path / "watcher.log",
         )
@@ -101,26 +89,13 @@ def test_squeue_forgets_finished_jobs(local_slurm, tmp_path):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2": "crash"})
     out = tmp_path / "camp"
-    args = [
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--max-batch",
-        "4",
-        "--profile",
-        profile(tmp_path),
-        *FAST,
-    ]
+    args = scripted_run(out, 512, max_batch=4, profile=profile(tmp_path))
     with min_job_age(2, local_slurm.slurm_conf):
         r = sweep(*args, plan=plan, crash="after-receipt@2")
         assert r.returncode == -9, r.stderr
         job_id = json.loads((out / "curves/20m-c512/b2/attempt-1/receipt.json").read_text())["job_id"]
         wait_until_squeue_forgets(job_id)
-        r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+        r = sweep("run", "--output", out, "--resume", *WATCH, plan=plan)
         assert r.returncode == BLOCKED, r.stderr
     assert check_campaign(out, since) == {"20m-c512": "blocked"}
     assert result_kind(out, "20m-c512", 2) == "crashed"
@@ -138,16 +113,16 @@ def test_a_job_purged_from_squeue_while_slurmdbd_is_down_is_settled_from_its_fil
     plan = write_plan(tmp_path, {}, ok_seconds=0.5)
     out = tmp_path / "camp"
     grace = ["--accounting-grace-seconds", "5"]
-    args = ["run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2"]
+    args = scripted_run(out, 512, max_batch=2, profile=profile(tmp_path))
     with min_job_age(2, local_slurm.slurm_conf), daemon_stopped("slurmdbd"):
-        r = sweep(*args, "--profile", profile(tmp_path), *FAST, *grace, plan=plan, crash="after-receipt@2")
+        r = sweep(*args, *grace, plan=plan, crash="after-receipt@2")
         assert r.returncode == -9, r.stderr
         attempt = out / "curves/20m-c512/b2/attempt-1"
         job_id = json.loads((attempt / "receipt.json").read_text())["job_id"]
         wait_for((attempt / "result.json").exists, 60, f"job {job_id}'s result")
         wait_until_squeue_forgets(job_id)
         assert not sacct_answers()
-        r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", *grace, plan=plan)
+        r = sweep("run", "--output", out, "--resume", *WATCH, *grace, plan=plan)
         assert r.returncode == 0, r.stderr
         assert f"job {job_id}: Slurm's accounting was not available" in r.stderr, r.stderr
         assert "settled from result.json" in r.stderr

@@ -18,6 +18,8 @@ import pytest
 
 from campaign_helpers import (
     BLOCKED,
+    FAST,
+    WATCH,
     check_campaign,
     daemon_stopped,
     finish,
@@ -25,6 +27,7 @@ from campaign_helpers import (
     job_state,
     profile,
     result_kind,
+    scripted_run,
     slurm_tool,
     start_sweep,
     sweep,
@@ -35,7 +38,6 @@ from campaign_helpers import (
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 SLEEP = {"outcome": "sleep", "seconds": 3600}
-FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "2", "--no-progress"]
 NODE = socket.gethostname().split(".")[0]
 
 
@@ -66,21 +68,7 @@ def test_scancel_kill_mid_result_second_watcher_and_collect_crash(local_slurm, t
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2@1": SLEEP, "20m-c1024-b2@1": SLEEP})
     out = tmp_path / "camp"
-    args = [
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "1024",
-        "--max-batch",
-        "4",
-        "--profile",
-        profile(tmp_path),
-        *FAST,
-    ]
+    args = scripted_run(out, 512, 1024, max_batch=4, profile=profile(tmp_path))
     proc = start_sweep(*args, plan=plan, log=tmp_path / "watcher.log", crash="while-result")
     try:
         cancelled = running_job(out, "20m-c512", 2)
@@ -117,20 +105,7 @@ def test_slurmctld_down_for_a_minute_with_a_submission_during_it(local_slurm, tm
     plan = write_plan(tmp_path, {"20m-c512-b1": {"outcome": "sleep", "seconds": 3, "then": "ok"}})
     out = tmp_path / "camp"
     proc = start_sweep(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--max-batch",
-        "4",
-        "--profile",
-        profile(tmp_path),
-        *FAST,
-        plan=plan,
-        log=tmp_path / "watcher.log",
+        *scripted_run(out, 512, max_batch=4, profile=profile(tmp_path)), plan=plan, log=tmp_path / "watcher.log"
     )
     try:
         running_job(out, "20m-c512", 1)
@@ -157,22 +132,8 @@ def test_sbatch_refused_for_good_blocks_with_one_clear_message(local_slurm, tmp_
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {})
     out = tmp_path / "camp"
-    r = sweep(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "1024",
-        "--profile",
-        profile(tmp_path, partition="nosuchpartition"),
-        *FAST,
-        "--no-preflight",
-        plan=plan,
-        timeout=120,
-    )
+    bad = profile(tmp_path, partition="nosuchpartition")
+    r = sweep(*scripted_run(out, 512, 1024, profile=bad), "--no-preflight", plan=plan, timeout=120)
     assert r.returncode == BLOCKED, r.stderr
     assert "Invalid partition name specified" in r.stderr
     assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "blocked"}
@@ -189,20 +150,7 @@ def test_node_down_while_a_job_runs(local_slurm, tmp_path):
     plan = write_plan(tmp_path, {"20m-c512-b2@1": SLEEP})
     out = tmp_path / "camp"
     proc = start_sweep(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--max-batch",
-        "4",
-        "--profile",
-        profile(tmp_path),
-        *FAST,
-        plan=plan,
-        log=tmp_path / "watcher.log",
+        *scripted_run(out, 512, max_batch=4, profile=profile(tmp_path)), plan=plan, log=tmp_path / "watcher.log"
     )
     try:
         running_job(out, "20m-c512", 2)
@@ -232,20 +180,7 @@ def test_disk_full_while_writing_a_result(local_slurm, tmp_path):
         plan = write_plan(tmp_path, {"20m-c512-b2@1": {"outcome": "sleep", "seconds": 4, "then": "ok"}})
         out = disk / "camp"
         proc = start_sweep(
-            "run",
-            "--output",
-            out,
-            "--models",
-            "20m",
-            "--contexts",
-            "512",
-            "--max-batch",
-            "4",
-            "--profile",
-            profile(tmp_path),
-            *FAST,
-            plan=plan,
-            log=tmp_path / "watcher.log",
+            *scripted_run(out, 512, max_batch=4, profile=profile(tmp_path)), plan=plan, log=tmp_path / "watcher.log"
         )
         try:
             running_job(out, "20m-c512", 2)
@@ -261,11 +196,9 @@ def test_disk_full_while_writing_a_result(local_slurm, tmp_path):
         assert "resume with" in log.strip().splitlines()[-1], log
         assert "No space left on device" in log.strip().splitlines()[-1], log
         filler.unlink()
-        r = sweep(
-            "run", "--output", out, "--resume", "--retry-failed", "--poll-max-seconds", "2", "--no-progress", plan=plan
-        )
+        r = sweep("run", "--output", out, "--resume", "--retry-failed", *WATCH, plan=plan)
         if r.returncode == 2 and "--retry-failed" in r.stderr:
-            r = sweep("run", "--output", out, "--resume", "--poll-max-seconds", "2", "--no-progress", plan=plan)
+            r = sweep("run", "--output", out, "--resume", *WATCH, plan=plan)
         assert r.returncode in (0, BLOCKED), r.stderr
         check_campaign(out, since)
         assert not list(out.rglob(".*.tmp")), "a temp file of an atomic write was left behind"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from campaign_helpers import scripted_run, watching
+
 pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,26 +62,7 @@ BLOCKED = 3  # run's and status's exit status when every curve has ended and one
 
 
 def sweep(out, plan, *extra, rc=0):
-    return run(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "1024",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        *extra,
-        plan=plan,
-        check_rc=rc,
-    )
+    return run(*scripted_run(out, 512, 1024, poll_max=1), *extra, plan=plan, check_rc=rc)
 
 
 def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
@@ -203,19 +186,7 @@ def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
     sweep(parent, plan)
     before = snapshot(parent)
     opt = tmp_path / "opt"
-    run(
-        "run",
-        "--optimizer-timing-from",
-        parent,
-        "--output",
-        opt,
-        "--worker",
-        "scripted_worker",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-    )
+    run(*scripted_run(opt, timing_from=parent, poll_max=1), plan=plan)
     m = json.loads((opt / "manifest.json").read_text())
     assert m["kind"] == "optimizer-timing" and m["inherited_batches"] == {"20m-c512": [1, 2], "20m-c1024": [1, 2, 4]}
     assert snapshot(parent) == before
@@ -233,21 +204,7 @@ def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
         json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c1024-b2:optimizer": "nonfinite"}})
     )
     par = tmp_path / "par"
-    run(
-        "run",
-        "--optimizer-timing-from",
-        parent,
-        "--parallel-optimizer-points",
-        "--output",
-        par,
-        "--worker",
-        "scripted_worker",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-        check_rc=BLOCKED,
-    )
+    run(*scripted_run(par, timing_from=parent, poll_max=1), "--parallel-optimizer-points", plan=plan, check_rc=BLOCKED)
     status = run("status", "--output", par, check_rc=BLOCKED).stdout
     assert "20m-c512           complete" in status and "20m-c1024          blocked" in status
 
@@ -278,27 +235,11 @@ def test_crash_between_the_request_and_the_intent_submits_nothing_twice(tmp_path
     """SIGKILL after request.json and job.sh, before intent.json: that attempt never ran, and
     the resumed watcher measures the point in the next attempt."""
     out = tmp_path / "camp"
-    common = ["--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
-    run(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--max-batch",
-        "2",
-        "--worker",
-        "scripted_worker",
-        *common,
-        plan=plan,
-        check_rc=-9,
-        env_extra={"THROUGHPUT_SWEEP_CRASH_AT": "after-request"},
-    )
+    crash = {"THROUGHPUT_SWEEP_CRASH_AT": "after-request"}
+    run(*scripted_run(out, 512, max_batch=2, poll_max=1), plan=plan, check_rc=-9, env_extra=crash)
     first = out / "curves/20m-c512/b1/attempt-1"
     assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
-    run("run", "--output", out, "--resume", *common, plan=plan)
+    run("run", "--output", out, "--resume", *watching(1), plan=plan)
     assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
     receipts = sorted(out.glob("curves/*/b*/attempt-*/receipt.json"))
     assert [p.parent.relative_to(out).as_posix() for p in receipts] == [
@@ -312,17 +253,15 @@ def test_a_job_that_finished_before_its_receipt_was_written_is_adopted_on_resume
     while no watcher runs. The result gives the point its status, and the resumed watcher still
     adopts the job by its token, so every job that ran has its receipt."""
     out = tmp_path / "camp"
-    common = ["--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
-    first = ("run", "--output", out, "--models", "20m", "--contexts", "512", "--max-batch", "2")
-    run(*first, "--worker", "scripted_worker", *common, plan=plan, check_rc=-9,
-        env_extra={"THROUGHPUT_SWEEP_CRASH_AT": "after-submit"})  # fmt: skip
+    crash = {"THROUGHPUT_SWEEP_CRASH_AT": "after-submit"}
+    run(*scripted_run(out, 512, max_batch=2, poll_max=1), plan=plan, check_rc=-9, env_extra=crash)
     attempt = out / "curves/20m-c512/b1/attempt-1"
     assert not (attempt / "receipt.json").exists()
     deadline = time.monotonic() + 60
     while not (attempt / "result.json").exists():
         assert time.monotonic() < deadline, "the job's result never came"
         time.sleep(0.2)
-    run("run", "--output", out, "--resume", *common, plan=plan)
+    run("run", "--output", out, "--resume", *watching(1), plan=plan)
     receipt = json.loads((attempt / "receipt.json").read_text())
     intent = json.loads((attempt / "intent.json").read_text())
     assert receipt["adopted"] is True and receipt["token"] == intent["token"]

@@ -22,6 +22,7 @@ from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite
 from throughput_schema.recipe import load_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import derive, pick
+from throughput_sweep.submission import outcome_from_state
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = load_recipe(ROOT / "configs" / "20m.yaml")
@@ -70,6 +71,7 @@ def att(
     rate=None,
     unstable=False,
     baseline="ok",
+    scheduler="slurm",
 ):
     tok = f"tok-{model}-{context}-{batch}-{attempt}"
     intent = SubmissionIntent(
@@ -78,12 +80,12 @@ def att(
         point=PointSpec(model=model, context_length=context, batch_size=batch),
         script_sha256="0",
         created_at="2026-01-01T00:00:00+00:00",
-        scheduler="slurm",
+        scheduler=scheduler,
     )
     receipt = (
         None
         if state in ("intent", "settled")
-        else Receipt(token=tok, job_id=str(100 + batch), submitted_at="x", scheduler="slurm")
+        else Receipt(token=tok, job_id=str(100 + batch), submitted_at="x", scheduler=scheduler)
     )
     res = result(outcome, rate or 1000.0 * batch, unstable) if (state == "done" and outcome is not None) else None
     base = None
@@ -278,3 +280,12 @@ def test_a_closure_that_names_another_attempt_is_stale():
     assert c.state == "blocked" and c.closure is None
     [c] = derive(manifest(), [att(1, Ok()), att(2, None, state="submitted")], closures={"20m-c512": _closure(2)})
     assert c.state == "running"
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+def test_a_result_written_from_the_schedulers_word_names_the_scheduler_the_job_ran_on(scheduler):
+    # The local scheduler records NODE_FAIL when a job's wrapper vanished (a restarted machine).
+    lost = att(2, outcome_from_state("NODE_FAIL", None, 60.0), scheduler=scheduler)
+    assert lost.message == f"{scheduler} job ended NODE_FAIL without result.json"
+    [c] = derive(manifest(profile=ClusterProfile(name="t", scheduler=scheduler)), [att(1, Ok()), lost])
+    assert c.state == "blocked" and f"{scheduler} job ended NODE_FAIL" in c.blocked_reason

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from campaign_helpers import scripted_run
 from throughput_schema import BurstSample, OptimizerTiming, Throughput, Window, WorkerResult
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import Ok
@@ -132,38 +133,10 @@ def write_plan(path: Path, points: dict) -> Path:
 def test_single_context_parent_is_inherited_exactly(tmp_path):
     plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom"})
     parent = tmp_path / "parent"
-    run(
-        "run",
-        "--output",
-        parent,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-    )
+    run(*scripted_run(parent, 512, poll_max=1), plan=plan)
     before = snapshot(parent)
     opt = tmp_path / "opt"
-    run(
-        "run",
-        "--optimizer-timing-from",
-        parent,
-        "--output",
-        opt,
-        "--worker",
-        "scripted_worker",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-    )
+    run(*scripted_run(opt, timing_from=parent, poll_max=1), plan=plan)
     manifest = json.loads((opt / "manifest.json").read_text())
     assert manifest["contexts"] == [512] and manifest["inherited_batches"] == {"20m-c512": [1, 2]}
     assert sorted(p.name for p in (opt / "curves/20m-c512").iterdir()) == ["b1", "b2"]
@@ -177,25 +150,7 @@ def test_single_context_parent_is_inherited_exactly(tmp_path):
 def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "compile_error"})
     parent = tmp_path / "parent"
-    run(
-        "run",
-        "--output",
-        parent,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "1024",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-        check_rc=3,
-    )
+    run(*scripted_run(parent, 512, 1024, poll_max=1), plan=plan, check_rc=3)
     # 20m-c512 bounded (1, 2; OOM at 4), 20m-c1024 blocked at batch 2 (run's exit status 3)
     before = snapshot(parent)
     opt = tmp_path / "opt"
@@ -203,19 +158,7 @@ def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
         ([], "an optimizer follow-up needs"),
         (["--parallel-optimizer-points"], "--parallel-optimizer-points needs"),
     ):
-        r = run(
-            "run",
-            "--optimizer-timing-from",
-            parent,
-            *extra,
-            "--output",
-            opt,
-            "--worker",
-            "scripted_worker",
-            "--no-progress",
-            plan=plan,
-            check_rc=2,
-        )
+        r = run(*scripted_run(opt, timing_from=parent, poll_max=1), *extra, plan=plan, check_rc=2)
         line = r.stderr.strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert f"{words} a completed memory sweep" in line and "blocked curves (20m-c1024)" in line
@@ -225,19 +168,7 @@ def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     # A curve that has not ended (its last point removed: the sweep would go on) is refused in either mode.
     shutil.rmtree(parent / "curves/20m-c512/b4")
     for extra in ([], ["--parallel-optimizer-points"]):
-        r = run(
-            "run",
-            "--optimizer-timing-from",
-            parent,
-            *extra,
-            "--output",
-            opt,
-            "--worker",
-            "scripted_worker",
-            "--no-progress",
-            plan=plan,
-            check_rc=2,
-        )
+        r = run(*scripted_run(opt, timing_from=parent, poll_max=1), *extra, plan=plan, check_rc=2)
         assert (
             "the throughput campaign is not complete" in r.stderr
             and "20m-c512" in r.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from campaign_helpers import scripted_run
 from throughput_schema.layout import RECEIPT, RESULT, attempt_dir
 from throughput_sweep.campaign import open_campaign
 from throughput_sweep.schedulers import make_scheduler
@@ -59,8 +60,7 @@ def test_a_job_that_ended_unwatched_is_retried_by_the_same_run(tmp_path, monkeyp
     monkeypatch.setenv("PYTHONPATH", str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("SCRIPTED_WORKER_PLAN", str(plan))
     out = tmp_path / "camp"
-    args = ["run", "--output", out, "--profile", "local", "--models", "20m", "--contexts", "512"]
-    args += ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
+    args = scripted_run(out, 512, profile="local", poll_max=1)
     first = subprocess.Popen(
         [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
         stdout=subprocess.DEVNULL,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from campaign_helpers import scripted_run
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema.provenance import allowed_worker_banner
 from throughput_sweep.campaign import open_campaign
@@ -60,26 +61,7 @@ def source(tmp_path_factory) -> Path:
     """A, a complete and audited throughput campaign."""
     base = tmp_path_factory.mktemp("spot")
     a = base / "A"
-    run(
-        "run",
-        "--output",
-        a,
-        "--profile",
-        "local",
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "1024",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=write_plan(base / "plan.json"),
-    )
+    run(*scripted_run(a, 512, 1024, profile="local", poll_max=1), plan=write_plan(base / "plan.json"))
     assert audit(a).summary.failed == 0
     return a
 
@@ -211,44 +193,11 @@ def test_sources_that_cannot_be_spot_checked_are_refused(source, tmp_path):
     out = tmp_path / "B"
     cases = [(tmp_path / "nowhere", "no such campaign folder")]
     unaudited = tmp_path / "unaudited"
-    run(
-        "run",
-        "--output",
-        unaudited,
-        "--profile",
-        "local",
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-    )
+    run(*scripted_run(unaudited, 512, profile="local", poll_max=1), plan=plan)
     cases.append((unaudited, "not audited"))
     blocked = tmp_path / "blocked"
     run(
-        "run",
-        "--output",
-        blocked,
-        "--profile",
-        "local",
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
+        *scripted_run(blocked, 512, profile="local", poll_max=1),
         plan=write_plan(tmp_path / "blocked.json", points={"20m-c512-b4": "compile_error"}),
         check_rc=3,
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from campaign_helpers import scripted_run
 from throughput_schema import AccountingRow, ClusterProfile, Receipt
 from throughput_schema.layout import Attempt
 from throughput_sweep.attempt_status import AttemptInfo
@@ -124,25 +125,7 @@ def test_resume_with_another_profile_once_jobs_ran_says_the_profile_is_frozen(tm
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05}))
     out = tmp_path / "camp"
-    first = _sweep(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--max-batch",
-        "1",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-    )
+    first = _sweep(*scripted_run(out, 512, max_batch=1, poll_max=1), plan=plan)
     assert first.returncode == 0, first.stderr
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(dict(name="other", scheduler="local", python=sys.executable, mem="")))
@@ -165,25 +148,7 @@ def test_a_blocked_curve_gets_the_retry_command_in_status_and_the_readme(tmp_pat
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b1@1": "crash"}}))
     out = tmp_path / "camp"
-    first = _sweep(
-        "run",
-        "--output",
-        out,
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--max-batch",
-        "1",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-        "--no-progress",
-        plan=plan,
-    )
+    first = _sweep(*scripted_run(out, 512, max_batch=1, poll_max=1), plan=plan)
     assert first.returncode == 3, first.stderr
     retry = f"run --output {out} --resume --retry-failed"
     shown = _sweep("status", "--output", out, plan=plan)

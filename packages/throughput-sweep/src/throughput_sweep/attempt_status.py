@@ -71,11 +71,18 @@ class AttemptInfo:
             out = a.result.outcome
             if self.optimizer and outcome_kind(out) == "ok" and a.baseline is not None:
                 out = a.baseline.outcome
-            text = " ".join(x for x in (out.phase, out.message) if x)
+            text = " ".join(x for x in (self._phase(out.phase), out.message) if x)
             return text.replace("\n", " ")[:300]
         if self.settlement is not None:
             return self.settlement.reason
         return ""
+
+    def _phase(self, phase: str) -> str:
+        """A result the controller wrote from the scheduler's word has phase "slurm" whatever the
+        scheduler (the audit tells those results apart by it): shown, it names the scheduler
+        the job ran on."""
+        ran_on = self.attempt.receipt or self.attempt.intent
+        return ran_on.scheduler if phase == "slurm" and ran_on is not None else phase
 
     @property
     def measured(self) -> WorkerResult | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,22 +56,41 @@ def parse_time(text: str) -> datetime:
 
 
 async def settle_intents(
-    campaign: Campaign, scheduler: Scheduler, infos: list[AttemptInfo], *, give_up: bool
+    campaign: Campaign,
+    scheduler: Scheduler,
+    infos: list[AttemptInfo],
+    *,
+    give_up: bool,
+    say_late: Callable[[str], None] | None = None,
 ) -> tuple[int, str]:
-    """Settle every intent without a receipt. Returns (settled count, query error or '').
+    """Settle every intent without a receipt, in one token lookup. Returns (settled count,
+    query error or '').
 
-    On a failed query nothing is decided unless `give_up`, when the intents become
+    On a failed query nothing is decided unless `give_up`, when the unsettled intents become
     ambiguous (the user settles them with `reconcile`).
+
+    Where `say_late` is given (the watcher's start-up passes its `say`), the lookup also
+    covers each late intent, one whose job wrote its result before the receipt: the watcher
+    died between sbatch and the receipt, and the job ended before the next watcher looked.
+    Its status comes from the result, but the job still needs its receipt (its accounting,
+    the audit's job checks), so it is adopted where exactly one job carries the token. With
+    none, or with the query failing, it is left for the next start (a failed query is no
+    error for it alone). With more than one, picking the job that wrote the result would be
+    a guess: none is adopted, and `say_late` is told the jobs and the `reconcile` command
+    that records one.
     """
     pending = [i for i in infos if i.status == "unsettled"]
-    if not pending:
+    late = [i for i in infos if _late(i)] if say_late else []
+    if not pending and not late:
         return 0, ""
-    # An unsettled attempt is one with its intent written and nothing after it.
-    since = min(parse_time(i.attempt.intent.created_at) for i in pending if i.attempt.intent is not None)
-    tokens = [i.attempt.token for i in pending]
+    both = pending + late
+    # Every one has its intent (an unsettled attempt is its intent and nothing after it).
+    since = min(parse_time(i.attempt.intent.created_at) for i in both if i.attempt.intent is not None)
     try:
-        found = await scheduler.find_by_token(tokens, since)
+        found = await scheduler.find_by_token([i.attempt.token for i in both], since)
     except QueryFailed as exc:
+        if not pending:
+            return 0, ""
         if give_up:
             for info in pending:
                 _settle(info, "ambiguous", f"the scheduler could not be queried for the token: {exc}")
@@ -86,37 +105,32 @@ async def settle_intents(
             _settle(info, "never-submitted", "no job carries this token in the queue or the accounting")
         else:
             _settle(info, "ambiguous", f"{len(jobs)} jobs carry this token: {', '.join(jobs)}", jobs)
-    return len(pending), ""
-
-
-async def adopt_finished(scheduler: Scheduler, infos: list[AttemptInfo]) -> int:
-    """An intent without a receipt whose job already wrote its result (the watcher died between
-    sbatch and the receipt, and the job ended before the next watcher looked): its status comes
-    from the result, so `settle_intents` passes it by, but the job still needs its receipt
-    (its accounting, the audit's job checks). Adopted where exactly one job carries the token;
-    otherwise, or where the scheduler does not answer, left for the next start. Returns how many."""
-    late = [
-        i
-        for i in infos
-        if i.attempt.intent is not None
-        and i.attempt.receipt is None
-        and i.settlement is None
-        and (i.attempt.path / RESULT).exists()
-    ]
-    if not late:
-        return 0
-    since = min(parse_time(i.attempt.intent.created_at) for i in late if i.attempt.intent is not None)
-    try:
-        found = await scheduler.find_by_token([i.attempt.token for i in late], since)
-    except QueryFailed:
-        return 0
     adopted = 0
     for info in late:
-        jobs = found.get(info.attempt.token, [])
+        token = info.attempt.token
+        jobs = found.get(token, [])
         if len(jobs) == 1:
-            adopt(info.attempt.path, info.attempt.token, jobs[0], scheduler.name)
+            adopt(info.attempt.path, token, jobs[0], scheduler.name)
             adopted += 1
-    return adopted
+        elif len(jobs) > 1 and say_late is not None:
+            say_late(
+                f"{info.attempt.path.relative_to(campaign.root)} has its result but no receipt, and "
+                f"{len(jobs)} jobs carry its token ({', '.join(jobs)}): none is adopted; "
+                f"`throughput-sweep reconcile --output {campaign.root} --token {token} --job-id ID` "
+                "records the one that ran"
+            )
+    return len(pending) + adopted, ""
+
+
+def _late(info: AttemptInfo) -> bool:
+    a = info.attempt
+    return (
+        info.status != "unsettled"
+        and a.intent is not None
+        and a.receipt is None
+        and info.settlement is None
+        and (a.path / RESULT).exists()
+    )
 
 
 def adopt(directory: Path, token: str, job_id: str, scheduler: SchedulerName) -> Receipt:

@@ -29,7 +29,7 @@ from throughput_sweep.curves import Curve, derive, pick
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
 from throughput_sweep.schedulers.slurm_reasons import never_starts
-from throughput_sweep.submission import adopt_finished, record_accounting, settle_intents, write_missing_result
+from throughput_sweep.submission import record_accounting, settle_intents, write_missing_result
 
 
 @dataclass
@@ -160,12 +160,11 @@ class Watcher:
         for attempt in range(self.options.settle_attempts):
             infos = await self.infos()
             give_up = attempt == self.options.settle_attempts - 1
-            _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
+            _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up, say_late=self._say)
             if not error:
                 break
             self._say(f"cannot settle submission intents yet ({error}); retrying")
             await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
-        await adopt_finished(self.scheduler, await self.infos())
         await self._poll_once(await self.infos())
         if self.options.retry_failed:
             # After the polls: a job found lost on resume (NODE_FAIL after the machine went
