@@ -14,11 +14,11 @@ out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-160}
 read -r -a points <<< "${4:-250m@2048x16 20m@512x1}"
 cd "$(dirname "$0")/.."
-if ! grep -q "\"$kernel\": (\"tiny_llm.triton_" packages/tiny-llm/src/tiny_llm/model.py; then
+source tools/gpu-env.sh
+if ! python3 -c 'import sys; from tiny_llm.model import TRITON; sys.exit(sys.argv[1] not in TRITON)' "$kernel"; then
   echo "h200-kernel.sh: this tree has no Triton kernel named $kernel in tiny_llm.model.TRITON ($(git log -1 --oneline 2>/dev/null || pwd))" >&2
   exit 3
 fi
-source tools/gpu-env.sh
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 end=$((SECONDS + seconds))

@@ -19,6 +19,7 @@ from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
 from throughput_schema import AccountingRow, WorkerResult, slurm_states
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
+from throughput_schema.outcomes import SCHEDULER_PHASE
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)
@@ -110,9 +111,9 @@ def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks
 
 def _worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
     """Results written inside the job. One the controller wrote from the final accounting
-    for a job that left none (phase "slurm", whatever the scheduler) is dated after it."""
+    for a job that left none (`SCHEDULER_PHASE`, whatever the scheduler) is dated after it."""
     found = [(r.file(RESULT), r.attempt.result), (r.file(BASELINE), r.attempt.baseline)]
-    return [(file, res) for file, res in found if res is not None and res.outcome.phase != "slurm"]
+    return [(file, res) for file, res in found if res is not None and res.outcome.phase != SCHEDULER_PHASE]
 
 
 def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> int:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import msgspec
 
+# The phase of an outcome the controller wrote from the scheduler's word (the job left no result
+# of its own), whatever the scheduler: the audit tells those results apart by it.
+SCHEDULER_PHASE = "slurm"
+
 
 class _Outcome(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     phase: str = ""

@@ -12,6 +12,7 @@ from typing import Literal
 
 from throughput_schema import Settlement, WorkerResult, outcome_kind
 from throughput_schema.layout import Attempt, is_void
+from throughput_schema.outcomes import SCHEDULER_PHASE
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
 
@@ -78,11 +79,10 @@ class AttemptInfo:
         return ""
 
     def _phase(self, phase: str) -> str:
-        """A result the controller wrote from the scheduler's word has phase "slurm" whatever the
-        scheduler (the audit tells those results apart by it): shown, it names the scheduler
-        the job ran on."""
+        """A result the controller wrote from the scheduler's word (`SCHEDULER_PHASE`), shown,
+        names the scheduler the job ran on."""
         ran_on = self.attempt.receipt or self.attempt.intent
-        return ran_on.scheduler if phase == "slurm" and ran_on is not None else phase
+        return ran_on.scheduler if phase == SCHEDULER_PHASE and ran_on is not None else phase
 
     @property
     def measured(self) -> WorkerResult | None:

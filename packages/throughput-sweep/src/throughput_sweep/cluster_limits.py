@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from throughput_schema.layout import RESULT
-from throughput_schema.outcomes import Crashed
+from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
@@ -94,7 +94,7 @@ def settle_vanished(w, info: AttemptInfo, status: JobStatus, clock: float) -> bo
             "squeue no longer lists the job and Slurm's accounting is not available; its time limit "
             "has passed since its submission and it left no result.json"
         )
-        write_missing_result(w.campaign, info, "UNKNOWN", None, outcome=Crashed(phase="slurm", message=note))
+        write_missing_result(w.campaign, info, "UNKNOWN", None, outcome=Crashed(phase=SCHEDULER_PHASE, message=note))
     w.st.finished[receipt.job_id] = "UNKNOWN"
     w.st.accounting_given_up.add(receipt.job_id)
     why = f"Slurm's accounting was not available ({status.reason}); " + (

@@ -36,7 +36,7 @@ from throughput_schema import (
 from throughput_schema.campaigns import SettledBy, SettlementState
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
-from throughput_schema.outcomes import Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
+from throughput_schema.outcomes import SCHEDULER_PHASE, Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
 from throughput_schema.recipe import parameter_count
 from throughput_schema.slurm_states import outcome_of_state
 from throughput_sweep.attempt import point_recipe
@@ -196,14 +196,16 @@ def outcome_from_state(
             note += f"; {launch_failure}"
     outcome = outcome_of_state(word)
     if outcome == "timeout":
-        return Timeout(phase="slurm", message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds)
+        return Timeout(
+            phase=SCHEDULER_PHASE, message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds
+        )
     if outcome == "host_oom":
-        return HostOom(phase="slurm", message=f"{note} (host memory limit)")
+        return HostOom(phase=SCHEDULER_PHASE, message=f"{note} (host memory limit)")
     if outcome == "cancelled":
-        return Cancelled(phase="slurm", message=note)
+        return Cancelled(phase=SCHEDULER_PHASE, message=note)
     if outcome == "node_fail":
-        return NodeFail(phase="slurm", message=note)
-    return Crashed(phase="slurm", message=note, exit_code=code)
+        return NodeFail(phase=SCHEDULER_PHASE, message=note)
+    return Crashed(phase=SCHEDULER_PHASE, message=note, exit_code=code)
 
 
 def write_missing_result(
@@ -265,7 +267,7 @@ def write_refused_result(campaign: Campaign, info: AttemptInfo, reason: str) -> 
     message = (
         f"job {job} pended with reason {reason}, which waiting cannot clear; cancelled before it started. Fix: {fix}"
     )
-    outcome = Refused(phase="slurm", message=message, reason=reason, fix=fix)
+    outcome = Refused(phase=SCHEDULER_PHASE, message=message, reason=reason, fix=fix)
     return write_missing_result(campaign, info, "CANCELLED", None, outcome=outcome)
 
 

@@ -175,8 +175,10 @@ def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: i
     """q, k and v, each a dense (B, H, T, D) tensor, from the projection's (B, T, 3·H·D) output:
     q and k rotated by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them."""
     B, T, width = qkv.shape
-    if width % (3 * n_heads) or (width // (3 * n_heads)) % 2:
+    head_dim, odd = divmod(width, 3 * n_heads)
+    if odd or head_dim % 2:
         raise ValueError(f"qkv_rope: width {width} is not 3 x {n_heads} heads x an even head_dim")
-    if cos.shape != (T, width // (3 * n_heads)) or cos.dtype != torch.float32 or not cos.is_contiguous():
-        raise ValueError(f"qkv_rope: the tables must be contiguous FP32 (T, D), got {tuple(cos.shape)} {cos.dtype}")
-    return _QKVRope.apply(qkv, cos, sin.contiguous(), n_heads)
+    for table in (cos, sin):
+        if table.shape != (T, head_dim) or table.dtype != torch.float32:
+            raise ValueError(f"qkv_rope: the tables must be FP32 (T, D), got {tuple(table.shape)} {table.dtype}")
+    return _QKVRope.apply(qkv, cos.contiguous(), sin.contiguous(), n_heads)
