@@ -135,7 +135,7 @@ def test_older_reader_skips_unknown_fields_also_inside_embedded_configs():
     # A newer writer added a metric and a recipe field (with defaults, same schema version).
     data = json.loads(dumps(sample_result()))
     data["extra_metric"] = 3
-    data["recipe"]["model"]["qk_norm"] = True
+    data["recipe"]["model"]["a_knob_from_the_future"] = True
     result = decode(json.dumps(data), WorkerResult)
     assert result.parameters == 1234 and result.recipe == sample_result().recipe
     profile = decode(json.dumps({"name": "x", "scheduler": "slurm", "qos": "high"}), ClusterProfile)

@@ -29,8 +29,26 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- recipe
 
 
+class Llama3RopeScaling(_Config, frozen=True, tag_field="type", tag="llama3"):
+    """Llama 3's RoPE frequency scaling, applied to the inverse frequencies as transformers does."""
+
+    factor: PositiveFloat
+    low_freq_factor: PositiveFloat
+    high_freq_factor: PositiveFloat
+    original_max_position_embeddings: PositiveInt
+
+
+# A tagged union of one today: a new scaling type is a new Struct with its own tag.
+RopeScaling = Llama3RopeScaling
+
+
 class ModelConfig(_Config, frozen=True):
-    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, no biases, tied embeddings."""
+    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, and the knobs the small Llama family turns.
+
+    The defaults are the project's original decoder (as many key/value heads as query heads,
+    tied embeddings, no biases, no q/k norm, plain RoPE), so recipes written before the knobs
+    existed read exactly as they did.
+    """
 
     n_layers: PositiveInt
     d_model: PositiveInt
@@ -41,6 +59,18 @@ class ModelConfig(_Config, frozen=True):
     head_dim: PositiveInt = 64
     rope_theta: PositiveFloat = 10_000.0
     norm_eps: PositiveFloat = 1e-5
+    # None: as many as n_heads (multi-head attention); 1 is multi-query attention.
+    n_kv_heads: PositiveInt | None = None
+    tie_embeddings: bool = True
+    # Biases on the q, k and v projections (Qwen2); never on the output projection.
+    qkv_bias: bool = False
+    # RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3).
+    qk_norm: bool = False
+    rope_scaling: RopeScaling | None = None
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
 
 class TrainingConfig(_Config, frozen=True):

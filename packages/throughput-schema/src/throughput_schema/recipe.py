@@ -59,10 +59,13 @@ def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
 
 def check_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
     m, t = recipe.model, recipe.training
-    if m.n_heads * m.head_dim != m.d_model:
+    if m.n_heads % m.kv_heads:
         raise RecipeError(
-            f"{source}: model.n_heads ({m.n_heads}) x model.head_dim ({m.head_dim}) must equal model.d_model ({m.d_model})"
+            f"{source}: model.n_kv_heads ({m.kv_heads}) must divide model.n_heads ({m.n_heads}): "
+            "each key/value head serves a whole group of query heads"
         )
+    if m.head_dim % 2:
+        raise RecipeError(f"{source}: model.head_dim ({m.head_dim}) must be even: RoPE rotates pairs of values")
     if m.context_length not in SUPPORTED_CONTEXTS:
         raise RecipeError(
             f"{source}: model.context_length={m.context_length} is not supported; "
@@ -97,13 +100,29 @@ def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol
     return result
 
 
+# Model knobs added after campaigns were first frozen: a worker frozen before them refuses
+# their keys, so they are passed only where they differ from their defaults.
+_LATER_MODEL_FIELDS = ("n_kv_heads", "tie_embeddings", "qkv_bias", "qk_norm", "rope_scaling")
+
+
 def override_args(recipe: Recipe) -> list[str]:
     """The `--set` arguments that turn a preset into this recipe (for job scripts)."""
     out = []
     for section in _SECTIONS:
-        for key, value in msgspec.structs.asdict(getattr(recipe, section)).items():
+        config = getattr(recipe, section)
+        for key, value in msgspec.structs.asdict(config).items():
+            if section == "model" and key in _LATER_MODEL_FIELDS:
+                if value == getattr(type(config)(**_required(config)), key):
+                    continue
+                if not isinstance(value, (bool, int)):
+                    raise RecipeError(f"model.{key}={value!r} cannot be passed as a --set flag")
             out.append(f"{section}.{key}={value}")
     return out
+
+
+def _required(config: ModelConfig) -> dict[str, Any]:
+    """The fields of `config` without a default, to build its all-defaults twin."""
+    return {f.name: getattr(config, f.name) for f in msgspec.structs.fields(config) if f.required}
 
 
 def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: int = 20) -> int:

@@ -32,6 +32,7 @@ from throughput_schema.campaigns import (
 )
 from throughput_schema.configs import (
     ClusterProfile,
+    Llama3RopeScaling,
     ModelConfig,
     OptimizerConfig,
     PointSpec,
@@ -70,6 +71,7 @@ __all__ = [
     "Manifest",
     "MemoryPeaks",
     "MemoryReport",
+    "Llama3RopeScaling",
     "ModelConfig",
     "OptimizerConfig",
     "OptimizerTiming",
