@@ -1,4 +1,5 @@
-"""Model recipes: YAML presets under `configs/`, `--set` overrides, exact parameter counts.
+"""Model recipes: YAML presets under `configs/` (or a Hugging Face config.json, which
+`hf_config` converts), `--set` overrides, exact parameter counts.
 
 No torch here: the controller, audit and report count parameters from the recipe
 alone, and the worker checks its built model against the same number.
@@ -12,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from throughput_schema import hf_config
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
 from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
 
@@ -39,9 +41,12 @@ def flops_per_token(model: ModelConfig) -> int:
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a preset, apply `key=value` overrides, and validate the whole recipe."""
+    """Read a preset (or a model's config.json), apply `key=value` overrides, and validate
+    the whole recipe."""
     path = Path(path)
-    raw = _load_yaml(path)
+    raw = _load_hf(path) if path.suffix == ".json" else None
+    if raw is None:
+        raw = _load_yaml(path)
     for item in overrides:
         _apply_override(raw, item, path)
     raw.setdefault("name", path.stem)
@@ -127,6 +132,17 @@ def _required(config: ModelConfig) -> dict[str, Any]:
 
 def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: int = 20) -> int:
     return math.ceil(tokens_per_parameter * parameters / tokens_per_update)
+
+
+def _load_hf(path: Path) -> dict[str, Any] | None:
+    """A Hugging Face config.json as a recipe's mapping; None for a recipe written as JSON."""
+    try:
+        config, sha256 = hf_config.read_config(path)
+        if not hf_config.looks_like_hf_config(config):
+            return None
+        return hf_config.convert(config, path=path, sha256=sha256).raw
+    except hf_config.HfConfigError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
