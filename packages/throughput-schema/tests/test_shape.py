@@ -30,6 +30,27 @@ def test_existing_presets_keep_their_counts_and_flops(name):
     assert (parameter_count(model), flops_per_token(model)) == EXISTING[name]
 
 
+# The small Llama-family presets: each model's published parameter count (its Hugging Face
+# model card), and FLOPs per token at context 2048.
+PUBLIC = {
+    "smollm2-135m": (134_515_008, 1_231_763_328),
+    "smollm2-360m": (361_821_120, 2_925_901_440),
+    "tinyllama-1.1b": (1_100_048_384, 7_314_370_560),
+    "llama-3.2-1b": (1_235_814_400, 8_220_192_768),
+    "qwen2.5-0.5b": (494_032_768, 3_492_678_912),
+    "qwen3-0.6b": (596_049_920, 4_985_585_664),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_presets_have_their_published_counts(name):
+    path = CONFIGS / f"{name}.yaml"
+    model = load_recipe(path, ["model.context_length=2048", "training.batch_tokens=8192"]).model
+    assert (parameter_count(model), flops_per_token(model)) == PUBLIC[name]
+    # The first comment line states the exact count, as in every preset.
+    assert path.read_text().startswith(f"# {PUBLIC[name][0]:,} parameters")
+
+
 BASE = ModelConfig(n_layers=2, d_model=96, n_heads=4, ffn_dim=256, context_length=128, vocab_size=1000, head_dim=32)
 
 
