@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from throughput_schema.configs import Llama3RopeScaling
@@ -15,6 +16,7 @@ from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.recipe import RecipeError, load_recipe, parameter_count, recipe_from_dict
 
 HF = Path(__file__).resolve().parent / "hf_configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 PUBLISHED = [
     ("SmolLM2-135M", 134_515_008),
@@ -67,7 +69,23 @@ def test_each_model_type_decides_what_no_key_says():
     )
     # The protocol's training settings and a context that --contexts replaces; the file's
     # max_position_embeddings is recorded, not used.
-    assert (llama.model.context_length, llama.training.micro_batch_size, llama.optimizer.lr) == (2048, 1, 1e-3)
+    assert (llama.model.context_length, llama.training.micro_batch_size, llama.optimizer.lr) == (2048, 4, 1e-3)
+
+
+@pytest.mark.parametrize(
+    "model, preset",
+    [
+        ("SmolLM2-135M", "smollm2-135m"),
+        ("TinyLlama-1.1B-Chat-v1.0", "tinyllama-1.1b"),
+        ("Llama-3.2-1B", "llama-3.2-1b"),
+        ("Qwen2.5-0.5B", "qwen2.5-0.5b"),
+        ("Qwen3-0.6B", "qwen3-0.6b"),
+    ],
+)
+def test_a_converted_config_is_its_preset_by_another_name(model, preset):
+    """The presets in configs/ were written by hand from the same files: two routes, one recipe."""
+    converted = load_recipe(HF / model / "config.json")
+    assert msgspec.structs.replace(converted, name=preset) == load_recipe(CONFIGS / f"{preset}.yaml")
 
 
 def test_transformers_5_rope_parameters_read_as_transformers_4(tmp_path):

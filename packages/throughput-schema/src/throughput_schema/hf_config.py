@@ -26,8 +26,10 @@ from typing import Any
 from throughput_schema.codec import not_text
 from throughput_schema.configs import Protocol
 
-# The context a converted recipe carries until a campaign or `--set` chooses its own.
+# The context and batch a converted recipe carries until a campaign or `--set` chooses its
+# own, as the Llama-family presets in configs/ carry them.
 DEFAULT_CONTEXT = 2048
+DEFAULT_MICRO_BATCH = 4
 # The sizes that make the model: a class default for one of these describes some other
 # (7B-sized) model, not a detail the file left out, so a file without them is refused.
 REQUIRED = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
@@ -258,8 +260,8 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
         "name": model_name,
         "model": model,
         "training": {
-            "micro_batch_size": 1,
-            "batch_tokens": DEFAULT_CONTEXT,
+            "micro_batch_size": DEFAULT_MICRO_BATCH,
+            "batch_tokens": DEFAULT_MICRO_BATCH * DEFAULT_CONTEXT,
             "seed": protocol.seed,
             "grad_clip": protocol.grad_clip,
         },
