@@ -51,7 +51,9 @@ def test_a_config_json_runs_as_a_model(tmp_path):
     assert status.returncode == 0 and CURVE in status.stdout, status.stdout + status.stderr
     collect = sweep("collect", "--output", out)
     assert collect.returncode == 0 and CURVE in (out / "results.json").read_text(), collect.stderr
-    failed = [c.message for c in run_audit(out, settle_seconds=0, allow_test_worker=True).report.checks if c.status == "fail"]
+    failed = [
+        c.message for c in run_audit(out, settle_seconds=0, allow_test_worker=True).report.checks if c.status == "fail"
+    ]
     assert failed == []
 
     again = sweep(*run, "--resume", plan=plan)

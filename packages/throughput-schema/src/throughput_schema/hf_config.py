@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from throughput_schema.codec import not_text
+from throughput_schema.codec import SchemaError, not_text, read_bytes
 from throughput_schema.configs import Protocol
+from throughput_schema.hf_model_types import HEADS, MODEL_TYPES, ModelType
 
 # The context and batch a converted recipe carries until a campaign or `--set` chooses its
 # own, as the Llama-family presets in configs/ carry them.
@@ -49,74 +50,6 @@ _EXPERT_KEYS = (
 # Lists a config.json may hold that say nothing about each layer's shape.
 _NOT_PER_LAYER = frozenset({"architectures", "bos_token_id", "eos_token_id", "pad_token_id", "layer_types"})
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-_HEADS = "hidden_size // num_attention_heads"
-
-
-@dataclass(frozen=True)
-class _ModelType:
-    """One transformers config class: its defaults for the keys read here, and what its
-    attention has that no key says (Qwen2: q/k/v biases; Qwen3: q/k RMSNorm)."""
-
-    config_class: str
-    defaults: dict[str, Any]
-    qkv_bias: bool = False
-    qk_norm: bool = False
-    # Mistral applies `sliding_window` whenever it is set; Qwen only with use_sliding_window.
-    sliding_window_always: bool = False
-
-
-# Read from each class in transformers (v4's __init__ arguments and v5's fields agree on
-# these). A string default is computed from other keys; None for num_key_value_heads
-# means as many as num_attention_heads. rope_theta is v4's argument and v5's default_theta.
-_COMMON = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "rope_theta": 10_000.0}
-MODEL_TYPES: dict[str, _ModelType] = {
-    "llama": _ModelType(
-        "LlamaConfig",
-        {
-            **_COMMON,
-            "vocab_size": 32_000,
-            "num_key_value_heads": None,
-            "head_dim": _HEADS,
-            "max_position_embeddings": 2048,
-        },
-    ),
-    "mistral": _ModelType(
-        "MistralConfig",
-        {
-            **_COMMON,
-            "vocab_size": 32_000,
-            "num_key_value_heads": 8,
-            "head_dim": _HEADS,
-            "max_position_embeddings": 4096 * 32,
-            "sliding_window": 4096,
-        },
-        sliding_window_always=True,
-    ),
-    "qwen2": _ModelType(
-        "Qwen2Config",
-        {
-            **_COMMON,
-            "vocab_size": 151_936,
-            "num_key_value_heads": 32,
-            "head_dim": _HEADS,
-            "max_position_embeddings": 32_768,
-            "use_sliding_window": False,
-        },
-        qkv_bias=True,
-    ),
-    "qwen3": _ModelType(
-        "Qwen3Config",
-        {
-            **_COMMON,
-            "vocab_size": 151_936,
-            "num_key_value_heads": 32,
-            "head_dim": 128,
-            "max_position_embeddings": 32_768,
-            "use_sliding_window": False,
-        },
-        qk_norm=True,
-    ),
-}
 
 
 class HfConfigError(ValueError):
@@ -180,11 +113,9 @@ def read_config(path: str | Path) -> tuple[dict[str, Any], str]:
     """The parsed config.json and the sha256 of its bytes; a one-line error otherwise."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise HfConfigError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise HfConfigError(f"{path}: cannot read ({exc.strerror})") from None
+        data = read_bytes(path)
+    except SchemaError as exc:
+        raise HfConfigError(str(exc)) from None
     why = not_text(data)
     if why:
         raise HfConfigError(f"{path}: not JSON: {why}")
@@ -223,19 +154,19 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
         )
     _refuse_unbuildable(config, kind, src)
     reader = _Reader(config, kind, src)
-    act = reader.str("hidden_act")
+    act = reader.text("hidden_act")
     if act != "silu":
         raise HfConfigError(f"{src}: hidden_act is {act!r}; the decoder's SwiGLU gates with silu only")
-    layers = reader.int("num_hidden_layers")
-    hidden = reader.int("hidden_size")
-    heads = reader.int("num_attention_heads")
-    ffn = reader.int("intermediate_size")
-    vocab = reader.int("vocab_size")
-    kv_heads = reader.int("num_key_value_heads", none_means=heads)
+    layers = reader.whole("num_hidden_layers")
+    hidden = reader.whole("hidden_size")
+    heads = reader.whole("num_attention_heads")
+    ffn = reader.whole("intermediate_size")
+    vocab = reader.whole("vocab_size")
+    kv_heads = reader.whole("num_key_value_heads", none_means=heads)
     head_dim = reader.head_dim(hidden, heads)
-    tie = reader.bool("tie_word_embeddings")
-    eps = reader.float("rms_norm_eps")
-    max_positions = reader.int("max_position_embeddings")
+    tie = reader.flag("tie_word_embeddings")
+    eps = reader.number("rms_norm_eps")
+    max_positions = reader.whole("max_position_embeddings")
     rope_theta, rope_scaling = _rope(config, reader, src)
     model_name, renamed_from = _model_name(path, name)
 
@@ -287,7 +218,7 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
 class _Reader:
     """Typed reads of one config.json's keys, each falling back to its class default."""
 
-    def __init__(self, config: dict[str, Any], kind: _ModelType, src: str) -> None:
+    def __init__(self, config: dict[str, Any], kind: ModelType, src: str) -> None:
         self.config, self.kind, self.src = config, kind, src
         self.defaults: list[str] = []
 
@@ -298,7 +229,7 @@ class _Reader:
         self.defaults.append(f"{key}={value}")
         return value
 
-    def int(self, key: str, *, none_means: int | None = None) -> int:
+    def whole(self, key: str, *, none_means: int | None = None) -> int:
         """A positive whole number; `none_means` is what null stands for (num_key_value_heads)."""
         value = self._get(key)
         if value is None and none_means is not None:
@@ -314,36 +245,36 @@ class _Reader:
     def head_dim(self, hidden: int, heads: int) -> int:
         """Given, or the class's default: 128 for Qwen3, hidden_size // num_attention_heads elsewhere
         (where a null means the same)."""
-        if self.config.get("head_dim") is not None or self.kind.defaults["head_dim"] != _HEADS:
-            return self.int("head_dim")
+        if self.config.get("head_dim") is not None or self.kind.defaults["head_dim"] != HEADS:
+            return self.whole("head_dim")
         if hidden % heads:
             raise HfConfigError(
                 f"{self.src}: head_dim is not given and hidden_size ({hidden}) is not a multiple of "
                 f"num_attention_heads ({heads}); give head_dim"
             )
-        self.defaults.append(f"head_dim={hidden // heads} ({_HEADS})")
+        self.defaults.append(f"head_dim={hidden // heads} ({HEADS})")
         return hidden // heads
 
-    def str(self, key: str) -> str:
+    def text(self, key: str) -> str:
         value = self._get(key)
         if not isinstance(value, str):
             raise HfConfigError(f"{self.src}: {key} is {value!r}; expected a name")
         return value
 
-    def float(self, key: str) -> float:
+    def number(self, key: str) -> float:
         value = self._get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be a positive number")
         return float(value)
 
-    def bool(self, key: str) -> bool:
+    def flag(self, key: str) -> bool:
         value = self._get(key)
         if not isinstance(value, bool):
             raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be true or false")
         return value
 
 
-def _refuse_unbuildable(config: dict[str, Any], kind: _ModelType, src: str) -> None:
+def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> None:
     for key in _EXPERT_KEYS:
         if config.get(key):
             raise HfConfigError(f"{src}: {key} is {config[key]!r}: a mixture of experts is not a dense decoder")
@@ -396,7 +327,7 @@ def _rope(config: dict[str, Any], reader: _Reader, src: str) -> tuple[float, dic
             raise HfConfigError(f"{src}: {key}.rope_theta is {theta!r}; it must be a positive number")
         theta = float(theta)
     else:
-        theta = reader.float("rope_theta")
+        theta = reader.number("rope_theta")
     factor = params.get("partial_rotary_factor")
     if factor not in (None, 1, 1.0):
         raise HfConfigError(f"{src}: {key}.partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
