@@ -160,7 +160,7 @@ def test_names_come_from_name_or_the_folder(tmp_path, capsys):
     # A Hugging Face cache's snapshot folder is a revision: the repository names the model.
     cached = tmp_path / "hub/models--Qwen--Qwen3-0.6B/snapshots/0123abcd"
     assert recipe_of(write(cached, data, "."))[0].name == "Qwen3-0.6B"
-    with pytest.raises(HfConfigError, match="--name 'a b': use letters, digits"):
+    with pytest.raises(HfConfigError, match="--name .a b.: a model name holds ASCII letters"):
         import_config(HF / "Qwen3-0.6B/config.json", name="a b")
     done = schema_cli("recipe-from-hf", str(write(tmp_path, data, "my model (v2)")))
     assert done.returncode == 0 and "model name 'my_model_v2' (its folder 'my model (v2)'" in done.stderr

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from throughput_schema.codec import SchemaError, not_text, read_bytes
 from throughput_schema.configs import Protocol
+from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name, reduced_model_name
 from throughput_schema.hf_model_types import HEADS, MODEL_TYPES, ModelType
 
 # The context and batch a converted recipe carries until a campaign or `--set` chooses its
@@ -77,13 +77,6 @@ class Imported:
 
 # ---------------------------------------------------------------------------- names
 
-_NAME_CHARS = "A-Za-z0-9_.-"
-_BAD = re.compile(f"[^{_NAME_CHARS}]+")
-
-
-def is_model_name(name: str) -> bool:
-    return bool(name) and not _BAD.search(name)
-
 
 def default_name(path: Path) -> str:
     """The folder holding config.json; in a Hugging Face cache
@@ -97,10 +90,10 @@ def default_name(path: Path) -> str:
 def _model_name(path: Path, name: str | None) -> tuple[str, str | None]:
     if name is not None:
         if not is_model_name(name):
-            raise HfConfigError(f"--name {name!r}: use letters, digits, '_', '.' and '-' only")
+            raise HfConfigError(f"--name {name!r}: a model name holds {MODEL_NAME_RULE}")
         return name, None
     folder = default_name(path)
-    reduced = _BAD.sub("_", folder).strip("_")
+    reduced = reduced_model_name(folder)
     if not reduced:
         raise HfConfigError(f"{path}: its folder {folder!r} gives no model name; choose one with --name")
     return reduced, (folder if reduced != folder else None)

@@ -26,6 +26,7 @@ from throughput_schema import (
     read,
 )
 from throughput_schema.campaigns import CampaignKind
+from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name
 from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import RecipeError, load_recipe, recipe_from_dict, with_point
@@ -151,11 +152,11 @@ def plan_throughput(
             recipe, source = model_spec(m)
             sources[recipe.name], converted[recipe.name] = source, recipe
             m = recipe.name
-        elif not m or not all(c.isalnum() or c in "_." for c in m):
-            raise CampaignError(f"--models: {m!r} is not a preset name (letters, digits, '_' and '.')")
         if m in seen:
             raise CampaignError(f"--models: {m} is given twice")
         seen.add(m)
+        if not is_model_name(m):
+            raise CampaignError(f"--models: {m!r} is not a preset name ({MODEL_NAME_RULE})")
         names.append(m)
     if len(set(contexts)) != len(contexts):
         raise CampaignError("--contexts: a context is given twice")
