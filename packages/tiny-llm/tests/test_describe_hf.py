@@ -42,3 +42,15 @@ def test_describe_refuses_an_unbuildable_config_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"tiny_llm: {bad}: use_sliding_window is true: a sliding attention window is not built"
     ]
+
+
+def test_a_recipe_written_as_json_is_still_a_recipe(tmp_path):
+    """A frozen recipe (frozen/recipes/<model>.json) is JSON too, and reads as it always did."""
+    from throughput_schema import write_atomic
+    from throughput_schema.recipe import load_recipe
+
+    frozen = write_atomic(tmp_path / "250m.json", load_recipe(ROOT / "configs/250m.yaml"))
+    done = describe("--config", str(frozen))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["parameters"] == 251_943_360 and "converted_from" not in payload

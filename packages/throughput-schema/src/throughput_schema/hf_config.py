@@ -127,6 +127,15 @@ def looks_like_hf_config(raw: Any) -> bool:
     return isinstance(raw, dict) and "model" not in raw and any(k in raw for k in (*REQUIRED, "architectures"))
 
 
+def import_if_config(path: str | Path) -> Imported | None:
+    """`path` converted where it is a Hugging Face config, None where it is a recipe written
+    as JSON (which a YAML reader reads as before)."""
+    config, sha256 = read_config(path)
+    if not looks_like_hf_config(config):
+        return None
+    return convert(config, path=Path(path), sha256=sha256)
+
+
 def import_config(path: str | Path, *, name: str | None = None) -> Imported:
     """Read `path` and convert it; every refusal is an HfConfigError naming the key."""
     path = Path(path)

@@ -34,9 +34,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     """Read a preset (or a model's config.json), apply `key=value` overrides, and validate
     the whole recipe."""
     path = Path(path)
-    raw = _load_hf(path) if path.suffix == ".json" else None
-    if raw is None:
-        raw = _load_yaml(path)
+    raw = _load_json(path) if path.suffix == ".json" else _load_yaml(path)
     for item in overrides:
         _apply_override(raw, item, path)
     raw.setdefault("name", path.stem)
@@ -124,15 +122,16 @@ def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: 
     return math.ceil(tokens_per_parameter * parameters / tokens_per_update)
 
 
-def _load_hf(path: Path) -> dict[str, Any] | None:
-    """A Hugging Face config.json as a recipe's mapping; None for a recipe written as JSON."""
+def _load_json(path: Path) -> dict[str, Any]:
+    """A Hugging Face config.json, converted, or a recipe written as JSON (a frozen one), read
+    as JSON: YAML would read its `1e-08` as a string."""
     try:
         config, sha256 = hf_config.read_config(path)
-        if not hf_config.looks_like_hf_config(config):
-            return None
-        return hf_config.convert(config, path=path, sha256=sha256).raw
+        if hf_config.looks_like_hf_config(config):
+            return hf_config.convert(config, path=path, sha256=sha256).raw
     except hf_config.HfConfigError as exc:
         raise RecipeError(str(exc)) from None
+    return config
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:

@@ -30,8 +30,9 @@ def describe(args: argparse.Namespace) -> int:
         "flops_per_token": flops_per_token(recipe.model),
         "tokens_per_update": recipe.training.batch_tokens,
     }
-    if args.config.suffix == ".json":
-        imported = hf_config.import_config(args.config)  # load_recipe has read it without complaint
+    # load_recipe has read the file without complaint; None: a recipe written as JSON.
+    imported = hf_config.import_if_config(args.config) if args.config.suffix == ".json" else None
+    if imported is not None:
         payload["converted_from"] = {
             "model_type": imported.model_type,
             "sha256": imported.sha256,
