@@ -62,3 +62,8 @@ def test_a_config_json_runs_as_a_model(tmp_path):
     changed = sweep(*run, "--resume", plan=plan)
     assert changed.returncode == 2 and "changed since this campaign converted it" in changed.stderr
     assert len(changed.stderr.strip().splitlines()) == 1
+    # An optimizer follow-up measures the model its parent froze, whatever the file says now.
+    follow = sweep(*scripted_run(tmp_path / "opt", profile="local", timing_from=out), plan=plan)
+    assert follow.returncode == 0, follow.stdout + follow.stderr
+    assert read(tmp_path / "opt/frozen/recipes/SmolLM2-135M.json", Recipe) == frozen
+    assert read(tmp_path / "opt/manifest.json", Manifest).model_sources == manifest.model_sources

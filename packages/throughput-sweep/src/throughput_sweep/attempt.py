@@ -56,11 +56,10 @@ __all__ = ["Submitted", "attempt_request", "campaign_script", "job_script", "poi
 def point_recipe(campaign: Campaign, model: str, context_length: int, batch_size: int) -> Recipe:
     """The frozen preset with the point and the campaign's protocol applied."""
     path = campaign.recipe_path(model)
-    source = campaign.manifest.model_sources.get(model)
     if path.exists():
         recipe = read(path, Recipe)
-    elif source is not None:  # --dry-run of a campaign not yet created: the config.json, converted
-        recipe = load_recipe(source.path)
+    elif model in campaign.unfrozen:  # --dry-run of a campaign not yet created: a converted config.json
+        recipe = campaign.unfrozen[model]
     else:  # --dry-run of a campaign not yet created: the repository's preset
         recipe = load_recipe(Path(campaign.manifest.source_root) / "configs" / f"{model}.yaml")
     return with_point(recipe, context_length=context_length, batch_size=batch_size, protocol=campaign.manifest.protocol)

@@ -90,7 +90,7 @@ class Plan:
         """The campaign as --dry-run shows it: nothing is written."""
         # A spot check shows the job script its parent's frozen copy will run.
         frozen = self.frozen_from.manifest.frozen_files if self.frozen_from else ()
-        return Campaign(root=self.output, manifest=self.manifest(frozen))
+        return Campaign(root=self.output, manifest=self.manifest(frozen), unfrozen=self.recipes or {})
 
 
 def is_config_json(spec: str) -> bool:
