@@ -137,6 +137,10 @@ class Manifest(_Record, frozen=True):
     # Slurm campaigns: the variables of the creating shell kept from every Slurm command and
     # from the jobs (`slurm_env.slurm_environment`), with their values.
     slurm_environment_removed: dict[str, str] = {}
+    # The zone of the shell that created the campaign, as TZ names it (`time_zones.local_zone`).
+    # Records keep instants with their offset; campaigns from before kept Slurm's times
+    # local to an unnamed zone, so this is empty in theirs.
+    watcher_zone: str = ""
 
     def curves(self) -> list[str]:
         """The campaign's curve names, model by model, each model's contexts in order."""

@@ -18,6 +18,7 @@ from throughput_schema.campaigns import CampaignKind
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_schema.slurm_env import slurm_environment
+from throughput_schema.time_zones import local_zone
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
 from throughput_sweep.frozen_profile import refuse_other_profile
@@ -67,6 +68,7 @@ class Plan:
             source_root=str(self.root),
             spot_check=self.spot_check,
             slurm_environment_removed=slurm_environment(os.environ)[1] if self.profile.scheduler == "slurm" else {},
+            watcher_zone=local_zone(),
         )
 
     def preview(self) -> Campaign:
