@@ -119,8 +119,12 @@ def test_a_campaign_stopped_in_kolkata_and_resumed_from_los_angeles_audits_clean
     watcher = start_in_zone(KOLKATA, *args, plan=plan, log=tmp_path / "watcher.log")
     try:
         b1 = out / "curves/20m-c512/b1/attempt-1/receipt.json"
-        wait_for(lambda: b1.exists() and json.loads(b1.read_text())["accounting_final"], 120, "b1's final accounting")
-        assert (out / "curves/20m-c512/b2/attempt-1/receipt.json").exists()
+        b2 = out / "curves/20m-c512/b2/attempt-1/receipt.json"
+        wait_for(
+            lambda: b2.exists() and b1.exists() and json.loads(b1.read_text())["accounting_final"],
+            120,
+            "b1's final accounting while b2 runs",
+        )
         watcher.send_signal(signal.SIGINT)
         assert watcher.wait(timeout=60) == 130, (tmp_path / "watcher.log").read_text()
     finally:
@@ -150,6 +154,7 @@ def test_a_campaign_across_a_daylight_saving_change_audits_clean(local_slurm, tm
     r = in_zone(zone, *scripted_run(out, 512, max_batch=2, profile=profile(tmp_path)), plan=plan)
     assert r.returncode == 0, r.stdout + r.stderr
     assert in_zone(zone, "collect", "--output", out, plan=plan).returncode == 0
+    assert_audits_clean(out, zone, "UTC")
     b1 = json.loads((out / "curves/20m-c512/b1/attempt-1/receipt.json").read_text())["accounting"]
     started, ended = (datetime.fromisoformat(t).astimezone(UTC) for t in (b1["start"], b1["end"]))
     assert started < change < ended, (change, b1)
@@ -161,7 +166,6 @@ def test_a_campaign_across_a_daylight_saving_change_audits_clean(local_slurm, tm
         ["date", "-d", f"@{int(change.timestamp()) - 1}", "+%z"], env={"TZ": zone}, capture_output=True, text=True
     )
     assert (before.stdout.strip(), shown.stdout.strip()) == ("+0600", "+0500")
-    assert_audits_clean(out, zone, "UTC")
     assert_times_carry_their_offset(out)
 
 
@@ -186,6 +190,7 @@ def test_a_watcher_killed_after_sbatch_east_of_utc_is_adopted_on_resume(local_sl
         wait_until_squeue_forgets(job_id)
         r = in_zone(KOLKATA, "run", "--output", out, "--resume", *WATCH, plan=plan)
         assert r.returncode == 0, r.stdout + r.stderr
+    assert (attempt / "receipt.json").exists(), f"job {job_id} was not adopted: " + r.stdout + r.stderr
     receipt = json.loads((attempt / "receipt.json").read_text())
     assert receipt["job_id"] == job_id and receipt["adopted"], receipt
     assert check_campaign(out, since) == {"20m-c512": "capped"}
