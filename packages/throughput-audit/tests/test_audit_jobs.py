@@ -311,3 +311,58 @@ def test_unreadable_intent_time_is_one_line_and_the_other_tokens_are_still_looke
     (argv,) = sacct.by_name()
     assert len(next(a for a in argv if a.startswith("--name=")).split(",")) == 7
     assert not [c for c in out.report.checks if c.name == "slurm.unreceipted" and c.status == "pass"]
+
+
+# ------------------------------------------------- receipts from before times carried offsets
+
+
+def _as_written_in(campaign, tz: str, *, late_seconds: int = 0) -> None:
+    """Every receipt's times as sacct printed them in a shell with TZ=`tz` (no offset)."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    def wall(text: str) -> str:
+        when = datetime.fromisoformat(text).astimezone(ZoneInfo(tz)) + timedelta(seconds=late_seconds)
+        return when.replace(tzinfo=None).isoformat()
+
+    for points in campaign.points.values():
+        for folder in points.values():
+            edit(
+                folder / "receipt.json",
+                lambda d: d["accounting"].update(
+                    start=wall(d["accounting"]["start"]), end=wall(d["accounting"]["end"])
+                ),
+            )
+
+
+@pytest.fixture
+def in_zone(monkeypatch):
+    def use(tz: str) -> None:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+
+    yield use
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_an_older_campaigns_receipts_pass_in_the_zone_they_were_written_in(campaign, in_zone):
+    _as_written_in(campaign, "Asia/Kolkata")
+    in_zone("Asia/Kolkata")
+    assert not failures(audit(campaign))
+
+
+def test_in_another_zone_an_older_campaigns_receipts_are_one_failure_with_the_tz_to_use(campaign, in_zone):
+    _as_written_in(campaign, "Asia/Kolkata")
+    in_zone("America/Los_Angeles")
+    (bad,) = failures(audit(campaign))
+    assert bad.name == "slurm.receipt_zone" and bad.values["receipts"] == 8, bad.message
+    assert "wall times of UTC+05:30 (8 receipts)" in bad.message
+    assert f"TZ='<+0530>-05:30' throughput-audit --output {campaign.root}" in bad.message
+
+
+def test_a_naive_receipt_time_off_by_seconds_still_fails_its_receipt(campaign, in_zone):
+    _as_written_in(campaign, "Asia/Kolkata", late_seconds=7)
+    in_zone("Asia/Kolkata")
+    bad = failures(audit(campaign))
+    assert {c.name for c in bad} == {"slurm.receipt_accounting"} and len(bad) == 8, [c.message for c in bad]

@@ -70,14 +70,14 @@ def check_receipt_zone(root: Path, pairs: list[tuple[AccountingRow, AccountingRo
     if not offsets:
         return False
     count = sum(offsets.values())
-    read_as = " and ".join(f"{utc_offset_text(o)} ({n})" for o, n in offsets.most_common())
+    read_as = " and ".join(f"{utc_offset_text(o)} ({n} receipts)" for o, n in offsets.most_common())
     common = offsets.most_common(1)[0][0]
     checks.fail(
         "slurm.receipt_zone",
         "",
         f"{count} receipts hold their job's times without an offset, local to a zone the campaign does not "
-        f"record (written before times carried one): they read as {read_as}, not as this audit's zone; "
-        f"audit in the zone the campaign was watched in: TZ='{fixed_zone(common)}' throughput-audit --output {root} "
+        f"record (written before times carried one); they are wall times of {read_as}, not of this audit's zone: audit in the "
+        f"zone the campaign was watched in, TZ='{fixed_zone(common)}' throughput-audit --output {root} "
         "(or TZ=<its name>, e.g. TZ=Europe/Berlin, which also follows its daylight-saving changes)",
         receipts=count,
         offsets={utc_offset_text(o): n for o, n in offsets.items()},
