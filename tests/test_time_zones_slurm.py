@@ -148,11 +148,12 @@ def test_a_campaign_stopped_in_kolkata_and_resumed_from_los_angeles_audits_clean
     try:
         b1 = out / "curves/20m-c512/b1/attempt-1/receipt.json"
         b2 = out / "curves/20m-c512/b2/attempt-1/receipt.json"
-        wait_for(
-            lambda: b2.exists() and b1.exists() and json.loads(b1.read_text())["accounting_final"],
-            120,
-            "b1's final accounting while b2 runs",
-        )
+
+        def b1_final_while_b2_runs() -> bool:
+            assert watcher.poll() is None, (tmp_path / "watcher.log").read_text()
+            return b2.exists() and b1.exists() and json.loads(b1.read_text())["accounting_final"]
+
+        wait_for(b1_final_while_b2_runs, 120, "b1's final accounting while b2 runs")
         watcher.send_signal(signal.SIGINT)
         assert watcher.wait(timeout=60) == 130, (tmp_path / "watcher.log").read_text()
     finally:
