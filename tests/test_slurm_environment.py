@@ -31,7 +31,8 @@ INHERITED = {
     "SLURM_JOB_ID": "4242424",
     "SLURM_ENCLOSING_ALLOCATION_MARK": "from-the-shell",
 }
-FULL_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
+# A full date and time, in UTC with its offset (the queries run with TZ=UTC).
+FULL_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
 
 
 @pytest.fixture

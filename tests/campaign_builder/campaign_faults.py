@@ -251,6 +251,28 @@ def receipt_times_without_a_date(p: Planted) -> None:
     )
 
 
+def _kolkata_wall_time(iso: str) -> str:
+    """What sacct printed for this instant in a shell with TZ=Asia/Kolkata: no offset."""
+    from datetime import datetime, timedelta
+
+    return (datetime.fromisoformat(iso) + timedelta(hours=5, minutes=30)).replace(tzinfo=None).isoformat()
+
+
+def receipt_times_in_another_zone(p: Planted) -> None:
+    # A campaign from before times carried their offset, watched with TZ=Asia/Kolkata and
+    # audited in UTC: every receipt holds Kolkata's wall times.
+    for curve, points in p.built.points.items():
+        for batch in points:
+            p.edit_point(
+                curve,
+                batch,
+                "receipt.json",
+                lambda d: d["accounting"].update(
+                    start=_kolkata_wall_time(d["accounting"]["start"]), end=_kolkata_wall_time(d["accounting"]["end"])
+                ),
+            )
+
+
 def sacct_times_without_a_date(p: Planted) -> None:
     row = p.sacct.rows[p.job("20m-c512", 1)]
     p.sacct_row("20m-c512", 1, start=_dateless(row.start), end=_dateless(row.end))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from subprocess import CompletedProcess
 
@@ -55,7 +55,7 @@ from throughput_schema.layout import (
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
-T0 = datetime(2026, 10, 8, 12, 0, 0)
+T0 = datetime(2026, 10, 8, 12, 0, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -70,9 +70,21 @@ class BuiltCampaign:
         return FakeSacct(self.rows)
 
 
+def _printed(attr: str, value: str) -> str:
+    """A row's figure as sacct prints it under TZ=UTC: a time in UTC, without its offset."""
+    if attr not in ("start", "end"):
+        return value
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat() if when.tzinfo else value
+
+
 class FakeSacct:
-    """Answers `sacct ... -j a,b,c` and `sacct ... --name=t,u` like `--parsable2 --noheader`,
-    and counts the calls. A name query ignores its time window: every row is in it."""
+    """Answers `sacct ... -j a,b,c` and `sacct ... --name=t,u` like `--parsable2 --noheader`
+    in the audit's TZ=UTC (times without their offset), and counts the calls. A name query
+    ignores its time window: every row is in it."""
 
     def __init__(self, rows: dict[str, AccountingRow]) -> None:
         self.rows = rows
@@ -89,7 +101,7 @@ class FakeSacct:
         else:
             names = set(next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(","))
             rows = [row for row in self.rows.values() if row.job_name in names]
-        lines = ["|".join(getattr(row, attr) for _, attr in FIELDS) for row in rows]
+        lines = ["|".join(_printed(attr, getattr(row, attr)) for _, attr in FIELDS) for row in rows]
         return CompletedProcess(argv, 0, "".join(line + "\n" for line in lines), "")
 
     def by_id(self) -> list[list[str]]:

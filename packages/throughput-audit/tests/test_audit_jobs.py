@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 
 import msgspec
 import pytest
@@ -23,7 +22,7 @@ def test_peak_concurrency_over_the_limit_is_caught(tmp_path):
     bad = failures(out)
     assert [c.name for c in bad] == ["slurm.peak_concurrency"]
     assert bad[0].values["peak"] == 3 and bad[0].values["limit"] == 2
-    assert "peak 3 jobs running at once at 2026-10-08T12:00:02 (1000, 1004, 1008)" in bad[0].message
+    assert "peak 3 jobs running at once at 2026-10-08T12:00:02+00:00 (1000, 1004, 1008)" in bad[0].message
     assert "the campaign's limit is 2" in bad[0].message
 
 
@@ -202,7 +201,7 @@ def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
     (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]
     assert check.status == "pass"
     assert check.values == {"jobs": 8, "tokens": 8, "windows": 1, "queries": 1, "span_seconds": 86400}
-    # The intents were written from 12:00:00 to 12:05:01 (naive, so UTC), an hour's margin each side.
+    # The intents were written from 12:00:00 to 12:05:01 UTC, an hour's margin each side.
     assert check.message == (
         "sacct holds 8 jobs named by the campaign's 8 tokens, asked in 1 windows of at most 1-00:00:00 around the "
         "intents' times, with 1 sacct calls (2026-10-08T11:00:00+00:00 to 2026-10-08T13:05:01+00:00); each has a receipt"
@@ -210,9 +209,8 @@ def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
     (argv,) = sacct.by_name()
     assert argv[:3] == ["sacct", "-X", "--allusers"] and "--parsable2" in argv and "--noheader" in argv
     assert f"--format={','.join(name for name, _ in slurm.FIELDS)}" in argv
-    # In the auditor's local time, as sacct reads it.
-    local = [datetime(2026, 10, 8, h, m, s, tzinfo=UTC).astimezone() for h, m, s in ((11, 0, 0), (13, 5, 1))]
-    assert argv[-3:-1] == [f"--starttime={local[0]:%Y-%m-%dT%H:%M:%S}", f"--endtime={local[1]:%Y-%m-%dT%H:%M:%S}"]
+    # In UTC, as sacct reads it under the audit's TZ=UTC, whatever the auditor's zone.
+    assert argv[-3:-1] == ["--starttime=2026-10-08T11:00:00", "--endtime=2026-10-08T13:05:01"]
     names = next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(",")
     assert sorted(names) == sorted(_token(campaign, c, b) for c, pts in campaign.points.items() for b in pts)
 
@@ -229,7 +227,7 @@ def test_a_second_job_under_one_attempts_token_is_caught(campaign):
     assert bad.name == "slurm.unreceipted" and bad.file == "curves/20m-c512/b2/attempt-1/intent.json"
     assert bad.message == (
         f"curves/20m-c512/b2/attempt-1/intent.json: job 4242 ({token}) was submitted without a receipt in the campaign "
-        f"(sacct: RUNNING, start 2026-10-08T12:05:00); the attempt's receipt names job {original.job_id}"
+        f"(sacct: RUNNING, start 2026-10-08T12:05:00+00:00); the attempt's receipt names job {original.job_id}"
     )
     assert bad.values == {
         "job_id": "4242",
@@ -313,3 +311,58 @@ def test_unreadable_intent_time_is_one_line_and_the_other_tokens_are_still_looke
     (argv,) = sacct.by_name()
     assert len(next(a for a in argv if a.startswith("--name=")).split(",")) == 7
     assert not [c for c in out.report.checks if c.name == "slurm.unreceipted" and c.status == "pass"]
+
+
+# ------------------------------------------------- receipts from before times carried offsets
+
+
+def _as_written_in(campaign, tz: str, *, late_seconds: int = 0) -> None:
+    """Every receipt's times as sacct printed them in a shell with TZ=`tz` (no offset)."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    def wall(text: str) -> str:
+        when = datetime.fromisoformat(text).astimezone(ZoneInfo(tz)) + timedelta(seconds=late_seconds)
+        return when.replace(tzinfo=None).isoformat()
+
+    for points in campaign.points.values():
+        for folder in points.values():
+            edit(
+                folder / "receipt.json",
+                lambda d: d["accounting"].update(
+                    start=wall(d["accounting"]["start"]), end=wall(d["accounting"]["end"])
+                ),
+            )
+
+
+@pytest.fixture
+def in_zone(monkeypatch):
+    def use(tz: str) -> None:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+
+    yield use
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_an_older_campaigns_receipts_pass_in_the_zone_they_were_written_in(campaign, in_zone):
+    _as_written_in(campaign, "Asia/Kolkata")
+    in_zone("Asia/Kolkata")
+    assert not failures(audit(campaign))
+
+
+def test_in_another_zone_an_older_campaigns_receipts_are_one_failure_with_the_tz_to_use(campaign, in_zone):
+    _as_written_in(campaign, "Asia/Kolkata")
+    in_zone("America/Los_Angeles")
+    (bad,) = failures(audit(campaign))
+    assert bad.name == "slurm.receipt_zone" and bad.values["receipts"] == 8, bad.message
+    assert "wall times of UTC+05:30 (8 receipts)" in bad.message
+    assert f"TZ='<+0530>-05:30' throughput-audit --output {campaign.root}" in bad.message
+
+
+def test_a_naive_receipt_time_off_by_seconds_still_fails_its_receipt(campaign, in_zone):
+    _as_written_in(campaign, "Asia/Kolkata", late_seconds=7)
+    in_zone("Asia/Kolkata")
+    bad = failures(audit(campaign))
+    assert {c.name for c in bad} == {"slurm.receipt_accounting"} and len(bad) == 8, [c.message for c in bad]

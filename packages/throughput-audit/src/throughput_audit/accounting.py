@@ -12,6 +12,7 @@ from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
+from throughput_audit.receipt_zone import check_receipt_zone
 from throughput_schema import AccountingRow
 from throughput_schema.layout import INTENT, RECEIPT
 
@@ -61,6 +62,15 @@ def check_slurm(
         rereads=len(more),
     )
     queries = queries + more
+    unzoned = check_receipt_zone(
+        loaded.root,
+        [
+            (rec.accounting, rows[j])
+            for j, r in jobs.items()
+            if (rec := r.attempt.receipt) is not None and rec.accounting is not None and j in rows
+        ],
+        checks,
+    )
     used: list[AccountingRow] = []
     compared = 0
     for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
@@ -93,7 +103,7 @@ def check_slurm(
             partition=row.partition,
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
-        compared += check_job("slurm", r, row, checks)
+        compared += check_job("slurm", r, row, checks, unzoned=unzoned)
     check_worker_times_ran("slurm", len(used), compared, checks)
     check_peak("slurm", used, profile.max_concurrent_jobs, checks)
     unreceipted: list[AccountingRow] = []

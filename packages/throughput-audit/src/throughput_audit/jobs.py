@@ -6,14 +6,15 @@ scheduler. Check names start with the scheduler's name ("slurm.", "local.").
 - state: its end state and exit code agree with the result's outcome;
 - worker_times: every timestamp a worker wrote lies within the job's start and end;
 - receipt_accounting: every figure of the receipt's accounting copy, which collect
-  publishes, equals the scheduler's record now.
+  publishes, equals the scheduler's record now (times as instants; one recorded without
+  an offset as the auditor's local time, `receipt_zone`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from throughput_audit import slurm
+from throughput_audit import receipt_zone, slurm
 from throughput_audit.allocation import timelimit_minutes
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
@@ -27,14 +28,23 @@ GRANULARITY = timedelta(seconds=1)
 # a row sacct had not filled in yet (JobName "allocation", no partition): only its job id
 # must agree.
 _NOT_FINAL = ("job_id",)
+_TIMES = ("start", "end")
 
 
 def check_job(
-    prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, times: AccountingRow | None = None
+    prefix: str,
+    r: AttemptRecord,
+    row: AccountingRow,
+    checks: Checks,
+    *,
+    times: AccountingRow | None = None,
+    unzoned: bool = False,
 ) -> int:
     """`times`: the row with start and end as instants, where the record's own strings
-    are ambiguous (older local registries wrote local time without an offset). Returns
-    how many worker results were compared with the job's times."""
+    are ambiguous (older local registries wrote local time without an offset). `unzoned`:
+    the receipt's times, where they name no offset, are in a zone the audit does not know
+    (`receipt_zone` said so once) and are not compared. Returns how many worker results
+    were compared with the job's times."""
     file = r.file(RECEIPT)
     job_id = row.job_id
     receipt = r.attempt.receipt
@@ -67,7 +77,7 @@ def check_job(
             outcome=k,
         )
     compared = check_worker_times(prefix, r, times or row, checks)
-    check_receipt_copy(prefix, r, row, checks)
+    check_receipt_copy(prefix, r, row, checks, unzoned=unzoned)
     return compared
 
 
@@ -83,7 +93,9 @@ def _source(prefix: str) -> str:
     return "sacct" if prefix == "slurm" else "the local job registry"
 
 
-def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> None:
+def check_receipt_copy(
+    prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, unzoned: bool = False
+) -> None:
     receipt = r.attempt.receipt
     assert receipt is not None, "an attempt is checked against the job its receipt names"
     recorded = receipt.accounting
@@ -91,7 +103,9 @@ def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks
         return
     file = r.file(RECEIPT)
     fields = AccountingRow.__struct_fields__ if receipt.accounting_final else _NOT_FINAL
-    differ = [f for f in fields if getattr(recorded, f) != getattr(row, f)]
+    if unzoned and receipt_zone.naive(recorded):
+        fields = tuple(f for f in fields if f not in _TIMES)
+    differ = [f for f in fields if not _same(f, getattr(recorded, f), getattr(row, f))]
     source = _source(prefix)
     checks.expect(
         f"{prefix}.receipt_accounting",
@@ -107,6 +121,24 @@ def check_receipt_copy(prefix: str, r: AttemptRecord, row: AccountingRow, checks
         job_id=row.job_id,
         differ={f: {"receipt": getattr(recorded, f), "scheduler": getattr(row, f)} for f in differ},
     )
+
+
+def _same(field: str, recorded: str, now: str) -> bool:
+    """A time is the same instant, written with any offset; one recorded without an offset
+    is the auditor's local wall time of that instant (as sacct printed it in the watcher's
+    shell before queries ran in UTC). Every other figure is the same text."""
+    if field not in _TIMES or recorded == now:
+        return recorded == now
+    instant = slurm.parse_time(now)
+    try:
+        when = datetime.fromisoformat(recorded)
+    except ValueError:
+        return False
+    if instant is None:
+        return False
+    if when.tzinfo is None:  # wall time to wall time: around a daylight-saving change local times repeat
+        return when == instant.astimezone().replace(tzinfo=None)
+    return when == instant
 
 
 def _worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:

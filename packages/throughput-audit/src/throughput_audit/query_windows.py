@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from throughput_audit.allocation import timelimit_minutes
 from throughput_schema.local_jobs import slurm_duration
+from throughput_schema.slurm_env import slurm_time
 
 # The login node writing intents and slurmctld stamping jobs may disagree by minutes, and
 # sbatch itself may take a while to answer.
@@ -39,18 +40,13 @@ class Window:
     end: datetime
 
     def sacct_args(self) -> list[str]:
-        # sacct reads times in the auditor's local time.
-        return [f"--starttime={_local(self.start)}", f"--endtime={_local(self.end)}"]
+        return [f"--starttime={slurm_time(self.start)}", f"--endtime={slurm_time(self.end)}"]
 
     def overlaps(self, start: datetime, end: datetime) -> bool:
         return start <= self.end and end >= self.start
 
     def __str__(self) -> str:
-        return f"{_local(self.start)} to {_local(self.end)}"
-
-
-def _local(when: datetime) -> str:
-    return when.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self.start.isoformat()} to {self.end.isoformat()}"
 
 
 def around(written_at: str) -> tuple[datetime, datetime]:

@@ -3,7 +3,8 @@
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
 one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
 within each of the time windows around the intents (`query_windows`).
-Rows are kept as Slurm printed them (`AccountingRow`) and written to accounting.txt.
+Rows are kept as Slurm printed them (`AccountingRow`), their times in UTC with the offset
+(`slurm_instant`), and written to accounting.txt.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 from throughput_schema import AccountingRow, slurm_states
-from throughput_schema.slurm_env import slurm_environment
+from throughput_schema.slurm_env import query_environment, slurm_instant
 
 # sacct columns, in order; Comment is last because it is free text and may hold "|".
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -48,9 +49,10 @@ class AccountingUnavailable(RuntimeError):
 
 def slurm_env() -> dict[str, str]:
     """The environment every Slurm client call of the audit runs with: the schema's policy
-    (SLURM_TIME_FORMAT=standard, so a shell's `relative` cannot hide dates; no inherited
-    SACCT_*/SLURM_* option that would change what sacct selects or prints)."""
-    return slurm_environment(os.environ)[0]
+    (SLURM_TIME_FORMAT=standard, so a shell's `relative` cannot hide dates; TZ=UTC, so the
+    auditor's zone cannot move them; no inherited SACCT_*/SLURM_* option that would change
+    what sacct selects or prints)."""
+    return query_environment(os.environ)
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -178,7 +180,9 @@ def parse(text: str) -> list[AccountingRow]:
         if len(parts) < n:
             parts += [""] * (n - len(parts))
         parts = parts[: n - 1] + ["|".join(parts[n - 1 :])]
-        out.append(AccountingRow(**{attr: value for (_, attr), value in zip(FIELDS, parts)}))
+        values = {attr: value for (_, attr), value in zip(FIELDS, parts)}
+        values.update(start=slurm_instant(values["start"]), end=slurm_instant(values["end"]))
+        out.append(AccountingRow(**values))
     return out
 
 
@@ -197,7 +201,9 @@ _DATED = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
 def job_time(text: str) -> datetime | None:
-    """Slurm's ISO timestamp (local time, naive); None where it has not happened yet.
+    """An ISO timestamp as an instant (UTC): a time without an offset (a receipt recorded
+    before times carried one, an older local registry) is read as local. None where it has
+    not happened yet.
     ValueError, naming the text, for anything else: a time that does not parse is never
     read as absent."""
     text = (text or "").strip()
@@ -209,9 +215,8 @@ def job_time(text: str) -> datetime | None:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a date and time") from None
-    if when.tzinfo is not None:  # compare everything as naive local time
-        when = when.astimezone().replace(tzinfo=None)
-    return when
+    # Instants, not local wall times: around a daylight-saving change local times repeat.
+    return when.astimezone(UTC)
 
 
 def parse_time(text: str) -> datetime | None:
@@ -301,7 +306,7 @@ def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = No
         start = job_time(row.start)
         if start is None:
             continue  # never started
-        end = job_time(row.end) or now or datetime.now()
+        end = job_time(row.end) or now or datetime.now(UTC)
         events.append((start, 1, row.job_id))
         events.append((max(end, start), 0 if end > start else 2, row.job_id))
     events.sort(key=lambda e: (e[0], e[1]))

@@ -147,6 +147,10 @@ class Manifest(_Record, frozen=True):
     slurm_environment_removed: dict[str, str] = {}
     # Models given as a Hugging Face config.json (`hf_config`), by model name; presets have none.
     model_sources: dict[str, ModelSource] = {}
+    # The zone of the shell that created the campaign, as TZ names it (`time_zones.local_zone`).
+    # Records keep instants with their offset; campaigns from before kept Slurm's times
+    # local to an unnamed zone, so this is empty in theirs.
+    watcher_zone: str = ""
 
     def curves(self) -> list[str]:
         """The campaign's curve names, model by model, each model's contexts in order."""

@@ -17,6 +17,14 @@ variables it took out (recorded in the manifest as `slurm_environment_removed`):
   * and `SLURM_TIME_FORMAT=standard` is set, so times are full ISO dates whatever the
     user's shell says (a user's own value counts as removed).
 
+The queries (`query_environment`: squeue, sacct, scontrol, sinfo, sacctmgr, scancel) also
+run with `TZ=UTC` (`QUERY_ZONE`): Slurm's clients print and read times in their process's
+zone, with no offset, and the login node, the laptop, CI and the colleague who audits each
+have their own. So every time the tool reads from Slurm is UTC (`slurm_instant` writes it
+with its offset, as records keep it), and every time it passes to Slurm is written in UTC
+(`slurm_time`): pinning one side alone would move a lookup window by hours. sbatch keeps
+the user's TZ: its environment is also the job's.
+
 They are removed, not refused: such variables are usually set for interactive work (a
 site module, a .bashrc) and are right there; refusing would make the user unset them
 for every run, while the profile already says everything the job needs.
@@ -24,11 +32,14 @@ for every run, while the profile already says everything the job needs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
-__all__ = ["TIME_FORMAT", "slurm_environment"]
+__all__ = ["QUERY_ZONE", "TIME_FORMAT", "query_environment", "slurm_environment", "slurm_instant", "slurm_time"]
 
 TIME_FORMAT = "standard"
+QUERY_ZONE = "UTC"
 _KEPT = frozenset({"SLURM_CONF", "SLURM_JWT"})
 _PREFIXES = ("SBATCH_", "SLURM_", "SQUEUE_", "SACCT_", "SCANCEL_", "SINFO_", "SCONTROL_", "SACCTMGR_")
 
@@ -45,3 +56,23 @@ def slurm_environment(base: Mapping[str, str]) -> tuple[dict[str, str], dict[str
             env[name] = value
     env["SLURM_TIME_FORMAT"] = TIME_FORMAT
     return env, dict(sorted(removed.items()))
+
+
+def query_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """`slurm_environment`'s, in `QUERY_ZONE`: for every Slurm command but sbatch."""
+    return {**slurm_environment(base)[0], "TZ": QUERY_ZONE}
+
+
+def slurm_time(when: datetime) -> str:
+    """`when` as a query's -S/-E (--starttime/--endtime) reads it; a naive time is local."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+# A full date and time without an offset, as a query prints it under TIME_FORMAT.
+_NAIVE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
+
+
+def slurm_instant(text: str) -> str:
+    """A time a query printed ('2026-12-03T06:29:02'), with its offset ('...+00:00');
+    anything else ('Unknown', 'None', '', text not a full date) as it is."""
+    return text + "+00:00" if _NAIVE.fullmatch(text) else text

@@ -31,6 +31,7 @@ from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import RecipeError, load_recipe, recipe_from_dict, with_point
 from throughput_schema.slurm_env import slurm_environment
+from throughput_schema.time_zones import local_zone
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
 from throughput_sweep.frozen_profile import refuse_other_profile
@@ -84,6 +85,7 @@ class Plan:
             spot_check=self.spot_check,
             slurm_environment_removed=slurm_environment(os.environ)[1] if self.profile.scheduler == "slurm" else {},
             model_sources=self.sources or {},
+            watcher_zone=local_zone(),
         )
 
     def preview(self) -> Campaign:

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from throughput_schema import ClusterProfile
-from throughput_schema.slurm_env import slurm_environment
+from throughput_schema.slurm_env import query_environment
 from throughput_sweep.schedulers.slurm_reasons import refusal_text
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
@@ -30,9 +30,10 @@ class Findings:
 def ask(argv: list[str]) -> tuple[bool, str, str]:
     """(answered, stdout, stderr or what went wrong); the environment is the watcher's.
     A note or problem quotes it on one line (`refusal_text`)."""
-    env, _ = slurm_environment(os.environ)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT, env=query_environment(os.environ), check=False
+        )
     except subprocess.TimeoutExpired:
         return False, "", f"{argv[0]} did not answer within {TIMEOUT:.0f} s"
     except OSError as exc:

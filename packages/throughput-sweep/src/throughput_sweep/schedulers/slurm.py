@@ -5,8 +5,10 @@ ever be an argument. The output is read by the pure functions of `slurm_text`
 (`parse_squeue`, `parse_sacct`, ...) and the lists of `slurm_reasons` (`refusal_kind`).
 Every command runs in `throughput_schema.slurm_env.slurm_environment`: the shell's
 environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
-SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell. A
-sacct that exits 0 but prints an error (Slurm before 23.11.4 with slurmdbd down) failed.
+SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell; every
+command but sbatch (whose environment is the job's) also with TZ=UTC (`query_environment`),
+and the times we pass to sacct are written in UTC (`slurm_time`). A sacct that exits 0 but
+prints an error (Slurm before 23.11.4 with slurmdbd down) failed.
 
 Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never "gone":
@@ -44,7 +46,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -52,7 +54,7 @@ import anyio
 from throughput_schema import ClusterProfile
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
-from throughput_schema.slurm_env import slurm_environment
+from throughput_schema.slurm_env import query_environment, slurm_environment, slurm_time
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
 from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
@@ -60,7 +62,6 @@ from throughput_sweep.schedulers.slurm_text import (
     SQUEUE_FORMAT,
     QueueEntry,
     _queue_state,
-    _slurm_time,
     accounting_is_final,
     launch_failure_note,
     normalize_state,
@@ -173,6 +174,7 @@ class SlurmScheduler:
         # Every command runs in the shell's environment less what would change its job or
         # its answer (docs/reliability.md); `removed` is what was taken out.
         self.environment, self.removed = slurm_environment(os.environ)
+        self.query_environment = query_environment(os.environ)
 
     # ------------------------------------------------------------------ commands
 
@@ -181,7 +183,8 @@ class SlurmScheduler:
         self.command_counts[key] += 1
         try:
             with anyio.fail_after(timeout or self.command_timeout):
-                proc = await anyio.run_process(argv, check=False, env=self.environment)
+                env = self.environment if key == "sbatch" else self.query_environment
+                proc = await anyio.run_process(argv, check=False, env=env)
         except TimeoutError:
             return CommandResult(argv, None, "", f"{key} did not answer within {timeout or self.command_timeout:.0f} s")
         except OSError as exc:  # command missing, not executable
@@ -205,8 +208,9 @@ class SlurmScheduler:
                 assert last is not None, "every attempt before this one failed with a result"
                 await anyio.sleep(self.backoff_seconds * 2 ** (attempt - 2))
                 # The failed call may still have reached the controller: look first.
+                since = datetime.now(UTC) - timedelta(minutes=10)
                 try:
-                    found = (await self.find_by_token([token], datetime.now() - timedelta(minutes=10))).get(token, [])
+                    found = (await self.find_by_token([token], since)).get(token, [])
                 except QueryFailed:
                     raise SubmitFailed(
                         f"sbatch failed ({last.describe()}) and the job could not be looked up by its token; "
@@ -323,17 +327,16 @@ class SlurmScheduler:
         if not sq.ok:
             raise QueryFailed(f"cannot look up jobs by token: {sq.describe()}")
         rows: dict = {}
-        if since.tzinfo is not None:  # an intent's time (UTC): sacct reads local times
-            since = since.astimezone().replace(tzinfo=None)
-        for start, end in query_windows(since - self.since_margin, datetime.now(), self.query_span):
+        since = since.astimezone(UTC)  # a naive time is local
+        for start, end in query_windows(since - self.since_margin, datetime.now(UTC), self.query_span):
             sa = await self._run(
                 "sacct",
                 [
                     "--parsable2",
                     "--noheader",
                     "-X",
-                    f"--starttime={_slurm_time(start)}",
-                    f"--endtime={'now' if end is None else _slurm_time(end)}",
+                    f"--starttime={slurm_time(start)}",
+                    f"--endtime={'now' if end is None else slurm_time(end)}",
                     f"--name={','.join(tokens)}",
                     f"--format={','.join(SACCT_FIELDS)}",
                 ],

@@ -13,15 +13,16 @@ the pure functions here (tested on captured text, no Slurm needed):
   * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or a wait
     (submit limit, rate limit, controller unreachable, busy), from the explicit lists of
     `slurm_reasons`.
-  * `slurm_minutes` / `_slurm_time`: Slurm's durations and its -S/-E time format.
+  * `slurm_minutes`: Slurm's durations. Times are read and written in UTC
+    (`throughput_schema.slurm_env`): `parse_sacct` gives them their offset.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from throughput_schema import AccountingRow
+from throughput_schema.slurm_env import slurm_instant
 from throughput_sweep.schedulers.base import TERMINAL_STATES
 from throughput_sweep.schedulers.slurm_reasons import WAITS, never_starts, refusal_kind
 
@@ -94,7 +95,8 @@ def parse_sacct(text: str) -> dict[str, AccountingRow]:
     """Rows of `sacct --parsable2 --noheader -X --format=<SACCT_FIELDS>` keyed by job id.
 
     Step rows (`123.batch`, `123.extern`) are skipped if present; when a job id appears
-    twice (requeue) the last row wins. A Comment containing '|' is rejoined.
+    twice (requeue) the last row wins. A Comment containing '|' is rejoined. Start and
+    End get their offset (`slurm_instant`: the query ran in UTC).
     """
     rows: dict[str, AccountingRow] = {}
     n = len(SACCT_FIELDS)
@@ -111,6 +113,7 @@ def parse_sacct(text: str) -> dict[str, AccountingRow]:
         job_id = values["job_id"]
         if "." in job_id:
             continue
+        values.update(start=slurm_instant(values["start"]), end=slurm_instant(values["end"]))
         rows[job_id] = AccountingRow(**values)
     return rows
 
@@ -155,13 +158,6 @@ def _queue_state(state: str) -> str:
     if state in TERMINAL_STATES or state == "UNKNOWN":
         return state
     return "RUNNING"  # RUNNING, COMPLETING, CONFIGURING, SUSPENDED, SIGNALING, STAGE_OUT...
-
-
-def _slurm_time(when: datetime) -> str:
-    """Slurm's -S/-E format in the local time zone (what sacct interprets)."""
-    if when.tzinfo is not None:
-        when = when.astimezone().replace(tzinfo=None)
-    return when.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def slurm_minutes(text: str) -> float | None:
