@@ -108,29 +108,28 @@ def test_a_wrapper_printing_around_the_job_id_gives_every_job_one_receipt(local_
     assert sorted(j for ids in jobs.values() for j in ids) == sorted(receipts.values()), (jobs, receipts)
 
 
+@pytest.mark.slurm2411
 def test_a_job_that_ran_before_its_lookup_could_answer_gets_its_receipt_before_the_run_ends(
     local_slurm, tmp_path, monkeypatch
 ):
-    """sbatch's answer holds no id line, and squeue fails for a few seconds after each sbatch
-    (a busy controller), so the lookup by token cannot answer until the job has written its
-    result: the watcher adopts the job while it runs, and the run ends complete."""
+    """sbatch's answer holds no id line, and squeue fails from the first sbatch until the job
+    has written its result (a busy controller), so no lookup by token can answer before the
+    job has ended: the watcher adopts it all the same before the run ends, which ends complete."""
     since = datetime.now() - timedelta(seconds=2)
     bin_dir = tmp_path / "bin"
-    wrapper(bin_dir, PRINTS["prose"])
-    busy = tmp_path / "busy"
-    sbatch = bin_dir / "sbatch"
+    sbatch = wrapper(bin_dir, PRINTS["prose"])
+    busy, out = tmp_path / "busy", tmp_path / "camp"
     sbatch.write_text(sbatch.read_text().replace("#!/bin/sh\n", f'#!/bin/sh\ntouch "{busy}"\n', 1))
     squeue = bin_dir / "squeue"
     squeue.write_text(
         "#!/bin/sh\n"
-        f'if [ -n "$(find "{busy}" -newermt "-8 seconds" 2>/dev/null)" ]; then\n'
+        f'if [ -e "{busy}" ] && ! ls "{out}"/curves/*/b*/attempt-*/result.json >/dev/null 2>&1; then\n'
         '    echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2; exit 1\n'
         "fi\n"
         f'exec "{shutil.which("squeue")}" "$@"\n'
     )
     squeue.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    out = tmp_path / "camp"
     run = sweep(
         *scripted_run(out, 512, max_batch=1, profile=profile(tmp_path), poll_max=1), plan=write_plan(tmp_path, {})
     )
@@ -139,6 +138,7 @@ def test_a_job_that_ran_before_its_lookup_could_answer_gets_its_receipt_before_t
     [receipt] = receipts
     assert receipt["adopted"] and receipt["accounting_final"], receipt
     assert run.returncode == 0 and "every curve has ended" in run.stderr, run.stdout + run.stderr
+    assert "cannot look up jobs by token" in run.stderr  # the lookups that came too soon
     assert_exactly_one_job_per_point(out, since)
     assert sorted(j for ids in campaign_jobs(out, since).values() for j in ids) == [receipt["job_id"]]
 
