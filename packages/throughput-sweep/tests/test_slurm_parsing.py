@@ -15,6 +15,7 @@ from throughput_sweep.schedulers.slurm_text import (
     normalize_state,
     parse_sacct,
     parse_squeue,
+    sbatch_job_id,
     slurm_minutes,
 )
 
@@ -88,6 +89,26 @@ def test_transient_sbatch_errors(stderr):
 
 def test_sbatch_that_did_not_finish_is_transient():
     assert classify_sbatch_error("", None) is False
+
+
+@pytest.mark.parametrize(
+    ("stdout", "job_id"),
+    [
+        ("80\n", "80"),
+        ("80;cluster\n", "80"),
+        ("NOTICE: welcome\n80\n", "80"),
+        ("80\nNOTICE: this cluster charges GPU-hours\n", "80"),
+        ("NOTICE: welcome\n  80  \nNOTICE: this cluster charges GPU-hours\n", "80"),
+        ("80;gpu-east\nNOTICE: this cluster charges GPU-hours\n", "80"),
+        # no line is a job id, or more than one is: only the token can tell
+        ("Submitted batch job 80\n", None),
+        ("2026\n80\n", None),
+        ("", None),
+        ("80;\n", None),
+    ],
+)
+def test_the_job_id_is_the_one_line_that_is_an_id(stdout, job_id):
+    assert sbatch_job_id(stdout) == job_id
 
 
 def test_normalize_state():

@@ -38,6 +38,12 @@ class AttemptInfo:
         return self.attempt.receipt.job_id if self.attempt.receipt else ""
 
     @property
+    def ran_without_receipt(self) -> bool:
+        """Its job ran (a result) but no receipt names the job: the campaign is not complete."""
+        a = self.attempt
+        return a.intent is not None and a.result is not None and a.receipt is None
+
+    @property
     def status(self) -> Status:
         a = self.attempt
         if a.result is not None:

@@ -178,9 +178,11 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     from throughput_sweep.schedulers import make_scheduler
     from throughput_sweep.status import (
         EXIT_BLOCKED,
+        EXIT_INCOMPLETE,
         EXIT_SPOT_CHECK_FAILED,
         campaign_exit_status,
         exit_status,
+        receipt_advice,
         render_status,
     )
     from throughput_sweep.watcher import Watcher, WatchOptions, resume_command
@@ -227,6 +229,9 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     if status == EXIT_BLOCKED:
         print(f"[sweep] {blocked_advice(campaign, curves, driver_name())}", file=sys.stderr)
         return status
+    if status == EXIT_INCOMPLETE:  # the run ends with every curve ended: a job has no receipt
+        print(f"[sweep] {receipt_advice(campaign, curves, driver_name())}", file=sys.stderr)
+        return status
     if status == EXIT_SPOT_CHECK_FAILED:
         print(
             f"[sweep] the spot check FAILED: sampled points changed beyond the noise threshold; "
@@ -250,13 +255,12 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     from throughput_sweep.attempt import attempt_request, campaign_script
-    from throughput_sweep.curves import derive, pick
-    from throughput_sweep.watcher import retry_set
+    from throughput_sweep.curves import derive, pick, retry_set
 
     m = campaign.manifest
     p = m.profile
     infos = campaign.infos() if (campaign.root / MANIFEST).exists() else []
-    retry = retry_set(campaign) if args.retry_failed and infos else frozenset()
+    retry = retry_set(campaign.curves()) if args.retry_failed and infos else frozenset()
     curves = derive(m, infos, retry, campaign.closures() if infos else {})
     out = []
     out.append("Dry run: nothing is written or submitted.")

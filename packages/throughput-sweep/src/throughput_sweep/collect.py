@@ -21,7 +21,7 @@ from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protoco
 from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
-from throughput_sweep.curves import Curve, campaign_done, is_complete
+from throughput_sweep.curves import Curve, campaign_done, is_complete, unreceipted
 from throughput_sweep.faults import crash_point
 from throughput_sweep.figures import memory_bytes, plot_memory, plot_optimizer, plot_throughput
 from throughput_sweep.frozen_profile import blocked_advice
@@ -243,6 +243,8 @@ def readme(
     out = []
     if not complete:
         state = "some curves are blocked" if campaign_done(curves) else "jobs are still running or pending"
+        if unreceipted(curves):
+            state = "jobs ran without a receipt; `throughput-sweep status` names them"
         out.append(f"**INCOMPLETE**: this campaign has not finished ({state}).\n")
     if worker_warning(m.worker):
         out.append(f"**{worker_warning(m.worker)}**.\n")

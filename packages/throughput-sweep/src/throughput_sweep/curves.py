@@ -122,8 +122,27 @@ def campaign_done(curves: list[Curve]) -> bool:
 
 
 def is_complete(curves: list[Curve]) -> bool:
-    """Every curve ended with a result: bounded, capped or complete (none blocked, none running)."""
-    return all(c.done and c.state != "blocked" for c in curves)
+    """Every curve ended with a result: bounded, capped or complete (none blocked, none running),
+    and every job that ran has its receipt."""
+    return all(c.done and c.state != "blocked" for c in curves) and not unreceipted(curves)
+
+
+def unreceipted(curves: list[Curve]) -> list[AttemptInfo]:
+    """Attempts whose job ran (a result) with no receipt naming it: its accounting, and the
+    audit's checks of the job, are missing until a lookup by its token or `reconcile` adopts it."""
+    return [i for c in curves for i in c.attempts if i.ran_without_receipt]
+
+
+def retry_set(curves: list[Curve]) -> frozenset[Path]:
+    """Failed attempts that are the latest at their point: `--retry-failed` retries these."""
+    paths = set()
+    for curve in curves:
+        if curve.state == "closed":
+            continue  # a person ended it: --retry-failed leaves it closed
+        for info in curve.failed:
+            if curve.points.get(info.batch) is info and info.status != "ambiguous":
+                paths.add(info.attempt.path)
+    return frozenset(paths)
 
 
 DOUBLING_LIMIT = 1 << 20  # no single GPU fits a million sequences: a curve this long is broken

@@ -14,8 +14,9 @@ PROG = "throughput-sweep"
 
 EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a result (bounded, capped or
 complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure (investigate,
-then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 (status only) jobs
-are still running or points are still to submit; 5 a spot check ended and FAILED: a sampled point changed beyond
+then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 jobs are still
+running or points are still to submit (status), or a job that ran has no receipt (run --resume looks
+it up again; reconcile records it); 5 a spot check ended and FAILED: a sampled point changed beyond
 the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 130 run
 was interrupted (jobs keep running; run --resume)."""
 

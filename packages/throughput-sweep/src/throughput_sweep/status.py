@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+
 from throughput_schema import CurveClosure
 from throughput_schema.provenance import protocol_deviation, worker_warning
 from throughput_schema.recommendation import recommendation_text
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.curves import Curve, campaign_done, is_complete
+from throughput_sweep.curves import Curve, campaign_done, is_complete, unreceipted
+from throughput_sweep.flags import PROG
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
 from throughput_sweep.live import Live
 from throughput_sweep.recommendations import recommendations
@@ -19,7 +22,7 @@ OFFLINE = Live(driver="", resume="", watcher="", watcher_alive=False, jobs=None)
 # script can tell a finished campaign from one that needs a person without reading text.
 EXIT_COMPLETE = 0
 EXIT_BLOCKED = 3  # every curve has ended and at least one is blocked by a failure
-EXIT_INCOMPLETE = 4  # status only: jobs still running or points still to submit
+EXIT_INCOMPLETE = 4  # jobs still running or points still to submit (status); a job that ran has no receipt
 # A spot check compared with its source: a sampled point changed beyond the noise threshold.
 EXIT_SPOT_CHECK_FAILED = 5
 
@@ -27,7 +30,7 @@ EXIT_SPOT_CHECK_FAILED = 5
 def exit_status(curves: list[Curve]) -> int:
     if is_complete(curves):
         return EXIT_COMPLETE
-    return EXIT_BLOCKED if campaign_done(curves) else EXIT_INCOMPLETE
+    return EXIT_BLOCKED if campaign_done(curves) and not unreceipted(curves) else EXIT_INCOMPLETE
 
 
 def campaign_exit_status(campaign: Campaign, curves: list[Curve] | None = None) -> int:
@@ -39,6 +42,20 @@ def campaign_exit_status(campaign: Campaign, curves: list[Curve] | None = None) 
 
         return EXIT_SPOT_CHECK_FAILED if failed(campaign) else status
     return status
+
+
+def receipt_advice(campaign: Campaign, curves: list[Curve], driver: str) -> str:
+    """What to do about the jobs that ran without a receipt ('' when every job has one)."""
+    missing = unreceipted(curves)
+    if not missing:
+        return ""
+    where = shlex.quote(str(campaign.root))
+    names = ", ".join(f"{i.attempt.path.relative_to(campaign.root)} (token {i.attempt.token})" for i in missing)
+    return (
+        f"{len(missing)} job(s) ran without a receipt, so the campaign is not complete: {names}; "
+        f"`{driver} run --output {where} --resume` looks each up by its token again, or "
+        f"`{driver} reconcile --output {where} --token TOKEN --job-id ID` records the job that ran"
+    )
 
 
 def closed_line(closure: CurveClosure) -> str:
@@ -53,15 +70,15 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     """The campaign from its files; with `live` (status), also the watcher and the scheduler's word."""
     m = campaign.manifest
     curves = campaign.curves()
-    label = (
-        "complete" if is_complete(curves) else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
-    )
+    ended = campaign_done(curves) and not unreceipted(curves)
+    label = "complete" if is_complete(curves) else ("ended with blocked curves" if ended else "INCOMPLETE")
     lines = [
         f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
         f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
         + (f"; max batch {m.max_batch}" if m.max_batch else ""),
         *filter(None, [worker_warning(m.worker), protocol_deviation(m.protocol)]),
         gpu_hours([i for c in curves for i in c.attempts], m.profile).line(),
+        *filter(None, [receipt_advice(campaign, curves, live.driver if live else PROG)]),
         *(filter(None, [live.watcher, live.summary()]) if live else []),
         "",
         f"{'curve':<18} {'state':<9} {'fitting':<24} {'largest':>7} {'1st OOM':>7} {'fastest stable':>22}",

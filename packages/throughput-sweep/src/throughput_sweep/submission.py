@@ -69,18 +69,18 @@ async def settle_intents(
     On a failed query nothing is decided unless `give_up`, when the unsettled intents become
     ambiguous (the user settles them with `reconcile`).
 
-    Where `say_late` is given (the watcher's start-up passes its `say`), the lookup also
-    covers each late intent, one whose job wrote its result before the receipt: the watcher
-    died between sbatch and the receipt, and the job ended before the next watcher looked.
-    Its status comes from the result, but the job still needs its receipt (its accounting,
-    the audit's job checks), so it is adopted where exactly one job carries the token. With
-    none, or with the query failing, it is left for the next start (a failed query is no
-    error for it alone). With more than one, picking the job that wrote the result would be
+    Where `say_late` is given (the watcher passes its `say`), the lookup also covers each
+    late intent, one whose job wrote its result before the receipt: the watcher died between
+    sbatch and the receipt, and the job ended before the next watcher looked; or sbatch's
+    answer named no job and the job ended before a lookup could answer. Its status comes
+    from the result, but the job still needs its receipt (its accounting, the audit's job
+    checks), so it is adopted where exactly one job carries the token. With none, or with
+    the query failing, it is left for the next lookup. With more than one, picking the job that wrote the result would be
     a guess: none is adopted, and `say_late` is told the jobs and the `reconcile` command
     that records one.
     """
     pending = [i for i in infos if i.status == "unsettled"]
-    late = [i for i in infos if _late(i)] if say_late else []
+    late = [i for i in infos if late_intent(i)] if say_late else []
     if not pending and not late:
         return 0, ""
     both = pending + late
@@ -89,8 +89,6 @@ async def settle_intents(
     try:
         found = await scheduler.find_by_token([i.attempt.token for i in both], since)
     except QueryFailed as exc:
-        if not pending:
-            return 0, ""
         if give_up:
             for info in pending:
                 _settle(info, "ambiguous", f"the scheduler could not be queried for the token: {exc}")
@@ -122,15 +120,9 @@ async def settle_intents(
     return len(pending) + adopted, ""
 
 
-def _late(info: AttemptInfo) -> bool:
-    a = info.attempt
-    return (
-        info.status != "unsettled"
-        and a.intent is not None
-        and a.receipt is None
-        and info.settlement is None
-        and (a.path / RESULT).exists()
-    )
+def late_intent(info: AttemptInfo) -> bool:
+    """An intent whose job wrote its result before the receipt, and no lookup settled it yet."""
+    return info.ran_without_receipt and info.settlement is None
 
 
 def adopt(directory: Path, token: str, job_id: str, scheduler: SchedulerName) -> Receipt:

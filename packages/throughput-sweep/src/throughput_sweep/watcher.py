@@ -14,6 +14,7 @@ import shlex
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,11 +26,11 @@ from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.cluster_limits import SlotLimit, refuse, settle_vanished
-from throughput_sweep.curves import Curve, derive, pick
+from throughput_sweep.curves import Curve, derive, pick, retry_set
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
 from throughput_sweep.schedulers.slurm_reasons import never_starts
-from throughput_sweep.submission import record_accounting, settle_intents, write_missing_result
+from throughput_sweep.submission import late_intent, record_accounting, settle_intents, write_missing_result
 
 
 @dataclass
@@ -81,6 +82,9 @@ class WatcherState:
     vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
     never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
     seen_out: set[str] = field(default_factory=set)  # job ids this watcher saw pending or running
+    # Lookups of each late intent (its result came before its receipt): the run waits for a few.
+    late_lookups: Counter[Path] = field(default_factory=Counter)
+    said: set[str] = field(default_factory=set)  # every `_say` of this run
 
 
 def _terminal(state: str) -> bool:
@@ -113,19 +117,6 @@ def to_poll(infos: list[AttemptInfo], st: WatcherState) -> list[AttemptInfo]:
         and not i.attempt.receipt.accounting_final
         and i.attempt.receipt.job_id not in st.accounting_given_up
     ]
-
-
-def retry_set(campaign: Campaign) -> frozenset[Path]:
-    """Failed attempts that are the latest at their point: `--retry-failed` retries these."""
-    curves = campaign.curves()
-    paths = set()
-    for curve in curves:
-        if curve.state == "closed":
-            continue  # a person ended it: --retry-failed leaves it closed
-        for info in curve.failed:
-            if curve.points.get(info.batch) is info and info.status != "ambiguous":
-                paths.add(info.attempt.path)
-    return frozenset(paths)
 
 
 class Watcher:
@@ -169,7 +160,7 @@ class Watcher:
         if self.options.retry_failed:
             # After the polls: a job found lost on resume (NODE_FAIL after the machine went
             # away) is one of the failures the user asked to retry, not a later one.
-            self.retry = await anyio.to_thread.run_sync(retry_set, self.campaign)
+            self.retry = retry_set(await anyio.to_thread.run_sync(self.campaign.curves))
 
     async def infos(self) -> list[AttemptInfo]:
         """Every attempt's files, read in a worker thread: a campaign of hundreds of points on a
@@ -188,6 +179,8 @@ class Watcher:
         if any(not c.done for c in curves):
             return False
         if any(i.status == "unsettled" for i in infos):
+            return False
+        if any(late_intent(i) and self.st.late_lookups[i.attempt.path] < self.options.settle_attempts for i in infos):
             return False
         return not to_poll(infos, self.st)
 
@@ -259,15 +252,17 @@ class Watcher:
     async def _settle_in_loop(self) -> bool:
         async with self.st.lock:
             infos = await self.infos()
-            if not any(i.status == "unsettled" for i in infos):
-                return False
             since = self.st.settle_failing_since
             give_up = (
                 self.st.settle_failures + 1 >= self.options.settle_attempts
                 and since is not None
                 and time.monotonic() - since >= self.options.settle_patience
             )
-            count, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up)
+            count, error = await settle_intents(
+                self.campaign, self.scheduler, infos, give_up=give_up, say_late=self._say_new
+            )
+            if give_up or not error:  # a lookup that answered, or the last one the run waits for
+                self.st.late_lookups.update(i.attempt.path for i in infos if late_intent(i))
         if error:
             self.st.settle_failures += 1
             if self.st.settle_failing_since is None:
@@ -390,8 +385,13 @@ class Watcher:
             print(file=sys.stderr)
 
     def _say(self, message: str) -> None:
+        self.st.said.add(message)
         self._end_progress()
         print(f"[sweep] {message}", file=sys.stderr, flush=True)
+
+    def _say_new(self, message: str) -> None:
+        if message not in self.st.said:
+            self._say(message)
 
 
 def resume_command(output: Path, driver: str = "throughput-sweep") -> str:

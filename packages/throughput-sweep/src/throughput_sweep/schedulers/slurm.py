@@ -30,7 +30,9 @@ most `query_span` (default a day) from the oldest intent (less `since_margin`) t
 no query is wider than slurmdbd's MaxQueryTimeRange allows when the span is set below it.
 
 Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch script has
-no #SBATCH lines). A transient failure (controller unreachable, socket time-out, busy)
+no #SBATCH lines). The job id is the one line of sbatch's answer that is an id (`sbatch_job_id`),
+wherever a site's wrapper puts it among its notices; when no line or more than one is, the job
+is looked up by its token before the submission counts as failed. A transient failure (controller unreachable, socket time-out, busy)
 may hide an accepted job, so before every retry the job is looked up by its token (the
 job name); if the lookup cannot prove absence the retry is skipped and `SubmitFailed`
 is raised with `maybe_submitted=True`: the caller keeps the intent and reconciles it
@@ -67,6 +69,7 @@ from throughput_sweep.schedulers.slurm_text import (
     normalize_state,
     parse_sacct,
     parse_squeue,
+    sbatch_job_id,
 )
 
 __all__ = ["CommandResult", "SlurmScheduler", "query_windows", "sbatch_argv"]
@@ -208,34 +211,19 @@ class SlurmScheduler:
                 assert last is not None, "every attempt before this one failed with a result"
                 await anyio.sleep(self.backoff_seconds * 2 ** (attempt - 2))
                 # The failed call may still have reached the controller: look first.
-                since = datetime.now(UTC) - timedelta(minutes=10)
-                try:
-                    found = (await self.find_by_token([token], since)).get(token, [])
-                except QueryFailed:
-                    raise SubmitFailed(
-                        f"sbatch failed ({last.describe()}) and the job could not be looked up by its token; "
-                        "it may have been submitted",
-                        permanent=False,
-                        maybe_submitted=True,
-                    ) from None
-                if len(found) == 1:
-                    return found[0]
-                if len(found) > 1:
-                    raise SubmitFailed(
-                        f"sbatch failed ({last.describe()}) but {len(found)} jobs carry token {token}: "
-                        + ", ".join(found),
-                        permanent=True,
-                        maybe_submitted=True,
-                    )
+                found = await self._job_of(token, f"sbatch failed ({last.describe()})")
+                if found:
+                    return found
             last = await self._run("sbatch", argv)
             if last.ok:
-                job_id = last.stdout.strip().splitlines()[-1].split(";")[0].strip() if last.stdout.strip() else ""
-                if not job_id.isdigit():
-                    raise SubmitFailed(
-                        f"sbatch answered without a job id: {last.stdout.strip()!r}",
-                        permanent=False,
-                        maybe_submitted=True,
-                    )
+                job_id = sbatch_job_id(last.stdout)
+                if job_id is None:  # a site's wrapper printed around the id: the token tells
+                    said = f"sbatch answered without one job id ({last.stdout.strip()!r})"
+                    job_id = await self._job_of(token, said)
+                    if not job_id:
+                        raise SubmitFailed(
+                            f"{said} and no job carries its token yet", permanent=False, maybe_submitted=True
+                        )
                 return job_id
             kind = refusal_kind(last.stderr, last.returncode)
             said = refusal_text(last.stderr, last.stdout) or last.describe()
@@ -251,6 +239,25 @@ class SlurmScheduler:
             permanent=False,
             maybe_submitted=may_hide_a_job(last.stderr, last.returncode),
         )
+
+    async def _job_of(self, token: str, said: str) -> str:
+        """The one job that carries `token` ('' for none), when `said` left it unknown whether
+        sbatch made one; `SubmitFailed` when the lookup fails or finds more than one."""
+        try:
+            found = (await self.find_by_token([token], datetime.now(UTC) - timedelta(minutes=10))).get(token, [])
+        except QueryFailed:
+            raise SubmitFailed(
+                f"{said} and the job could not be looked up by its token; it may have been submitted",
+                permanent=False,
+                maybe_submitted=True,
+            ) from None
+        if len(found) > 1:
+            raise SubmitFailed(
+                f"{said} but {len(found)} jobs carry token {token}: " + ", ".join(found),
+                permanent=True,
+                maybe_submitted=True,
+            )
+        return found[0] if found else ""
 
     # ---------------------------------------------------------------------- poll
 

@@ -10,6 +10,8 @@ the pure functions here (tested on captured text, no Slurm needed):
   * `accounting_is_final`: sacct lags ~5 s after a job ends and shows JobName
     `allocation` with empty fields meanwhile, so a terminal row counts only once
     JobName, Partition, Timelimit, AllocTRES and End are filled in.
+  * `sbatch_job_id`: the job id in `sbatch --parsable`'s answer, wherever a site's wrapper
+    puts the line that holds it among its own notices.
   * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or a wait
     (submit limit, rate limit, controller unreachable, busy), from the explicit lists of
     `slurm_reasons`.
@@ -19,6 +21,7 @@ the pure functions here (tested on captured text, no Slurm needed):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from throughput_schema import AccountingRow
@@ -36,6 +39,7 @@ __all__ = [
     "launch_failure_note",
     "parse_sacct",
     "parse_squeue",
+    "sbatch_job_id",
     "slurm_minutes",
 ]
 
@@ -77,6 +81,20 @@ SQUEUE_FORMAT = "%i|%T|%r|%j"
 
 # squeue/sacct states that mean "waiting to run" (everything else non-terminal runs).
 _PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"})
+
+
+# `sbatch --parsable`: the job id, and `;cluster` under a federation or with -M.
+_PARSABLE = re.compile(r"(\d+)(?:;\S+)?")
+
+
+def sbatch_job_id(stdout: str) -> str | None:
+    """The job id of the one line of sbatch's output that is `JOBID` or `JOBID;cluster`.
+
+    None when no line is, or more than one: a site's wrapper printed something else (the id
+    in prose, a notice that is a number); only a lookup by the job's token can tell then.
+    """
+    ids = [m.group(1) for line in stdout.splitlines() if (m := _PARSABLE.fullmatch(line.strip()))]
+    return ids[0] if len(ids) == 1 else None
 
 
 def classify_sbatch_error(stderr: str, returncode: int | None = 1) -> bool:
