@@ -28,8 +28,9 @@ CASES = {
     "qkv-bias": ModelConfig(**BASE, n_kv_heads=2, qkv_bias=True),  # Qwen2
     "qk-norm": ModelConfig(**{**BASE, "head_dim": 32}, n_kv_heads=2, qk_norm=True),  # Qwen3
     "llama3-rope": ModelConfig(**BASE, n_kv_heads=2, rope_theta=500_000.0, rope_scaling=LLAMA3),
-    "all-qwen2": ModelConfig(**{**BASE, "head_dim": 24}, n_kv_heads=1, qkv_bias=True, tie_embeddings=False,
-                             rope_scaling=LLAMA3),  # fmt: skip
+    "all-qwen2": ModelConfig(
+        **{**BASE, "head_dim": 24}, n_kv_heads=1, qkv_bias=True, tie_embeddings=False, rope_scaling=LLAMA3
+    ),  # fmt: skip
 }
 CLASSES = {"qkv-bias": "Qwen2ForCausalLM", "all-qwen2": "Qwen2ForCausalLM", "qk-norm": "Qwen3ForCausalLM"}
 
