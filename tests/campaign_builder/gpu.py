@@ -20,7 +20,7 @@ from campaign_builder.results import throughput_of, timing_of
 from throughput_schema import codec
 from throughput_schema.layout import BASELINE, CURVES, MANIFEST, RESULT, attempt_dir, curve_name
 from throughput_schema.outcomes import CudaOom, Ok, Timeout
-from throughput_schema.recipe import load_recipe, parameter_count, with_point
+from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count, with_point
 from throughput_schema.records import (
     BurstSample,
     Calibration,
@@ -74,7 +74,7 @@ def largest_fitting(model: str, context: int, gpu: Gpu = Gpu()) -> int:
 
 def _rate(recipe, batch: int, gpu: Gpu, *, factor: float = 1.0) -> float:
     m = recipe.model
-    flops = 6 * parameter_count(m) + 12 * m.n_layers * m.d_model * m.context_length
+    flops = flops_per_token(m)
     tokens = batch * m.context_length
     return factor * gpu.peak_flops * gpu.mfu / flops * tokens / (tokens + gpu.half_batch_tokens)
 

@@ -199,7 +199,7 @@ def check_throughput(
             flops,
             tp.flops_per_token,
             what="FLOPs/token",
-            how=" (6P + 12 x layers x width x L)",
+            how=" (6 x matmul P + 12 x layers x heads x head_dim x L)",
             rel=1e-12,
         )
         if tp.mfu is not None and tp.peak_flops:
@@ -210,7 +210,14 @@ def check_throughput(
 
 def point_flops_per_token(recipe: Recipe, context: int) -> int:
     m = recipe.model
-    return flops_per_token(parameters=_params(recipe), n_layers=m.n_layers, d_model=m.d_model, context=context)
+    return flops_per_token(
+        parameters=_params(recipe),
+        lookup_parameters=0 if m.tie_embeddings else m.vocab_size * m.d_model,
+        n_layers=m.n_layers,
+        n_heads=m.n_heads,
+        head_dim=m.head_dim,
+        context=context,
+    )
 
 
 def _params(recipe: Recipe) -> int:
@@ -220,8 +227,12 @@ def _params(recipe: Recipe) -> int:
         d_model=m.d_model,
         n_layers=m.n_layers,
         n_heads=m.n_heads,
+        kv_heads=m.kv_heads,
         head_dim=m.head_dim,
         ffn_dim=m.ffn_dim,
+        tied=m.tie_embeddings,
+        qkv_bias=m.qkv_bias,
+        qk_norm=m.qk_norm,
     )
 
 

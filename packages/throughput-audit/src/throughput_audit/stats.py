@@ -65,22 +65,45 @@ def agree(a: Any, b: Any, *, rel: float = 1e-9, abs_: float = 1e-12) -> bool:
     return close(a, b, rel=rel, abs_=abs_)
 
 
-def parameters(*, vocab_size: int, d_model: int, n_layers: int, n_heads: int, head_dim: int, ffn_dim: int) -> int:
+def parameters(
+    *,
+    vocab_size: int,
+    d_model: int,
+    n_layers: int,
+    n_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    ffn_dim: int,
+    tied: bool,
+    qkv_bias: bool,
+    qk_norm: bool,
+) -> int:
     """Trainable parameters of the guide's (docs/guide.md) Llama-style decoder.
 
-    Tied embedding (vocab x width); per layer: q, k, v, o projections (width x heads*head_dim
-    each), SwiGLU gate, up and down (width x ffn each), two RMSNorm weights; a final RMSNorm.
-    No biases.
+    The input embedding (vocab x width), and an LM head of the same size unless the two are
+    tied; per layer: a q projection (width x heads*head_dim), k and v projections (width x
+    kv_heads*head_dim each), an output projection (heads*head_dim x width), biases on q, k
+    and v only where asked, a head_dim RMSNorm weight on q and one on k where asked, SwiGLU
+    gate, up and down (width x ffn each), two RMSNorm weights; a final RMSNorm.
     """
-    attention = 4 * d_model * (n_heads * head_dim)
+    q_width, kv_width = n_heads * head_dim, kv_heads * head_dim
+    attention = d_model * q_width + 2 * d_model * kv_width + q_width * d_model
+    biases = q_width + 2 * kv_width if qkv_bias else 0
+    head_norms = 2 * head_dim if qk_norm else 0
     mlp = 3 * d_model * ffn_dim
     norms = 2 * d_model
-    return vocab_size * d_model + n_layers * (attention + mlp + norms) + d_model
+    embeddings = vocab_size * d_model * (1 if tied else 2)
+    return embeddings + n_layers * (attention + biases + head_norms + mlp + norms) + d_model
 
 
-def flops_per_token(*, parameters: int, n_layers: int, d_model: int, context: int) -> int:
-    """Training FLOPs per token: 6P + 12 x layers x width x context (PaLM, appendix B)."""
-    return 6 * parameters + 12 * n_layers * d_model * context
+def flops_per_token(
+    *, parameters: int, lookup_parameters: int, n_layers: int, n_heads: int, head_dim: int, context: int
+) -> int:
+    """Training FLOPs per token: 6 x (P less the parameters only looked up) + 12 x layers x
+    heads x head_dim x context (PaLM, appendix B). An untied input embedding is a lookup, not
+    a matmul; tied, it is also the LM head, which is one. Attention's width is heads x
+    head_dim, whatever the model's width."""
+    return 6 * (parameters - lookup_parameters) + 12 * n_layers * n_heads * head_dim * context
 
 
 # Parameter counts the guide (docs/guide.md) prints for its larger presets: a second, external anchor.

@@ -3,8 +3,8 @@
 Nothing here imports the controller's or the audit's arithmetic: window rates come
 from each window's update count and seconds, medians and CVs from those rates, a
 window's optimizer milliseconds from the raw burst samples weighted by each burst's
-update count, and parameter counts from the architecture's own weight tensors
-(`architecture`), not the schema's formula. The first check that fails stops
+update count, and parameter counts from the decoder's weight tensors (`architecture`,
+the schema's one table; the worker and the audit witness that table independently). The first check that fails stops
 the report with a one-line message naming the file.
 """
 

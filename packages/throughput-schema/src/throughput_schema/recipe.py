@@ -1,7 +1,8 @@
-"""Model recipes: YAML presets under `configs/`, `--set` overrides, exact parameter counts.
+"""Model recipes: YAML presets under `configs/`, `--set` overrides, validation.
 
-No torch here: the controller, audit and report count parameters from the recipe
-alone, and the worker checks its built model against the same number.
+The shape a recipe implies (its tensors, exact parameter count and FLOPs per token) lives
+in `throughput_schema.shape`; `parameter_count` and `flops_per_token` are re-exported here
+for the callers that load a recipe and count it in one place. No torch here.
 """
 
 from __future__ import annotations
@@ -15,27 +16,16 @@ import msgspec
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
 from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
 
+# Re-exported (the `as` form) for callers that load a recipe and count it in one place.
+from throughput_schema.shape import flops_per_token as flops_per_token
+from throughput_schema.shape import parameter_count as parameter_count
+
 SUPPORTED_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192)
 _SECTIONS = ("model", "training", "optimizer")
 
 
 class RecipeError(ValueError):
     """A recipe or an override that cannot be used; the message is one line."""
-
-
-def parameter_count(model: ModelConfig) -> int:
-    """Exact trainable parameters: tied embedding, attention, SwiGLU, RMSNorm weights."""
-    d, attn = model.d_model, model.n_heads * model.head_dim
-    per_layer = 4 * d * attn + 3 * d * model.ffn_dim + 2 * d
-    return model.vocab_size * d + model.n_layers * per_layer + d
-
-
-def flops_per_token(model: ModelConfig) -> int:
-    """Training FLOPs per token, 6N + 12·layers·width·context (PaLM appendix B).
-
-    N counts the tied embedding, since it is also the LM-head matmul.
-    """
-    return 6 * parameter_count(model) + 12 * model.n_layers * model.d_model * model.context_length
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:

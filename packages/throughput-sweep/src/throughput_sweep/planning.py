@@ -15,6 +15,7 @@ from pathlib import Path
 
 from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampaign, Protocol, SpotCheck
 from throughput_schema.campaigns import CampaignKind
+from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_schema.slurm_env import slurm_environment
@@ -117,8 +118,8 @@ def plan_throughput(
         if m in seen:
             raise CampaignError(f"--models: {m} is given twice")
         seen.add(m)
-        if not m or not all(c.isalnum() or c in "_." for c in m):
-            raise CampaignError(f"--models: {m!r} is not a preset name (letters, digits, '_' and '.')")
+        if not is_model_name(m):
+            raise CampaignError(f"--models: {m!r} is not a preset name ({MODEL_NAME_RULE})")
     if len(set(contexts)) != len(contexts):
         raise CampaignError("--contexts: a context is given twice")
     for m in models:

@@ -1,0 +1,70 @@
+"""The shape a recipe implies: every trainable tensor of the decoder, the parameter count
+derived from that table, and the training FLOPs per token.
+
+This is the one production home of that arithmetic: the worker, the controller, the
+report and the benchmarks call it, and the worker checks the model it built against it.
+The audit (`throughput_audit.stats`) derives the same figures again by its own route, so
+a wrong table here and a wrong model there each show.
+
+The tensors carry the names and shapes they have in `tiny_llm.model`: a token embedding;
+per layer an RMSNorm weight before attention and one before the MLP, a fused q/k/v
+projection (`n_heads` query heads and `kv_heads` key and value heads of `head_dim` each,
+with a fused bias where `qkv_bias`), RMSNorm weights of `head_dim` on q and on k where
+`qk_norm`, an output projection without bias, a SwiGLU MLP with fused gate/up and a down
+projection; a final RMSNorm; and an LM head of its own only where the embeddings are
+untied (tied, it is the embedding). Rotary tables are buffers, not parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+from throughput_schema.configs import ModelConfig
+
+
+def weight_shapes(model: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every trainable tensor by its name in the worker's model, with its shape."""
+    d, hd = model.d_model, model.head_dim
+    q_width, kv_width = model.n_heads * hd, model.kv_heads * hd
+    qkv_rows = q_width + 2 * kv_width
+    shapes: dict[str, tuple[int, ...]] = {"embed.weight": (model.vocab_size, d)}
+    for i in range(model.n_layers):
+        block = f"blocks.{i}"
+        shapes[f"{block}.attn_norm.weight"] = (d,)
+        shapes[f"{block}.attn.qkv.weight"] = (qkv_rows, d)
+        if model.qkv_bias:
+            shapes[f"{block}.attn.qkv.bias"] = (qkv_rows,)
+        if model.qk_norm:
+            shapes[f"{block}.attn.q_norm.weight"] = (hd,)
+            shapes[f"{block}.attn.k_norm.weight"] = (hd,)
+        shapes[f"{block}.attn.proj.weight"] = (d, q_width)
+        shapes[f"{block}.mlp_norm.weight"] = (d,)
+        shapes[f"{block}.mlp.gate_up.weight"] = (2 * model.ffn_dim, d)
+        shapes[f"{block}.mlp.down.weight"] = (d, model.ffn_dim)
+    shapes["norm.weight"] = (d,)
+    if not model.tie_embeddings:
+        shapes["lm_head.weight"] = (model.vocab_size, d)
+    return shapes
+
+
+def parameter_count(model: ModelConfig) -> int:
+    """Exact trainable parameters: the sum of the elements of every tensor in `weight_shapes`."""
+    return sum(math.prod(shape) for shape in weight_shapes(model).values())
+
+
+def matmul_parameters(model: ModelConfig) -> int:
+    """The parameters that take part in a matmul per token: all of them, less an untied
+    input embedding, which is a lookup (the LM head is always a matmul; tied, it is the
+    embedding, counted once)."""
+    lookup = 0 if model.tie_embeddings else model.vocab_size * model.d_model
+    return parameter_count(model) - lookup
+
+
+def flops_per_token(model: ModelConfig) -> int:
+    """Training FLOPs per token: 6·N + 12·layers·heads·head_dim·context (PaLM, appendix B).
+
+    N is `matmul_parameters`; the attention term uses the width attention really has,
+    `n_heads * head_dim`, which need not be `d_model`.
+    """
+    attention = 12 * model.n_layers * model.n_heads * model.head_dim * model.context_length
+    return 6 * matmul_parameters(model) + attention
