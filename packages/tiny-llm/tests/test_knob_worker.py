@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tiny_llm.update
-from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
+from throughput_schema import EXIT_CODES, Protocol, WorkerResult, outcome_kind, read
 from throughput_schema.recipe import load_recipe
 from tiny_llm.cli import main
 from tiny_llm.kernels import Kernels
@@ -34,6 +34,11 @@ KNOBS = [
     "training.batch_tokens=256",
 ]
 FAST = ["--warmup", "1", "--windows", "1", "--window-seconds", "0.05", "--min-updates-per-window", "1"]
+QUICK = WorkerOptions(
+    device="cpu",
+    protocol=Protocol(warmup=1, calibration_updates=1, windows=1, extra_windows=0, window_seconds=0.05,
+                      min_updates_per_window=1),
+)  # fmt: skip
 
 
 def knob_recipe(*extra: str):
@@ -43,7 +48,8 @@ def knob_recipe(*extra: str):
 def test_worker_records_the_built_models_count(tmp_path):
     recipe = knob_recipe()
     out = tmp_path / "result.json"
-    result = run_worker(recipe, out, WorkerOptions(device="cpu"), log=lambda *_: None)
+    result = run_worker(recipe, out, QUICK, log=lambda *_: None)
+    assert outcome_kind(result.outcome) == "ok"
     built = built_parameters(build_model(recipe.model, "meta"))
     # Untied: the head is its own (512 x 128) matrix; one kv head of 48 and q/k/v biases.
     per_layer = 128 * 2 * 48 + 2 * (128 * 48) + (2 * 48 + 2 * 48) + 2 * 48 * 128 + 3 * 128 * 320 + 2 * 128
@@ -57,7 +63,7 @@ def test_worker_refuses_a_model_the_recipe_does_not_count(tmp_path, monkeypatch,
     # The recipe's count as the update checks it, planted wrong: the model must not be measured.
     monkeypatch.setattr(tiny_llm.update, "parameter_count", lambda model: counted)
     out = tmp_path / "result.json"
-    result = run_worker(recipe, out, WorkerOptions(device="cpu"))
+    result = run_worker(recipe, out, QUICK)
     assert outcome_kind(result.outcome) == "crashed" and result.exit_code == EXIT_CODES["crashed"]
     assert result.outcome.phase == "setup" and not result.windows and result.throughput is None
     assert result.parameters == counted - 64  # what was built, not what the recipe says

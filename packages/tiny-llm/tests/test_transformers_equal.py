@@ -8,15 +8,20 @@ from 1, biases away from 0), converted with `tiny_llm.hf_weights.from_transforme
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from throughput_schema import ModelConfig
 from throughput_schema.configs import Llama3RopeScaling
+from throughput_schema.recipe import load_recipe, parameter_count
+from throughput_schema.shape import weight_shapes
 from tiny_llm.hf_weights import ConversionError, from_transformers, transformers_config, transformers_model
 from tiny_llm.model import build_model, rope_tables
 
+CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs").glob("*.yaml"))
 LLAMA3 = Llama3RopeScaling(factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=16)
 BASE = dict(n_layers=2, d_model=64, n_heads=4, ffn_dim=96, context_length=32, vocab_size=101, head_dim=16)
 CASES = {
@@ -91,7 +96,18 @@ def test_same_parameter_count(name):
     cfg = CASES[name]
     built = sum(p.numel() for p in build_model(cfg, "meta").parameters())
     with torch.device("meta"):
-        assert built == transformers_model(cfg).num_parameters()
+        assert built == transformers_model(cfg).num_parameters() == parameter_count(cfg)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_every_preset_has_transformers_count_and_table(config):
+    """Each preset's built model: transformers' num_parameters() of the same shape, and the
+    schema's weight table tensor for tensor (meta device: no memory)."""
+    cfg = load_recipe(config).model
+    model = build_model(cfg, "meta")
+    assert {n: tuple(p.shape) for n, p in model.named_parameters()} == weight_shapes(cfg)
+    with torch.device("meta"):
+        assert sum(p.numel() for p in model.parameters()) == transformers_model(cfg).num_parameters()
 
 
 def test_llama3_rope_tables_equal_transformers_at_llama_3_2_1b():
