@@ -101,14 +101,15 @@ def scripted_run(
     profile: str | Path | None = None,
     poll_max: int = 2,
     timing_from: Path | None = None,
+    models: tuple[str | Path, ...] = ("20m",),
 ) -> list:
     """`run`'s arguments for a campaign by the scripted worker, watched at `watching(poll_max)`,
-    under `profile` where given: 20m at `contexts` (up to `max_batch`) with one-second windows,
-    or with `timing_from` an optimizer follow-up of that campaign."""
+    under `profile` where given: `models` (20m) at `contexts` (up to `max_batch`) with one-second
+    windows, or with `timing_from` an optimizer follow-up of that campaign."""
     where = ["run", "--output", output, *(["--profile", profile] if profile is not None else [])]
     if timing_from is not None:  # it measures with its parent's protocol: no windows of its own
         return [*where, "--optimizer-timing-from", timing_from, "--worker", "scripted_worker", *watching(poll_max)]
-    grid = ["--models", "20m", "--contexts", *map(str, contexts)]
+    grid = ["--models", *models, "--contexts", *map(str, contexts)]
     if max_batch is not None:
         grid += ["--max-batch", str(max_batch)]
     return [*where, *grid, *_scripted(poll_max)]

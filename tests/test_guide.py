@@ -86,6 +86,7 @@ def test_the_guide_has_a_command_of_every_kind():
         "--spot-check-from",
         "benchmark-throughput-worker",
         "uv sync --locked",
+        "recipe-from-hf",
     ):
         assert any(needed in a for a in argvs), f"docs/guide.md has no command with {needed!r}"
 
@@ -125,6 +126,8 @@ def _needs_a_cluster(command: Command, argv: list[str]) -> bool:
 def test_every_command_of_the_guide_runs(tmp_path):
     commands = guide_commands(GUIDE.read_text())
     (tmp_path / "configs").symlink_to(ROOT / "configs")
+    # "Your own model": the Hugging Face config.json files the guide says you saved under models/.
+    (tmp_path / "models").symlink_to(ROOT / "packages/throughput-schema/tests/hf_configs")
     base = {k: v for k, v in os.environ.items() if k != PROFILE_ENV}
     failures, ran = [], 0
     for command in commands:

@@ -30,6 +30,7 @@ from optimizer_campaigns import (
     throughput_campaign,
 )
 from throughput_schema import WorkerResult, outcome_kind, read
+from throughput_schema.curve_names import parse_curve_name
 from throughput_schema.layout import decode_bursts
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
@@ -130,7 +131,7 @@ def test_sequential_follow_up_unexpected_oom_blocks_only_its_curve_then_complete
         folder = opt / "curves" / curve / f"b{batch}" / f"attempt-{row['attempt']}"
         base = read(folder / "baseline.json", WorkerResult)
         res = read(folder / "result.json", WorkerResult)
-        context = int(curve.split("-c")[1])
+        context = parse_curve_name(curve)[1]
         base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
         assert row["optimizer_percent"] == pytest.approx(100.0 * res.optimizer_timing.optimizer_ms / base_ms, rel=1e-12)
         assert row["flag_unstable"] == ((curve, batch) == ("20m-c512", 1))

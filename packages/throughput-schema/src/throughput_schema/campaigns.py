@@ -78,6 +78,14 @@ class FrozenFile(msgspec.Struct, frozen=True, kw_only=True):
     size: NonNegInt
 
 
+class ModelSource(msgspec.Struct, frozen=True, kw_only=True):
+    """A model given as a Hugging Face config.json: the file, and the sha256 of the bytes
+    the campaign converted (its recipe is frozen under `frozen/recipes/` like a preset's)."""
+
+    path: str
+    sha256: str
+
+
 class ParentCampaign(msgspec.Struct, frozen=True, kw_only=True):
     path: str
     manifest_sha256: str
@@ -137,6 +145,8 @@ class Manifest(_Record, frozen=True):
     # Slurm campaigns: the variables of the creating shell kept from every Slurm command and
     # from the jobs (`slurm_env.slurm_environment`), with their values.
     slurm_environment_removed: dict[str, str] = {}
+    # Models given as a Hugging Face config.json (`hf_config`), by model name; presets have none.
+    model_sources: dict[str, ModelSource] = {}
 
     def curves(self) -> list[str]:
         """The campaign's curve names, model by model, each model's contexts in order."""

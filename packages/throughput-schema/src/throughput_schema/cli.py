@@ -1,7 +1,9 @@
-"""`throughput-schema`: export JSON Schema for every record, or validate a file.
+"""`throughput-schema`: export JSON Schema for every record, validate a file, or convert a
+Hugging Face config.json into a recipe.
 
 throughput-schema export --output schemas/
 throughput-schema validate worker-result runs/throughput-point.json
+throughput-schema recipe-from-hf path/to/SmolLM2-135M/config.json --output configs/mine.yaml
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import msgspec
 
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.codec import SchemaError, dumps, read, write_atomic
+from throughput_schema.hf_config import HfConfigError, import_config, recipe_yaml
+from throughput_schema.recipe import RecipeError, parameter_count, recipe_from_dict
 from throughput_schema.records import RECORD_TYPES
 
 
@@ -30,7 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     validate = sub.add_parser("validate", help="decode a file as a record kind; exit 1 if it is malformed")
     validate.add_argument("kind", choices=sorted(RECORD_TYPES))
     validate.add_argument("file", type=Path)
+    hf = sub.add_parser("recipe-from-hf", help="write the recipe of a Hugging Face model's config.json")
+    hf.add_argument("config", type=Path, metavar="CONFIG_JSON")
+    hf.add_argument("--name", help="the model's name in curves and outputs (default: the folder holding the file)")
+    hf.add_argument("--output", type=Path, help="YAML file to write (default: print it)")
     args = parser.parse_args(argv)
+
+    if args.command == "recipe-from-hf":
+        return recipe_from_hf(args.config, name=args.name, output=args.output)
 
     if args.command == "export":
         schemas = json_schemas()
@@ -52,6 +63,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"throughput-schema: {exc}", file=sys.stderr)
         return 1
     print(f"{args.file}: valid {args.kind}")
+    return 0
+
+
+def recipe_from_hf(config: Path, *, name: str | None, output: Path | None) -> int:
+    try:
+        imported = import_config(config, name=name)
+        recipe = recipe_from_dict(imported.raw, source=str(config))
+    except (HfConfigError, RecipeError) as exc:
+        print(f"throughput-schema: {exc}", file=sys.stderr)
+        return 2
+    if imported.renamed_from is not None:
+        print(
+            f"throughput-schema: model name {imported.name!r} (its folder {imported.renamed_from!r} has characters "
+            "a model name cannot hold); choose another with --name",
+            file=sys.stderr,
+        )
+    text = recipe_yaml(imported, source=str(config), parameters=parameter_count(recipe.model))
+    if output is None:
+        sys.stdout.write(text)
+        return 0
+    if output.is_dir():
+        print(f"throughput-schema: --output {output} is a folder; give a file name", file=sys.stderr)
+        return 2
+    write_atomic(output, text)
+    print(f"wrote {output}: {recipe.name}, {parameter_count(recipe.model):,} parameters", file=sys.stderr)
     return 0
 
 

@@ -70,14 +70,18 @@ def convert_input(raw: dict[str, Any], type_: type[S], *, strict: bool = True) -
 
 def read(path: str | os.PathLike[str], type_: type[T]) -> T:
     """Read and decode one record file; a missing or unreadable file is a SchemaError too."""
+    return decode(read_bytes(path), type_, source=str(path))
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A file's bytes; a missing or unreadable file is a one-line SchemaError naming it."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise SchemaError(f"{path}: file not found") from None
     except OSError as exc:
         raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
-    return decode(data, type_, source=str(path))
 
 
 def not_text(data: bytes | str) -> str | None:

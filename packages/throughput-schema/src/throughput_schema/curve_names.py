@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 
 # Not `-` first: the name is also a command-line word and a file name.
-_MODEL = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
+_CHARS = "A-Za-z0-9_."
+_MODEL = rf"[{_CHARS}][{_CHARS}-]*"
 _MODEL_NAME = re.compile(_MODEL)
+_NOT_IN_NAME = re.compile(rf"[^{_CHARS}-]+")
 # The model part is greedy, so the context is the last `-c<digits>`.
 _CURVE = re.compile(rf"(?P<model>{_MODEL})-c(?P<context>[1-9][0-9]*)")
 MODEL_NAME_RULE = "ASCII letters, digits, '_', '.' and '-', not starting with '-'"
@@ -21,6 +23,12 @@ MODEL_NAME_RULE = "ASCII letters, digits, '_', '.' and '-', not starting with '-
 def is_model_name(name: str) -> bool:
     """Whether `name` may name a model (a preset, a curve's model part): see `MODEL_NAME_RULE`."""
     return _MODEL_NAME.fullmatch(name) is not None
+
+
+def reduced_model_name(text: str) -> str:
+    """`text` made a model name: each run of other characters becomes `_` (none at the ends),
+    and a leading `-` goes; empty where nothing is left."""
+    return _NOT_IN_NAME.sub("_", text).strip("_").lstrip("-")
 
 
 def curve_name(model: str, context_length: int) -> str:

@@ -1,4 +1,5 @@
-"""Model recipes: YAML presets under `configs/`, `--set` overrides, validation.
+"""Model recipes: YAML presets under `configs/` (or a Hugging Face config.json, which
+`hf_config` converts), `--set` overrides, validation.
 
 The shape a recipe implies (its tensors, exact parameter count and FLOPs per token) lives
 in `throughput_schema.shape`; `parameter_count` and `flops_per_token` are re-exported here
@@ -13,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from throughput_schema import hf_config
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
 from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
 
@@ -29,9 +31,10 @@ class RecipeError(ValueError):
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a preset, apply `key=value` overrides, and validate the whole recipe."""
+    """Read a preset (or a model's config.json), apply `key=value` overrides, and validate
+    the whole recipe."""
     path = Path(path)
-    raw = _load_yaml(path)
+    raw = _load_json(path) if path.suffix == ".json" else _load_yaml(path)
     for item in overrides:
         _apply_override(raw, item, path)
     raw.setdefault("name", path.stem)
@@ -117,6 +120,18 @@ def _required(config: ModelConfig) -> dict[str, Any]:
 
 def ceil_updates(parameters: int, tokens_per_update: int, tokens_per_parameter: int = 20) -> int:
     return math.ceil(tokens_per_parameter * parameters / tokens_per_update)
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    """A Hugging Face config.json, converted, or a recipe written as JSON (a frozen one), read
+    as JSON: YAML would read its `1e-08` as a string."""
+    try:
+        config, sha256 = hf_config.read_config(path)
+        if hf_config.looks_like_hf_config(config):
+            return hf_config.convert(config, path=path, sha256=sha256).raw
+    except hf_config.HfConfigError as exc:
+        raise RecipeError(str(exc)) from None
+    return config
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:

@@ -58,6 +58,8 @@ def point_recipe(campaign: Campaign, model: str, context_length: int, batch_size
     path = campaign.recipe_path(model)
     if path.exists():
         recipe = read(path, Recipe)
+    elif model in campaign.unfrozen:  # --dry-run of a campaign not yet created: a converted config.json
+        recipe = campaign.unfrozen[model]
     else:  # --dry-run of a campaign not yet created: the repository's preset
         recipe = load_recipe(Path(campaign.manifest.source_root) / "configs" / f"{model}.yaml")
     return with_point(recipe, context_length=context_length, batch_size=batch_size, protocol=campaign.manifest.protocol)

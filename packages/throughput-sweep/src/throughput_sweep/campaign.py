@@ -7,11 +7,11 @@ at once); one watcher at a time is `locking`.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from throughput_schema import CurveClosure, Manifest, Settlement, read
+from throughput_schema import CurveClosure, Manifest, Recipe, Settlement, read
 from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_closures, load_manifest
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve, derive
@@ -53,6 +53,9 @@ def find_repo_root(start: Path | None = None) -> Path:
 class Campaign:
     root: Path
     manifest: Manifest
+    # A --dry-run's campaign, not yet created: the recipes planning converted from a
+    # config.json (by model name), as `freezing` will freeze them.
+    unfrozen: dict[str, Recipe] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Slurm resolves --output inside --chdir, and a job script runs elsewhere: every

@@ -271,6 +271,8 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
             else "batches double from 1 until a CUDA OOM"
         )
     )
+    for name, source in m.model_sources.items():
+        out.append(f"model {name}: converted from {source.path} (sha256 {source.sha256[:16]}...)")
     if m.parent:
         s = m.spot_check
         out.append(

@@ -57,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--contexts", type=positive_int, nargs="+", metavar="L", help="context lengths (default 512 1024 2048 4096)"
     )
     run.add_argument(
-        "--models", nargs="+", metavar="M", help="model presets under configs/ (default 20m 90m 250m 500m)"
+        "--models",
+        nargs="+",
+        metavar="M",
+        help="model presets under configs/, or a Hugging Face model's PATH/config.json (default 20m 90m 250m 500m)",
     )
     run.add_argument(
         "--profile",

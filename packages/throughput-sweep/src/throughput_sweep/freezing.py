@@ -35,7 +35,8 @@ def _copy_tree(src: Path, dst: Path) -> None:
 
 
 def _freeze_sources(plan: Plan, frozen: Path) -> None:
-    """Today's package sources, drivers, configs and uv.lock, and each model's resolved preset."""
+    """Today's package sources, drivers, configs and uv.lock, and each model's resolved preset
+    (or the recipe converted from its config.json)."""
     root = plan.root
     for src in sorted((root / "packages").glob("*/src")):
         _copy_tree(src, frozen / "packages" / src.parent.name / "src")
@@ -48,8 +49,9 @@ def _freeze_sources(plan: Plan, frozen: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(yaml_file, target)
     shutil.copyfile(root / "uv.lock", frozen / "uv.lock")
+    converted = plan.recipes or {}
     for m in plan.models:
-        recipe = load_recipe(root / "configs" / f"{m}.yaml")
+        recipe = converted[m] if m in converted else load_recipe(root / "configs" / f"{m}.yaml")
         write_atomic(frozen / RECIPES / f"{m}.json", recipe)
     if plan.worker_file is not None:
         (frozen / EXTRA).mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 A new campaign becomes a `Plan` (presets, contexts and the worker checked; an optimizer
 campaign's parent complete), from which both `freezing.create` and `--dry-run` take the
-manifest; a resumed one is held to what its manifest froze (`check_resume`).
+manifest; a resumed one is held to what its manifest froze (`check_resume`). A model is a
+preset's name, or a Hugging Face config.json converted here (`model_spec`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_schema import ClusterProfile, FrozenFile, Manifest, ParentCampaign, Protocol, SpotCheck
+from throughput_schema import (
+    ClusterProfile,
+    FrozenFile,
+    Manifest,
+    ModelSource,
+    ParentCampaign,
+    Protocol,
+    Recipe,
+    SpotCheck,
+    read,
+)
 from throughput_schema.campaigns import CampaignKind
 from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name
+from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.layout import MANIFEST
-from throughput_schema.recipe import load_recipe, with_point
+from throughput_schema.recipe import RecipeError, load_recipe, recipe_from_dict, with_point
 from throughput_schema.slurm_env import slurm_environment
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
@@ -47,6 +59,9 @@ class Plan:
     # A spot check: the parent whose frozen files are copied as they are, and what was sampled.
     frozen_from: Campaign | None = None
     spot_check: SpotCheck | None = None
+    # Models given as a config.json: the file, and the recipe converted from it (by model name).
+    sources: dict[str, ModelSource] | None = None
+    recipes: dict[str, Recipe] | None = None
 
     def manifest(self, frozen_files: Sequence[FrozenFile] = ()) -> Manifest:
         """The campaign's manifest: written by `freezing.create`, shown by --dry-run."""
@@ -68,13 +83,30 @@ class Plan:
             source_root=str(self.root),
             spot_check=self.spot_check,
             slurm_environment_removed=slurm_environment(os.environ)[1] if self.profile.scheduler == "slurm" else {},
+            model_sources=self.sources or {},
         )
 
     def preview(self) -> Campaign:
         """The campaign as --dry-run shows it: nothing is written."""
         # A spot check shows the job script its parent's frozen copy will run.
         frozen = self.frozen_from.manifest.frozen_files if self.frozen_from else ()
-        return Campaign(root=self.output, manifest=self.manifest(frozen))
+        return Campaign(root=self.output, manifest=self.manifest(frozen), unfrozen=self.recipes or {})
+
+
+def is_config_json(spec: str) -> bool:
+    """A --models entry naming a Hugging Face config.json rather than a preset."""
+    return spec.endswith(".json")
+
+
+def model_spec(spec: str) -> tuple[Recipe, ModelSource]:
+    """A config.json given to --models: its converted recipe (named for its folder) and source."""
+    path = Path(spec)
+    try:
+        imported = import_config(path)
+        recipe = recipe_from_dict(imported.raw, source=spec)
+    except (HfConfigError, RecipeError) as exc:
+        raise CampaignError(f"--models {exc}") from None
+    return recipe, ModelSource(path=str(path.resolve()), sha256=imported.sha256)
 
 
 def resolve_worker(worker: str) -> tuple[str, Path | None]:
@@ -114,20 +146,39 @@ def plan_throughput(
     if max_batch is not None and max_batch & (max_batch - 1):
         raise CampaignError(f"--max-batch {max_batch}: must be a power of two (batches double from 1)")
     seen = set()
+    names, sources, converted = [], {}, {}
     for m in models:
+        if is_config_json(m):
+            recipe, source = model_spec(m)
+            sources[recipe.name], converted[recipe.name] = source, recipe
+            m = recipe.name
         if m in seen:
             raise CampaignError(f"--models: {m} is given twice")
         seen.add(m)
         if not is_model_name(m):
             raise CampaignError(f"--models: {m!r} is not a preset name ({MODEL_NAME_RULE})")
+        names.append(m)
     if len(set(contexts)) != len(contexts):
         raise CampaignError("--contexts: a context is given twice")
-    for m in models:
-        recipe = load_recipe(root / "configs" / f"{m}.yaml")
+    for m in names:
+        recipe = converted[m] if m in converted else load_recipe(root / "configs" / f"{m}.yaml")
         for c in contexts:
             with_point(recipe, context_length=c, batch_size=1, protocol=protocol)
     name, file = resolve_worker(worker)
-    return Plan(output, "throughput", models, contexts, protocol, profile, max_batch, name, file, root)
+    return Plan(
+        output,
+        "throughput",
+        names,
+        contexts,
+        protocol,
+        profile,
+        max_batch,
+        name,
+        file,
+        root,
+        sources=sources,
+        recipes=converted,
+    )
 
 
 def plan_optimizer(
@@ -151,7 +202,7 @@ def plan_optimizer(
             f"--contexts {' '.join(map(str, contexts))}: an optimizer campaign inherits the parent's contexts "
             f"({' '.join(map(str, pm.contexts))}); drop --contexts"
         )
-    if models and sorted(models) != sorted(pm.models):
+    if models and sorted(model_names(models, parent)) != sorted(pm.models):
         raise CampaignError("--models: an optimizer campaign inherits the parent's models; drop --models")
     curves = parent.curves()
     unfinished = [c for c in curves if not c.done]
@@ -190,6 +241,9 @@ def plan_optimizer(
         parent=ref,
         inherited=inherited,
         parallel=parallel,
+        # A config.json model is measured as the parent converted it, whatever the file says now.
+        sources=dict(pm.model_sources),
+        recipes={m: read(parent.recipe_path(m), Recipe) for m in pm.model_sources},
     )
 
 
@@ -206,6 +260,8 @@ def check_resume(
     """A resumed campaign keeps its frozen grid, profile (once a job ran), parent and protocol, and
     its frozen copy must be intact; anything else needs a new campaign."""
     m = campaign.manifest
+    if models is not None:
+        models = model_names(models, campaign)
     if contexts is not None and sorted(contexts) != sorted(m.contexts):
         raise CampaignError(
             f"{campaign.root}: this campaign's contexts are {' '.join(map(str, m.contexts))}; "
@@ -232,3 +288,21 @@ def check_resume(
         raise CampaignError(
             f"{campaign.root}: frozen files changed since creation ({', '.join(bad[:3])}); the campaign cannot be trusted"
         )
+
+
+def model_names(models: list[str], campaign: Campaign) -> list[str]:
+    """--models as the campaign's model names; a config.json must still be the file it froze."""
+    names = []
+    for spec in models:
+        if not is_config_json(spec):
+            names.append(spec)
+            continue
+        recipe, source = model_spec(spec)
+        frozen = campaign.manifest.model_sources.get(recipe.name)
+        if frozen is not None and frozen.sha256 != source.sha256:
+            raise CampaignError(
+                f"{campaign.root}: {spec} changed since this campaign converted it (sha256 {frozen.sha256[:16]}..., "
+                f"now {source.sha256[:16]}...); a changed model needs a new campaign"
+            )
+        names.append(recipe.name)
+    return names

@@ -117,6 +117,7 @@ def plan_spot_check(
         parallel=True,
         frozen_from=parent,
         spot_check=SpotCheck(points=points, seed=seed, recommended=picks, threshold=threshold),
+        sources=dict(pm.model_sources),
     )
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from throughput_schema import dumps
+from throughput_schema import dumps, hf_config
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.recipe import RecipeError, flops_per_token, load_recipe, parameter_count
 from tiny_llm import worker_cli
@@ -17,14 +18,27 @@ from tiny_llm.recipe_args import add_recipe_args
 
 
 def describe(args: argparse.Namespace) -> int:
-    """Print the resolved recipe and its exact parameter count as JSON; no GPU, no torch."""
+    """Print the resolved recipe and its exact parameter count as JSON; no GPU, no torch.
+
+    `--config` also takes a Hugging Face config.json; what its conversion decided (the
+    transformers defaults it took, the context it did not use) is shown beside the recipe.
+    """
     recipe = load_recipe(args.config, args.overrides)
-    payload = {
+    payload: dict[str, Any] = {
         "recipe": recipe,
         "parameters": parameter_count(recipe.model),
         "flops_per_token": flops_per_token(recipe.model),
         "tokens_per_update": recipe.training.batch_tokens,
     }
+    # load_recipe has read the file without complaint; None: a recipe written as JSON.
+    imported = hf_config.import_if_config(args.config) if args.config.suffix == ".json" else None
+    if imported is not None:
+        payload["converted_from"] = {
+            "model_type": imported.model_type,
+            "sha256": imported.sha256,
+            "defaults_used": list(imported.defaults),
+            "max_position_embeddings": imported.max_position_embeddings,
+        }
     sys.stdout.buffer.write(dumps(payload))
     return 0
 

@@ -7,7 +7,12 @@ from pathlib import Path
 
 
 def add_recipe_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("--config", type=Path, required=required, help="a preset such as configs/250m.yaml")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        required=required,
+        help="a preset such as configs/250m.yaml, or a Hugging Face model's config.json",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",

@@ -1,0 +1,370 @@
+"""A Hugging Face model's `config.json` read as a recipe: the small Llama family only.
+
+A key the file leaves out takes the default of that model type's transformers config
+class (`LlamaConfig`, `MistralConfig`, `Qwen2Config`, `Qwen3Config`), as transformers
+itself would, and the import says which defaults it used. Anything the decoder cannot
+build exactly (another architecture, experts, per-layer shapes, biases beyond Qwen2's
+q/k/v, an activation other than SiLU, a sliding window, RoPE scaling other than Llama 3's)
+is refused in one line naming the key, since measuring a different model under the
+file's name would be worse than measuring none.
+
+A config.json has no training section and no measurement context: the recipe takes the
+protocol's training and optimizer settings, and the context a campaign's `--contexts`
+(or `--set model.context_length=`) chooses; `max_position_embeddings` is only recorded.
+No torch, no transformers: the controller converts files on machines without either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from throughput_schema.codec import SchemaError, not_text, read_bytes
+from throughput_schema.configs import Protocol
+from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name, reduced_model_name
+from throughput_schema.hf_model_types import HEADS, MODEL_TYPES, ModelType
+
+# The context and batch a converted recipe carries until a campaign or `--set` chooses its
+# own, as the Llama-family presets in configs/ carry them.
+DEFAULT_CONTEXT = 2048
+DEFAULT_MICRO_BATCH = 4
+# The sizes that make the model: a class default for one of these describes some other
+# (7B-sized) model, not a detail the file left out, so a file without them is refused.
+REQUIRED = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
+# Keys that declare experts (Mixtral, Qwen-MoE, DeepSeek); any of them set is not a dense decoder.
+_EXPERT_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_shared_experts",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "moe_layer_freq",
+    "first_k_dense_replace",
+)
+# Lists a config.json may hold that say nothing about each layer's shape.
+_NOT_PER_LAYER = frozenset({"architectures", "bos_token_id", "eos_token_id", "pad_token_id", "layer_types"})
+_LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+class HfConfigError(ValueError):
+    """A config.json that cannot become a recipe; the message is one line naming the key."""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A converted config.json: the recipe as a preset's mapping, and what the import decided."""
+
+    raw: dict[str, Any]
+    model_type: str
+    config_class: str
+    # "key=value" for each key taken from the config class's defaults, in reading order.
+    defaults: tuple[str, ...]
+    max_position_embeddings: int
+    sha256: str
+    # Set where the folder's name had to be changed to be a model name.
+    renamed_from: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.raw["name"]
+
+
+# ---------------------------------------------------------------------------- names
+
+
+def default_name(path: Path) -> str:
+    """The folder holding config.json; in a Hugging Face cache
+    (`models--ORG--NAME/snapshots/REVISION/config.json`) the repository's NAME."""
+    folder = path.resolve().parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.split("--")[-1]
+    return folder.name
+
+
+def _model_name(path: Path, name: str | None) -> tuple[str, str | None]:
+    if name is not None:
+        if not is_model_name(name):
+            raise HfConfigError(f"--name {name!r}: a model name holds {MODEL_NAME_RULE}")
+        return name, None
+    folder = default_name(path)
+    reduced = reduced_model_name(folder)
+    if not reduced:
+        raise HfConfigError(f"{path}: its folder {folder!r} gives no model name; choose one with --name")
+    return reduced, (folder if reduced != folder else None)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_config(path: str | Path) -> tuple[dict[str, Any], str]:
+    """The parsed config.json and the sha256 of its bytes; a one-line error otherwise."""
+    path = Path(path)
+    try:
+        data = read_bytes(path)
+    except SchemaError as exc:
+        raise HfConfigError(str(exc)) from None
+    why = not_text(data)
+    if why:
+        raise HfConfigError(f"{path}: not JSON: {why}")
+    try:
+        parsed = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise HfConfigError(f"{path}: not JSON{where}; give a model's config.json") from None
+    if not isinstance(parsed, dict):
+        raise HfConfigError(f"{path}: not a model's config.json (expected a JSON object with model_type)")
+    return parsed, hashlib.sha256(data).hexdigest()
+
+
+def looks_like_hf_config(raw: Any) -> bool:
+    """A Hugging Face config (its keys), not a recipe written as JSON (a `model` section)."""
+    return isinstance(raw, dict) and "model" not in raw and any(k in raw for k in (*REQUIRED, "architectures"))
+
+
+def import_if_config(path: str | Path) -> Imported | None:
+    """`path` converted where it is a Hugging Face config, None where it is a recipe written
+    as JSON (which a YAML reader reads as before)."""
+    config, sha256 = read_config(path)
+    if not looks_like_hf_config(config):
+        return None
+    return convert(config, path=Path(path), sha256=sha256)
+
+
+def import_config(path: str | Path, *, name: str | None = None) -> Imported:
+    """Read `path` and convert it; every refusal is an HfConfigError naming the key."""
+    path = Path(path)
+    config, sha256 = read_config(path)
+    return convert(config, path=path, sha256=sha256, name=name)
+
+
+def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str | None = None) -> Imported:
+    src = str(path)
+    for key in REQUIRED:
+        if key not in config:
+            raise HfConfigError(f"{src}: {key} is missing; a model's config.json names it")
+    model_type = config["model_type"]
+    kind = MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
+    if kind is None:
+        raise HfConfigError(
+            f"{src}: model_type {model_type!r} is not built here; the Llama family is: {', '.join(MODEL_TYPES)}"
+        )
+    _refuse_unbuildable(config, kind, src)
+    reader = _Reader(config, kind, src)
+    act = reader.text("hidden_act")
+    if act != "silu":
+        raise HfConfigError(f"{src}: hidden_act is {act!r}; the decoder's SwiGLU gates with silu only")
+    layers = reader.whole("num_hidden_layers")
+    hidden = reader.whole("hidden_size")
+    heads = reader.whole("num_attention_heads")
+    ffn = reader.whole("intermediate_size")
+    vocab = reader.whole("vocab_size")
+    kv_heads = reader.whole("num_key_value_heads", none_means=heads)
+    head_dim = reader.head_dim(hidden, heads)
+    tie = reader.flag("tie_word_embeddings")
+    eps = reader.number("rms_norm_eps")
+    max_positions = reader.whole("max_position_embeddings")
+    rope_theta, rope_scaling = _rope(config, reader, src)
+    model_name, renamed_from = _model_name(path, name)
+
+    protocol = Protocol()  # the guide's protocol: every campaign measures with it
+    model: dict[str, Any] = {
+        "n_layers": layers,
+        "d_model": hidden,
+        "n_heads": heads,
+        "ffn_dim": ffn,
+        "context_length": DEFAULT_CONTEXT,
+        "vocab_size": vocab,
+        "head_dim": head_dim,
+        "rope_theta": rope_theta,
+        "norm_eps": eps,
+    }
+    if kv_heads != heads:  # as many as the heads is the recipe's default: one spelling of one model
+        model["n_kv_heads"] = kv_heads
+    model |= {"tie_embeddings": tie, "qkv_bias": kind.qkv_bias, "qk_norm": kind.qk_norm}
+    if rope_scaling is not None:
+        model["rope_scaling"] = rope_scaling
+    raw = {
+        "name": model_name,
+        "model": model,
+        "training": {
+            "micro_batch_size": DEFAULT_MICRO_BATCH,
+            "batch_tokens": DEFAULT_MICRO_BATCH * DEFAULT_CONTEXT,
+            "seed": protocol.seed,
+            "grad_clip": protocol.grad_clip,
+        },
+        "optimizer": {
+            "lr": protocol.lr,
+            "beta1": protocol.beta1,
+            "beta2": protocol.beta2,
+            "eps": protocol.eps,
+            "weight_decay": protocol.weight_decay,
+        },
+    }
+    return Imported(
+        raw=raw,
+        model_type=model_type,
+        config_class=kind.config_class,
+        defaults=tuple(reader.defaults),
+        max_position_embeddings=max_positions,
+        sha256=sha256,
+        renamed_from=renamed_from,
+    )
+
+
+class _Reader:
+    """Typed reads of one config.json's keys, each falling back to its class default."""
+
+    def __init__(self, config: dict[str, Any], kind: ModelType, src: str) -> None:
+        self.config, self.kind, self.src = config, kind, src
+        self.defaults: list[str] = []
+
+    def _get(self, key: str) -> Any:
+        if key in self.config:
+            return self.config[key]
+        value = self.kind.defaults[key]
+        self.defaults.append(f"{key}={value}")
+        return value
+
+    def whole(self, key: str, *, none_means: int | None = None) -> int:
+        """A positive whole number; `none_means` is what null stands for (num_key_value_heads)."""
+        value = self._get(key)
+        if value is None and none_means is not None:
+            if key not in self.config:
+                self.defaults[-1] = f"{key}={none_means} (num_attention_heads)"
+            return none_means
+        if isinstance(value, list):
+            raise HfConfigError(f"{self.src}: {key} is a per-layer array; every layer must have the same shape")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be a positive whole number")
+        return value
+
+    def head_dim(self, hidden: int, heads: int) -> int:
+        """Given, or the class's default: 128 for Qwen3, hidden_size // num_attention_heads elsewhere
+        (where a null means the same)."""
+        if self.config.get("head_dim") is not None or self.kind.defaults["head_dim"] != HEADS:
+            return self.whole("head_dim")
+        if hidden % heads:
+            raise HfConfigError(
+                f"{self.src}: head_dim is not given and hidden_size ({hidden}) is not a multiple of "
+                f"num_attention_heads ({heads}); give head_dim"
+            )
+        self.defaults.append(f"head_dim={hidden // heads} ({HEADS})")
+        return hidden // heads
+
+    def text(self, key: str) -> str:
+        value = self._get(key)
+        if not isinstance(value, str):
+            raise HfConfigError(f"{self.src}: {key} is {value!r}; expected a name")
+        return value
+
+    def number(self, key: str) -> float:
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be a positive number")
+        return float(value)
+
+    def flag(self, key: str) -> bool:
+        value = self._get(key)
+        if not isinstance(value, bool):
+            raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be true or false")
+        return value
+
+
+def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> None:
+    for key in _EXPERT_KEYS:
+        if config.get(key):
+            raise HfConfigError(f"{src}: {key} is {config[key]!r}: a mixture of experts is not a dense decoder")
+    if config.get("attention_bias") is True:
+        raise HfConfigError(
+            f"{src}: attention_bias is true: it adds biases to every attention projection, the output one too, "
+            "which the decoder does not build"
+        )
+    if config.get("mlp_bias") is True:
+        raise HfConfigError(f"{src}: mlp_bias is true: the decoder's SwiGLU has no biases")
+    if config.get("use_sliding_window") is True:
+        raise HfConfigError(f"{src}: use_sliding_window is true: a sliding attention window is not built")
+    if kind.sliding_window_always:
+        window = config.get("sliding_window", kind.defaults["sliding_window"])
+        if window is not None:
+            given = "" if "sliding_window" in config else f" ({kind.config_class}'s default)"
+            raise HfConfigError(
+                f"{src}: sliding_window is {window}{given}: a sliding attention window is not built; "
+                "a Mistral config without one says sliding_window: null"
+            )
+    layer_types = config.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list):
+            raise HfConfigError(f"{src}: layer_types is {layer_types!r}; expected a list")
+        for i, t in enumerate(layer_types):
+            if t != "full_attention":
+                why = "a sliding attention window is not built" if "sliding" in str(t) else "only full attention is"
+                raise HfConfigError(f"{src}: layer_types[{i}] is {t!r}: {why}")
+    layers = config.get("num_hidden_layers")
+    for key, value in config.items():
+        if key not in _NOT_PER_LAYER and isinstance(value, list) and value and len(value) == layers:
+            raise HfConfigError(f"{src}: {key} is a per-layer array; every layer must have the same shape")
+    factor = config.get("partial_rotary_factor")
+    if factor not in (None, 1, 1.0):
+        raise HfConfigError(f"{src}: partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
+
+
+def _rope(config: dict[str, Any], reader: _Reader, src: str) -> tuple[float, dict[str, Any] | None]:
+    """rope_theta and the scaling: transformers 4 writes `rope_theta` and `rope_scaling`,
+    transformers 5 one `rope_parameters` holding both (its `rope_scaling`, where set, wins)."""
+    key = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
+    params = config.get(key) or {}
+    if not isinstance(params, dict):
+        raise HfConfigError(f"{src}: {key} is {params!r}; expected an object")
+    if params and all(isinstance(v, dict) for v in params.values()):
+        raise HfConfigError(f"{src}: {key} is given per layer type; every layer must have the same RoPE")
+    if "rope_theta" in params:
+        theta = params["rope_theta"]
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
+            raise HfConfigError(f"{src}: {key}.rope_theta is {theta!r}; it must be a positive number")
+        theta = float(theta)
+    else:
+        theta = reader.number("rope_theta")
+    factor = params.get("partial_rotary_factor")
+    if factor not in (None, 1, 1.0):
+        raise HfConfigError(f"{src}: {key}.partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type == "default":
+        return theta, None
+    if rope_type != "llama3":
+        raise HfConfigError(f"{src}: {key}.rope_type is {rope_type!r}; only Llama 3's scaling (llama3) is built")
+    scaling: dict[str, Any] = {"type": "llama3"}
+    for name in _LLAMA3_KEYS:
+        value = params.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise HfConfigError(f"{src}: {key}.{name} is {value!r}; Llama 3 scaling needs a positive number")
+        scaling[name] = value if name == "original_max_position_embeddings" else float(value)
+    if not isinstance(scaling["original_max_position_embeddings"], int):
+        raise HfConfigError(f"{src}: {key}.original_max_position_embeddings must be a whole number")
+    return theta, scaling
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def recipe_yaml(imported: Imported, *, source: str, parameters: int) -> str:
+    """The recipe as a preset file: its parameter count on the first comment line, as in
+    configs/, then where it came from and which of the class's defaults it took."""
+    import yaml
+
+    defaults = ", ".join(imported.defaults) if imported.defaults else "none"
+    lines = [
+        f"# {parameters:,} parameters: {imported.name}, converted from {source} "
+        f"(model_type {imported.model_type}, sha256 {imported.sha256[:16]}).",
+        f"# Keys missing from it took transformers' {imported.config_class} defaults: {defaults}.",
+        f"# max_position_embeddings {imported.max_position_embeddings} is recorded, not used: the context is a "
+        "campaign's --contexts (or --set model.context_length=).",
+        "# training and optimizer: the measurement protocol's settings, as in every preset.",
+    ]
+    body = yaml.safe_dump(imported.raw, sort_keys=False, default_flow_style=False)
+    return "\n".join(lines) + "\n" + body

@@ -1,0 +1,78 @@
+"""The transformers config classes of the small Llama family, as far as a config.json is
+read here: each class's default for every key read, and what its attention has that no key
+says. Taken from transformers' own classes (v4's `__init__` arguments and v5's fields agree
+on these), so that a key a file leaves out means here what it means to transformers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+HEADS = "hidden_size // num_attention_heads"
+
+
+@dataclass(frozen=True)
+class ModelType:
+    """One transformers config class: its defaults for the keys read here, and what its
+    attention has that no key says (Qwen2: q/k/v biases; Qwen3: q/k RMSNorm)."""
+
+    config_class: str
+    defaults: dict[str, Any]
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    # Mistral applies `sliding_window` whenever it is set; Qwen only with use_sliding_window.
+    sliding_window_always: bool = False
+
+
+# A string default is computed from other keys; None for num_key_value_heads means as many
+# as num_attention_heads. rope_theta is v4's argument and v5's default_theta.
+_COMMON = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "rope_theta": 10_000.0}
+MODEL_TYPES: dict[str, ModelType] = {
+    "llama": ModelType(
+        "LlamaConfig",
+        {
+            **_COMMON,
+            "vocab_size": 32_000,
+            "num_key_value_heads": None,
+            "head_dim": HEADS,
+            "max_position_embeddings": 2048,
+        },
+    ),
+    "mistral": ModelType(
+        "MistralConfig",
+        {
+            **_COMMON,
+            "vocab_size": 32_000,
+            "num_key_value_heads": 8,
+            "head_dim": HEADS,
+            "max_position_embeddings": 4096 * 32,
+            "sliding_window": 4096,
+        },
+        sliding_window_always=True,
+    ),
+    "qwen2": ModelType(
+        "Qwen2Config",
+        {
+            **_COMMON,
+            "vocab_size": 151_936,
+            "num_key_value_heads": 32,
+            "head_dim": HEADS,
+            "max_position_embeddings": 32_768,
+            "use_sliding_window": False,
+        },
+        qkv_bias=True,
+    ),
+    "qwen3": ModelType(
+        "Qwen3Config",
+        {
+            **_COMMON,
+            "vocab_size": 151_936,
+            "num_key_value_heads": 32,
+            "head_dim": 128,
+            "max_position_embeddings": 32_768,
+            "use_sliding_window": False,
+        },
+        qk_norm=True,
+    ),
+}

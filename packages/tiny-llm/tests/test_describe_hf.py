@@ -1,0 +1,56 @@
+"""`python -m tiny_llm describe --config CONFIG_JSON`: a Hugging Face config.json as a recipe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+QWEN3 = ROOT / "packages/throughput-schema/tests/hf_configs/Qwen3-0.6B/config.json"
+
+
+def describe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tiny_llm", "describe", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_describe_takes_a_config_json_and_says_what_it_decided():
+    done = describe(
+        "--config", str(QWEN3), "--set", "model.context_length=4096", "--set", "training.batch_tokens=16384"
+    )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["parameters"] == 596_049_920
+    model = payload["recipe"]["model"]
+    assert (model["context_length"], model["head_dim"], model["n_kv_heads"], model["qk_norm"]) == (4096, 128, 8, True)
+    assert payload["recipe"]["name"] == "Qwen3-0.6B"
+    source = payload["converted_from"]
+    assert (source["model_type"], source["max_position_embeddings"], source["defaults_used"]) == ("qwen3", 40960, [])
+
+
+def test_describe_refuses_an_unbuildable_config_in_one_line(tmp_path):
+    data = json.loads(QWEN3.read_text())
+    data["use_sliding_window"] = True
+    bad = tmp_path / "Qwen3-sliding" / "config.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(data))
+    done = describe("--config", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"tiny_llm: {bad}: use_sliding_window is true: a sliding attention window is not built"
+    ]
+
+
+def test_a_recipe_written_as_json_is_still_a_recipe(tmp_path):
+    """A frozen recipe (frozen/recipes/<model>.json) is JSON too, and reads as it always did."""
+    from throughput_schema import write_atomic
+    from throughput_schema.recipe import load_recipe
+
+    frozen = write_atomic(tmp_path / "250m.json", load_recipe(ROOT / "configs/250m.yaml"))
+    done = describe("--config", str(frozen))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["parameters"] == 251_943_360 and "converted_from" not in payload
