@@ -4,11 +4,16 @@ Cases, on identical shapes, seed, inputs and optimizer settings, in one process:
 - ours:   the worker's update (compiled model, ArenaAdamW, whole update as one CUDA graph);
 - peer A: plain compiled PyTorch: the same model module, torch.compile (default mode),
           clip_grad_norm_(foreach=True), torch.optim.AdamW(fused=True), no CUDA graph;
-- peer B: transformers' LlamaForCausalLM with SDPA attention (if transformers imports),
-          no compile, same optimizer and clipping.
+- peer B: transformers' causal LM of the same shape with SDPA attention (if transformers
+          imports), no compile, same optimizer and clipping: the class that has the recipe's
+          knobs (`tiny_llm.hf_weights.transformers_model`: Qwen3ForCausalLM for a q/k norm,
+          Qwen2ForCausalLM for q/k/v biases, else LlamaForCausalLM), with its kv heads, head
+          size, tied or untied head and RoPE scaling.
 Also: the matmul ceiling (8192^3 BF16), the copy ceiling (2 GiB device-to-device),
 ArenaAdamW.step alone as its own graph vs its floor (32 bytes/parameter at the measured
-copy bandwidth), and peer A's clip + fused AdamW alone.
+copy bandwidth), and peer A's clip + fused AdamW alone. Each case records the parameter count
+of the model it built; MFU is the schema's FLOPs per token (`throughput_schema.recipe.
+flops_per_token`, every knob counted) times the rate over the datasheet peak.
 With `--optimizer-kernels fused triton`, ArenaAdamW.step alone with each kernel side by
 side (`optimizer_kernels` in each point; `--optimizer-only` skips the update cases).
 
@@ -17,6 +22,7 @@ Each case runs in try/except and a failure is recorded, not fatal. Usage:
     python packages/tiny-llm/benchmarks/peers.py --output runs/peers-h200.json [--quick] \
         [--points 250m@2048x16 500m@2048x16] [--optimizer-kernels fused triton [--optimizer-only]] \
         [--kernel cross_entropy=triton]      # ours with other kernel choices, recorded in its "kernels"
+        [--cases ours peer_a peer_b]         # which update cases run (default: all three)
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from tiny_llm.arena_adamw import KERNELS, ArenaAdamW  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
+from tiny_llm.summary import MFU_FORMULA  # noqa: E402
 from tiny_llm.update import build, make_inputs  # noqa: E402
 
 # Issue 8's targets: (model, context, batch).
@@ -105,6 +112,7 @@ def case_ours(recipe, seconds, windows, kernels: Kernels = Kernels()) -> dict:
     setup = time.perf_counter() - t0
     out = timed_rate(built.run, recipe.training.batch_tokens, seconds, windows)
     out["setup_seconds"] = setup
+    out["parameters"] = built.parameters
     out["kernels"] = built.ran().record()
     # ArenaAdamW.step alone, as its own graph (clip, finite check, AdamW, counters).
     g = capture(built.optimizer.step)
@@ -195,6 +203,7 @@ def case_peer_a(recipe, seconds, windows) -> dict:
     setup = time.perf_counter() - t0
     out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
     out["setup_seconds"] = setup
+    out["parameters"] = sum(p.numel() for p in params)
     # Peer A's optimizer alone (clip + fused AdamW) with events, on gradients left by a backward.
     with torch.autocast("cuda", dtype=torch.bfloat16):
         compiled(inputs, targets).backward()
@@ -209,18 +218,12 @@ def case_peer_a(recipe, seconds, windows) -> dict:
 
 
 def case_peer_b(recipe, seconds, windows) -> dict:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tiny_llm.hf_weights import transformers_model
 
-    m, o = recipe.model, recipe.optimizer
-    cfg = LlamaConfig(
-        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.ffn_dim,
-        num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
-        head_dim=m.head_dim, max_position_embeddings=m.context_length, rms_norm_eps=m.norm_eps,
-        rope_theta=m.rope_theta, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
-    )  # fmt: skip
-    cfg._attn_implementation = "sdpa"
+    o = recipe.optimizer
     torch.manual_seed(recipe.training.seed)
-    model = LlamaForCausalLM(cfg).to(CUDA)
+    with CUDA:
+        model = transformers_model(recipe.model)  # SDPA attention
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
     opt = torch.optim.AdamW(
@@ -246,8 +249,12 @@ def case_peer_b(recipe, seconds, windows) -> dict:
 
     out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
     out["parameters"] = n_params
+    out["model_class"] = type(model).__name__
     del model, opt
     return out
+
+
+CASES = {"ours": case_ours, "peer_a": case_peer_a, "peer_b": case_peer_b}
 
 
 def ceilings(quick: bool) -> dict:
@@ -289,6 +296,8 @@ def main(argv=None) -> int:
     ap.add_argument("--points", nargs="*", default=DEFAULT_POINTS, help="MODEL@CONTEXTxBATCH, e.g. 250m@2048x16")
     ap.add_argument("--quick", action="store_true", help="shorter windows (about 1 s x 3)")
     ap.add_argument("--no-peer-b", action="store_true")
+    ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES),
+                    help="which update cases run at each point (default: all; --no-peer-b drops peer_b)")  # fmt: skip
     ap.add_argument("--optimizer-kernels", nargs="*", default=[], choices=KERNELS, metavar="KERNEL",
                     help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side")  # fmt: skip
     ap.add_argument("--triton-blocks", nargs="*", type=int, default=[], metavar="N",
@@ -307,7 +316,7 @@ def main(argv=None) -> int:
     machine = {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
                 "driver": hw.driver, "triton": triton_version()}  # fmt: skip
     report = {"hardware": machine, "peak_bf16_flops": peak, "ceilings": ceilings(args.quick), "command": sys.argv,
-              "points": []}  # fmt: skip
+              "mfu_formula": MFU_FORMULA, "points": []}  # fmt: skip
     copy_bw = report["ceilings"]["copy_bytes_per_second"]
     print(
         f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
@@ -319,6 +328,7 @@ def main(argv=None) -> int:
         have_hf = not args.no_peer_b
     except Exception:  # noqa: BLE001
         have_hf = False
+    cases = [c for c in args.cases if c != "peer_b" or have_hf]
     for text in args.points:
         model, context, batch = parse_point(text)
         recipe = recipe_for(model, context, batch)
@@ -331,14 +341,16 @@ def main(argv=None) -> int:
             )
             free()
         if not args.optimizer_only:
-            point["ours"] = run_case("ours", case_ours, recipe, seconds, windows, kernels)
-            point["peer_a"] = run_case("peer_a", case_peer_a, recipe, seconds, windows)
-            if have_hf:
-                point["peer_b"] = run_case("peer_b", case_peer_b, recipe, seconds, windows)
-        for key in ("ours", "peer_a", "peer_b"):
+            for case in cases:
+                extra = (kernels,) if case == "ours" else ()
+                point[case] = run_case(case, CASES[case], recipe, seconds, windows, *extra)
+        for key in CASES:
             c = point.get(key)
             if c and c.get("ok") and peak:
                 c["mfu"] = fpt * c["tokens_per_second"] / peak
+            if c and c.get("ok") and c.get("parameters") != P:  # a peer of another shape is no peer
+                c["parameters_differ"] = True
+                print(f"{text}: {key} built {c.get('parameters'):,} parameters, the recipe counts {P:,}", flush=True)
         report["points"].append(point)
         print_point(point)
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -32,11 +32,14 @@ says how it was produced.
   no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
   default: 1.003-1.005x the update at 250m and 500m on the H200, inside the noise, 0.982x at
   20m@512x1; its backward runs at 59% of copy speed (docs/performance.md, issue 27).
-- `rope`: "default" is the split of the QKV output and `apply_rope` as inductor fuses them;
+- `rope`: "default" is the split of the QKV output (q/k norm, if any) and `apply_rope` as
+  inductor fuses them;
   "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
   output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
   dv in one pass. Not a default: 0.9 ms less kernel time at 250m@2048x16 on the H200 but
   1.000-1.006x the update, and not shown equal within the repeat drift at every point.
+  It reads the plain [q | k | v] layout of as many kv heads as heads and rotates straight from
+  the projection, so it is refused (`unsupported`) for fewer kv heads or a q/k norm.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
@@ -53,6 +56,10 @@ Torch-free at import (the CLI's parser reads the choices without importing torch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from throughput_schema import ModelConfig
 
 ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked", "triton")
@@ -137,3 +144,26 @@ class Kernels:
         options = dict(list_mode_options(mode)) if mode else {}
         options["coordinate_descent_tuning"] = True
         return {"options": options}
+
+
+def unsupported(field: str, model: ModelConfig) -> str | None:
+    """Why `Kernels(<field>="triton")` cannot build `model` (one line), or None where it can.
+
+    The Triton norm, SwiGLU and cross-entropy read the residual stream, the FFN and the LM
+    head's weight (tied or not), which no knob changes; the RoPE kernel assumes the plain
+    layout. No "auto" choice resolves to a refused kernel: "auto" is only the optimizer's and
+    SwiGLU's, which every model takes.
+    """
+    if field != "rope":
+        return None
+    knobs = []
+    if model.kv_heads != model.n_heads:
+        knobs.append(f"n_kv_heads={model.kv_heads} (n_heads={model.n_heads})")
+    if model.qk_norm:
+        knobs.append("qk_norm")
+    if not knobs:
+        return None
+    return (
+        f"Kernels(rope='triton') cannot build this model ({', '.join(knobs)}): its kernel reads q, k and v "
+        "as n_heads heads each and rotates them straight from the projection; use rope=default"
+    )

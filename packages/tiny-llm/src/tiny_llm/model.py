@@ -1,13 +1,18 @@
 """A Llama-style decoder built from a `throughput_schema.ModelConfig`.
 
-RMSNorm, SwiGLU, rotary position embeddings, no biases, tied input/output
-embeddings, and causal attention through `F.scaled_dot_product_attention`, so
-PyTorch picks its fastest attention kernel (flash / cuDNN on Hopper).
+RMSNorm, SwiGLU, rotary position embeddings and causal attention through
+`F.scaled_dot_product_attention`, so PyTorch picks its fastest attention kernel (flash /
+cuDNN on Hopper), with the knobs the small Llama family turns (`ModelConfig`): fewer
+key/value heads than query heads (grouped-query attention, handed to the kernel as they
+are with `enable_gqa`, never repeated), an untied LM head, a head size of its own, biases
+on q, k and v (Qwen2), RMSNorm on each head of q and k (Qwen3) and Llama 3's RoPE scaling.
+The defaults build the original decoder: as many kv heads as heads, tied embeddings, no
+biases, no q/k norm, plain RoPE.
 
-The parameter count equals `throughput_schema.recipe.parameter_count` exactly:
-q, k, v and o are stored as one fused `qkv` matrix plus `proj`, and SwiGLU's gate
-and up matrices as one `gate_up` matrix (fewer, larger matmuls; the same number
-of weights).
+The parameter count equals `throughput_schema.recipe.parameter_count` exactly: q, k, v
+are stored as one fused `qkv` matrix ([q | k | v] along its output) plus `proj`, and
+SwiGLU's gate and up matrices as one `gate_up` matrix (fewer, larger matmuls; the same
+number of weights). `tiny_llm.hf_weights` maps a transformers checkpoint onto these names.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
 from throughput_schema import ModelConfig
+from throughput_schema.configs import Llama3RopeScaling, RopeScaling
 from tiny_llm.cross_entropy import chunked_cross_entropy
-from tiny_llm.kernels import Kernels
+from tiny_llm.kernels import Kernels, unsupported
 
 
 class RMSNorm(nn.Module):
@@ -39,12 +45,31 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def rope_tables(head_dim: int, context: int, theta: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(
+    head_dim: int, context: int, theta: float, device=None, scaling: RopeScaling | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of shape (context, head_dim), in the "rotate half" layout Llama uses."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    if scaling is not None:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     angles = torch.outer(torch.arange(context, device=device, dtype=torch.float32), inv_freq)
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
+
+
+def llama3_inv_freq(inv_freq: torch.Tensor, s: Llama3RopeScaling) -> torch.Tensor:
+    """Llama 3's scaling of the inverse frequencies, step for step as transformers'
+    `_compute_llama3_parameters`: wavelengths longer than the original context / low_freq_factor
+    are slowed by `factor`, those shorter than original / high_freq_factor are kept, and the
+    band between is interpolated."""
+    old_context = s.original_max_position_embeddings
+    low_freq_wavelen, high_freq_wavelen = old_context / s.low_freq_factor, old_context / s.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq)
+    smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, smoothed, scaled)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -65,8 +90,12 @@ TRITON = {
 }
 
 
-def load_triton(field: str, device: torch.device):
-    """The function behind `Kernels(<field>="triton")` (`TRITON`), or a one-line error where it cannot run."""
+def load_triton(field: str, device: torch.device, cfg: ModelConfig | None = None):
+    """The function behind `Kernels(<field>="triton")` (`TRITON`), or a one-line error where it
+    cannot run: on this device, or (`tiny_llm.kernels.unsupported`) for this model's shape."""
+    reason = unsupported(field, cfg) if cfg is not None else None
+    if reason is not None:
+        raise ValueError(reason)
     # The Triton interpreter (TRITON_INTERPRET=1) runs the kernels on the CPU, as the CPU tests do.
     if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError(f"Kernels({field}='triton') needs a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
@@ -98,28 +127,37 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        # Fewer kv heads: each serves n_heads / kv_heads query heads, and SDPA reads them as they
+        # are (enable_gqa) instead of a repeated copy of k and v.
+        self.grouped = cfg.kv_heads != cfg.n_heads
         self.sdpa_backends = kernels.sdpa_backends()  # None: PyTorch chooses
-        inner = cfg.n_heads * cfg.head_dim
-        self.qkv = nn.Linear(cfg.d_model, 3 * inner, bias=False)
-        self.proj = nn.Linear(inner, cfg.d_model, bias=False)
+        q_width, kv_width = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        self.widths = (q_width, kv_width, kv_width)
+        self.qkv = nn.Linear(cfg.d_model, q_width + 2 * kv_width, bias=cfg.qkv_bias)
+        self.proj = nn.Linear(q_width, cfg.d_model, bias=False)
+        # Qwen3: each head of q and of k RMS-normed over head_dim, before RoPE.
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         # None: the split and `apply_rope` below, fused by inductor when compiled.
-        self.rope = load_triton("rope", self.qkv.weight.device) if kernels.rope == "triton" else None
+        self.rope = load_triton("rope", self.qkv.weight.device, cfg) if kernels.rope == "triton" else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
         if self.rope is not None:
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
         else:
-            q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+            q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
+            if self.q_norm is not None and self.k_norm is not None:
+                q, k = self.q_norm(q), self.k_norm(k)
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
         else:
             # A pinned kernel (Kernels.attention); dynamo traces this context manager,
             # so the compiled forward and backward (and the CUDA graph) use that kernel.
             with sdpa_kernel(self.sdpa_backends):
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
@@ -189,30 +227,35 @@ class Transformer(nn.Module):
         self.cfg, self.kernels = cfg, kernels
         self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        # Tied LM head: the output projection reuses the embedding matrix.
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.embed.weight
-        cos, sin = rope_tables(cfg.head_dim, cfg.context_length, cfg.rope_theta, device=self.embed.weight.device)
+        if cfg.tie_embeddings:  # the output projection reuses the embedding matrix
+            self.lm_head.weight = self.embed.weight
+        cos, sin = rope_tables(
+            cfg.head_dim, cfg.context_length, cfg.rope_theta, self.embed.weight.device, cfg.rope_scaling
+        )
         # Buffers, not parameters: they move with .to() but are neither trained nor counted.
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         # None: the default or chunked loss below; else the LM head and loss in one Triton pass.
-        self.fused_loss = (
-            load_triton("cross_entropy", self.embed.weight.device) if kernels.cross_entropy == "triton" else None
-        )
+        device = self.embed.weight.device
+        self.fused_loss = load_triton("cross_entropy", device, cfg) if kernels.cross_entropy == "triton" else None
         # None: each block's adds and norms as `Block.forward`; else `fused_norm_blocks`.
-        self.fused_norm = load_triton("norm", self.embed.weight.device) if kernels.norm == "triton" else None
+        self.fused_norm = load_triton("norm", device, cfg) if kernels.norm == "triton" else None
         self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
         # GPT-2 style init: N(0, 0.02), residual output projections scaled by 1/sqrt(2·layers)
-        # so the residual stream's variance does not grow with depth.
+        # so the residual stream's variance does not grow with depth; norm gains 1, biases 0.
+        # Drawn in registration order, so a knob's extra tensors (an untied head, last) leave
+        # every other tensor's draw as the default model's.
         if self.embed.weight.is_meta:
             return
         residual_std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
         for name, p in self.named_parameters():
-            if p.ndim == 1:
+            if name.endswith(".bias"):
+                p.zero_()
+            elif p.ndim == 1:
                 p.fill_(1.0)
             elif name.endswith(("proj.weight", "down.weight")):
                 p.normal_(0.0, residual_std)

@@ -20,7 +20,11 @@ from throughput_schema.recipe import flops_per_token
 from tiny_llm import hardware, stats
 from tiny_llm.protocol import Measurement
 
-MFU_FORMULA = "(6*P + 12*layers*width*context) * tokens_per_second / peak_bf16_flops"
+# throughput_schema.recipe.flops_per_token: an untied input embedding is a lookup, not a matmul,
+# and attention's width is n_heads*head_dim (d_model only where they agree).
+MFU_FORMULA = (
+    "(6*(P - untied input embedding) + 12*layers*n_heads*head_dim*context) * tokens_per_second / peak_bf16_flops"
+)
 
 
 def throughput_summary(

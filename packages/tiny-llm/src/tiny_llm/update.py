@@ -17,11 +17,29 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from throughput_schema import Recipe
+from throughput_schema.recipe import parameter_count
 from tiny_llm.arena_adamw import ArenaAdamW
 from tiny_llm.kernels import Kernels
 from tiny_llm.model import Transformer, build_model
 
 PhaseHook = Callable[[str], None]
+
+
+class ParameterCountMismatch(RuntimeError):
+    """The built model's parameters are not the recipe's count: what would be measured is not
+    the model the recipe (and every FLOP and MFU figure derived from it) describes."""
+
+    def __init__(self, built: int, recipe: Recipe) -> None:
+        self.built, self.expected = built, parameter_count(recipe.model)
+        super().__init__(
+            f"the built model has {built:,} parameters but recipe {recipe.name!r} counts {self.expected:,}; "
+            "not measuring a model the recipe does not describe"
+        )
+
+
+def built_parameters(model: torch.nn.Module) -> int:
+    """The parameters of a built model, a tied weight counted once (`parameters()` yields it once)."""
+    return sum(p.numel() for p in model.parameters())
 
 
 def make_inputs(recipe: Recipe, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,6 +129,7 @@ class Built:
     graph: object | None = None
     notes: dict = field(default_factory=dict)
     kernels: Kernels = Kernels()  # as requested ("auto" where left to the device)
+    parameters: int = 0  # the built model's (`built_parameters`), equal to the recipe's count
 
     def ran(self) -> Kernels:
         """`kernels` with "auto" resolved: the optimizer and SwiGLU kernels that run."""
@@ -142,6 +161,9 @@ def build(
     use_graph = cuda if use_graph is None else use_graph
     on_phase("setup")
     model = build_model(recipe.model, device, seed=recipe.training.seed, kernels=kernels)
+    parameters = built_parameters(model)
+    if parameters != parameter_count(recipe.model):
+        raise ParameterCountMismatch(parameters, recipe)
     o = recipe.optimizer
     optimizer = ArenaAdamW(
         model,
@@ -165,7 +187,7 @@ def build(
     backend = (
         ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
     )
-    built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels)
+    built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels, parameters=parameters)
     if use_graph:
         from tiny_llm.graph import capture_update
 

@@ -5,7 +5,7 @@ Outcomes and exit codes (`throughput_schema.outcomes.EXIT_CODES`):
 | outcome         | exit | when |
 |-----------------|------|------|
 | `ok`            | 0    | measured; the result may still be flagged unstable |
-| `crashed`       | 1    | any other exception (including an optimizer-counter mismatch) |
+| `crashed`       | 1    | any other exception (including an optimizer-counter mismatch, and a built model whose parameter count is not the recipe's: nothing is measured) |
 | (usage)         | 2    | bad command line or recipe; one line on stderr, no result file |
 | `cuda_oom`      | 3    | `torch.cuda.OutOfMemoryError` anywhere; `phase` says where |
 | `compile_error` | 4    | a torch._dynamo / inductor / triton failure (not an OOM) |
@@ -57,6 +57,7 @@ from tiny_llm import hardware, stats
 from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
+from tiny_llm.update import ParameterCountMismatch
 
 
 @dataclass
@@ -171,6 +172,8 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
     built = None
     setup_peaks = None
     outcome = None
+    # The parameters of the model built (the recipe's count until one is built, or where it differs).
+    parameters = parameter_count(recipe.model)
     try:
         from tiny_llm.update import build
 
@@ -185,6 +188,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
             kernels=options.kernels,
             on_phase=on_phase,
         )
+        parameters = built.parameters
         if cuda:
             torch.cuda.synchronize()
         setup_seconds = time.perf_counter() - t0
@@ -211,7 +215,10 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         if isinstance(exc, KeyboardInterrupt):
             raise
         outcome = classify(exc, phase)
-        if outcome_kind(outcome) in ("crashed", "compile_error"):
+        if isinstance(exc, ParameterCountMismatch):
+            parameters = exc.built
+            print(f"tiny_llm: {exc}", file=sys.stderr)  # a refusal: one line, no traceback
+        elif outcome_kind(outcome) in ("crashed", "compile_error"):
             traceback.print_exc(file=sys.stderr)
         if cuda and setup_peaks is not None:
             try:
@@ -229,7 +236,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,
-        parameters=parameter_count(recipe.model),
+        parameters=parameters,
         mode="optimizer-timing" if options.optimizer_timing else "throughput",
         backend=built.backend if built is not None else ("cuda-graph" if cuda else "cpu-eager"),
         protocol=protocol,

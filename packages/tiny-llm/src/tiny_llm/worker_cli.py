@@ -177,6 +177,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         recipe, protocol = resolve(args)  # RecipeError -> one line, exit 2 (cli.main)
         _check(args)
+        kernels = kernels_from_args(args)
+        _check_kernels(kernels, recipe)
         import torch
 
         if args.device == "cuda" and not torch.cuda.is_available():
@@ -192,11 +194,22 @@ def main(args: argparse.Namespace) -> int:
         optimizer_timing=args.optimizer_timing,
         device=args.device,
         compile_mode=args.compile_mode,
-        kernels=kernels_from_args(args),
+        kernels=kernels,
     )
     result = run_worker(recipe, args.output, options)
     print(summary_line(result, args.output))
     return result.exit_code
+
+
+def _check_kernels(kernels, recipe: Recipe) -> None:
+    """A kernel chosen explicitly that cannot build this recipe's model is refused here, before
+    anything runs (the model refuses it too, `tiny_llm.model.load_triton`)."""
+    from tiny_llm.kernels import unsupported
+
+    for field, choice in kernels.record().items():
+        reason = unsupported(field, recipe.model) if choice == "triton" else None
+        if reason is not None:
+            raise UsageError(reason)
 
 
 def kernels_from_args(args: argparse.Namespace):

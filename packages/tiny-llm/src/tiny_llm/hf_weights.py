@@ -1,0 +1,141 @@
+"""transformers checkpoints and our model: the state-dict converter, and the transformers
+model of a recipe's shape.
+
+`from_transformers` maps a `LlamaForCausalLM`, `Qwen2ForCausalLM` or `Qwen3ForCausalLM` state
+dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
+biases alike), gate and up into `gate_up` (gate first, as `SwiGLU` chunks it), the rest one to
+one. Both use the rotate-half RoPE layout, so no weight is permuted. It is how real weights
+are loaded (`load_transformers`), and what the equality tests hold the model to.
+
+`transformers_model` builds the transformers model a recipe means (the class that has its
+knobs: Qwen3 for a q/k norm, Qwen2 for q/k/v biases, Llama otherwise); the tests and
+`benchmarks/peers.py` (peer B) use it. transformers is imported only there: the worker never
+needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from throughput_schema import ModelConfig
+
+if TYPE_CHECKING:
+    from tiny_llm.model import Transformer
+
+# Per layer: our name <- transformers' names under `model.layers.{i}.`, stacked in this order.
+LAYER = {
+    "attn_norm.weight": ("input_layernorm.weight",),
+    "attn.qkv.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+    "attn.qkv.bias": ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"),
+    "attn.proj.weight": ("self_attn.o_proj.weight",),
+    "attn.q_norm.weight": ("self_attn.q_norm.weight",),
+    "attn.k_norm.weight": ("self_attn.k_norm.weight",),
+    "mlp_norm.weight": ("post_attention_layernorm.weight",),
+    "mlp.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+    "mlp.down.weight": ("mlp.down_proj.weight",),
+}
+# Buffers some checkpoints carry; recomputed from the recipe, never weights.
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+class ConversionError(ValueError):
+    """A state dict that does not fit the recipe; the message is one line."""
+
+
+def from_transformers(state_dict: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Our state dict (`Transformer`'s names) from a transformers causal-LM state dict of `cfg`'s
+    shape. Every tensor of the source is used or refused: a missing one, an extra one (an
+    output-projection bias, say) or a wrong shape is a `ConversionError` naming it."""
+    source = {k: v for k, v in state_dict.items() if not k.endswith(IGNORED_SUFFIXES)}
+    used: set[str] = set()
+
+    def take(name: str) -> torch.Tensor:
+        if name not in source:
+            raise ConversionError(f"the state dict has no {name}, which this recipe's model needs")
+        used.add(name)
+        return source[name]
+
+    knobs = {"attn.qkv.bias": cfg.qkv_bias, "attn.q_norm.weight": cfg.qk_norm, "attn.k_norm.weight": cfg.qk_norm}
+    out = {"embed.weight": take("model.embed_tokens.weight")}
+    for i in range(cfg.n_layers):
+        for ours, theirs in LAYER.items():
+            if not knobs.get(ours, True):  # a tensor only a knob adds
+                continue
+            parts = [take(f"model.layers.{i}.{name}") for name in theirs]
+            out[f"blocks.{i}.{ours}"] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+    out["norm.weight"] = take("model.norm.weight")
+    if cfg.tie_embeddings:
+        # A tied checkpoint may carry the head under its own name too; it must be the embedding.
+        if "lm_head.weight" in source:
+            if not torch.equal(take("lm_head.weight"), out["embed.weight"]):
+                raise ConversionError("lm_head.weight differs from the embedding, but the recipe ties them")
+        out["lm_head.weight"] = out["embed.weight"]
+    else:
+        out["lm_head.weight"] = take("lm_head.weight")
+    extra = sorted(set(source) - used)
+    if extra:
+        raise ConversionError(f"the state dict has tensors this recipe's model lacks: {', '.join(extra[:4])}")
+    _check_shapes(out, cfg)
+    return out
+
+
+def _check_shapes(out: dict[str, torch.Tensor], cfg: ModelConfig) -> None:
+    from tiny_llm.model import build_model
+
+    want = build_model(cfg, "meta").state_dict()
+    for name, tensor in out.items():
+        if tuple(tensor.shape) != tuple(want[name].shape):
+            raise ConversionError(
+                f"{name}: shape {tuple(tensor.shape)} from the state dict, {tuple(want[name].shape)} in this recipe"
+            )
+
+
+@torch.no_grad()
+def load_transformers(model: Transformer, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Copy a transformers state dict into `model`'s parameters in place (their storage, and
+    so an optimizer arena's views of it, stays where it is)."""
+    converted = from_transformers(state_dict, model.cfg)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    for name, tensor in converted.items():
+        params[name].copy_(tensor)
+
+
+def transformers_config(cfg: ModelConfig) -> Any:
+    """The transformers config of `cfg`'s shape (SDPA attention), of the class that has its knobs."""
+    import transformers
+
+    if cfg.qk_norm and cfg.qkv_bias:
+        # Qwen3's attention_bias would add an output-projection bias as well.
+        raise ValueError("no transformers model has q/k/v biases and a q/k norm without an output bias")
+    if cfg.rope_scaling is None:
+        rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    else:
+        s = cfg.rope_scaling
+        rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, "factor": s.factor,
+                "low_freq_factor": s.low_freq_factor, "high_freq_factor": s.high_freq_factor,
+                "original_max_position_embeddings": s.original_max_position_embeddings}  # fmt: skip
+    kind = "Qwen3" if cfg.qk_norm else "Qwen2" if cfg.qkv_bias else "Llama"
+    config = getattr(transformers, f"{kind}Config")(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
+        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim, max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
+        rope_parameters=rope, tie_word_embeddings=cfg.tie_embeddings, hidden_act="silu",
+    )  # fmt: skip
+    if kind == "Llama":
+        config.attention_bias = config.mlp_bias = False
+    elif kind == "Qwen3":
+        config.attention_bias = False
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def transformers_model(cfg: ModelConfig) -> Any:
+    """A freshly initialised transformers causal LM of `cfg`'s shape (on the current default device)."""
+    import transformers
+
+    config = transformers_config(cfg)
+    kind = type(config).__name__.removesuffix("Config")
+    return getattr(transformers, f"{kind}ForCausalLM")(config)
