@@ -146,7 +146,12 @@ class Attention(nn.Module):
         if self.rope is not None:
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
         else:
-            q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
+            if self.grouped:
+                q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
+            else:
+                # The same tensors as the split, but compiled the split made the 250m@2048x16
+                # update 5.4% slower on the H200 (docs/performance.md, issue 32).
+                q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
             if self.q_norm is not None and self.k_norm is not None:
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
