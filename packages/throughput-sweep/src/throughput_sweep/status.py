@@ -5,6 +5,7 @@ from __future__ import annotations
 from throughput_schema import CurveClosure
 from throughput_schema.provenance import protocol_deviation, worker_warning
 from throughput_schema.recommendation import recommendation_text
+from throughput_sweep.budget import EXIT_BUDGET, budget_line, stopped_on
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve, campaign_done, is_complete
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
@@ -22,11 +23,14 @@ EXIT_BLOCKED = 3  # every curve has ended and at least one is blocked by a failu
 EXIT_INCOMPLETE = 4  # status only: jobs still running or points still to submit
 # A spot check compared with its source: a sampled point changed beyond the noise threshold.
 EXIT_SPOT_CHECK_FAILED = 5
+# EXIT_BUDGET (6, budget.py): stopped because the allocation budget is used up; raise it, then --resume.
 
 
 def exit_status(curves: list[Curve]) -> int:
     if is_complete(curves):
         return EXIT_COMPLETE
+    if stopped_on(curves):
+        return EXIT_BUDGET
     return EXIT_BLOCKED if campaign_done(curves) else EXIT_INCOMPLETE
 
 
@@ -53,8 +57,13 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     """The campaign from its files; with `live` (status), also the watcher and the scheduler's word."""
     m = campaign.manifest
     curves = campaign.curves()
+    budget = stopped_on(curves)
     label = (
-        "complete" if is_complete(curves) else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
+        "complete"
+        if is_complete(curves)
+        else "STOPPED on its allocation budget"
+        if budget
+        else ("ended with blocked curves" if campaign_done(curves) else "INCOMPLETE")
     )
     lines = [
         f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
@@ -106,6 +115,8 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         from throughput_sweep.spot_check import verdict_lines
 
         lines += ["", *verdict_lines(campaign)]
-    if live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
+    if budget:
+        lines += ["", budget_line(campaign.root, budget, live.driver if live else "throughput-sweep")]
+    elif live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
         lines += ["", blocked_advice(campaign, curves, live.driver)]
     return "\n".join(lines) + "\n"

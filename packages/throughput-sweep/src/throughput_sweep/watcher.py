@@ -21,14 +21,14 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema.layout import job_log
+from throughput_sweep import budget, ended_early
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.cluster_limits import SlotLimit, refuse, settle_vanished
+from throughput_sweep.cluster_limits import SlotLimit, never_starts_now, refuse, settle_vanished
 from throughput_sweep.curves import Curve, derive, pick
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
-from throughput_sweep.schedulers.slurm_reasons import never_starts
 from throughput_sweep.submission import record_accounting, settle_intents, write_missing_result
 
 
@@ -81,6 +81,7 @@ class WatcherState:
     vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
     never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
     seen_out: set[str] = field(default_factory=set)  # job ids this watcher saw pending or running
+    budget: str = ""  # the reason of a used-up allocation budget: submit nothing more (budget.py)
 
 
 def _terminal(state: str) -> bool:
@@ -170,6 +171,8 @@ class Watcher:
             # After the polls: a job found lost on resume (NODE_FAIL after the machine went
             # away) is one of the failures the user asked to retry, not a later one.
             self.retry = await anyio.to_thread.run_sync(retry_set, self.campaign)
+        # A campaign stopped on its budget goes on when resumed (budget.py).
+        self.retry |= budget.budget_retry(await anyio.to_thread.run_sync(self.campaign.curves))
 
     async def infos(self) -> list[AttemptInfo]:
         """Every attempt's files, read in a worker thread: a campaign of hundreds of points on a
@@ -182,7 +185,8 @@ class Watcher:
         # the run learns it failed (no answer from the scheduler at startup): --retry-failed retries it.
         # (`derive` retries only those that failed.)
         gone = self.out_at_start - {i.attempt.path for i in infos if i.job_id in self.st.seen_out}
-        return infos, derive(self.campaign.manifest, infos, self.retry | gone, self.campaign.closures())
+        retry = self.retry | gone | ended_early.early_retry(infos)
+        return infos, derive(self.campaign.manifest, infos, retry, self.campaign.closures())
 
     def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
         if any(not c.done for c in curves):
@@ -201,14 +205,14 @@ class Watcher:
             self.st.wake_submitter = anyio.Event()
             infos, curves = await self.curves()
             self._progress(infos, curves)
-            if self.finished_all(infos, curves):
+            if self.finished_all(infos, curves) or (self.st.budget and not jobs_out(infos, self.st.finished)):
                 self.st.done = True
                 self.st.wake_poller.set()
                 return
             self.slots = self.limit.probe(time.monotonic())
             out = jobs_out(infos, self.st.finished)
             submitted = 0
-            for point in pick(curves, self.slots - out):
+            for point in pick(curves, 0 if self.st.budget else self.slots - out):
                 with anyio.CancelScope(shield=True):
                     async with self.st.lock:
                         outcome = await submit_attempt(self.campaign, self.scheduler, point)
@@ -296,9 +300,12 @@ class Watcher:
             self._note_pending(receipt.job_id, status)
             if status is not None and not status.finished and status.state != "UNKNOWN":
                 self.st.seen_out.add(receipt.job_id)
-            if self._never_starts(receipt.job_id, status, clock):
+            if never_starts_now(self, receipt.job_id, status, clock):
                 assert status is not None, "a job never starts only by its pending reason"
                 changed |= await refuse(self, info, status.reason)
+                continue
+            if self.st.budget and status is not None and status.state == "PENDING":
+                changed |= await budget.settle_pending(self, info, status)
                 continue
             if status is not None and status.state == "UNKNOWN":
                 changed |= settle_vanished(self, info, status, clock)
@@ -312,7 +319,9 @@ class Watcher:
                 changed = True
                 if status.accounting and status.accounting.elapsed:
                     self.st.durations.append(seconds(status.accounting.elapsed))
-            if info.attempt.result is None:
+            if await ended_early.settle(self, info, status):
+                changed = True
+            elif info.attempt.result is None:
                 log = info.attempt.path / job_log(receipt.job_id)
                 launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
                 write_missing_result(self.campaign, info, status.state, status.accounting, launch_failure=launch)
@@ -340,19 +349,6 @@ class Watcher:
             self.st.pending[job_id] = status.reason
         else:
             self.st.pending.pop(job_id, None)
-
-    def _never_starts(self, job_id: str, status, clock: float) -> bool:
-        """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
-        right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
-        merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
-        if status is None or status.state != "PENDING" or not never_starts(status.reason):
-            self.st.never_since.pop(job_id, None)
-            return False
-        reason, since = self.st.never_since.get(job_id, (None, clock))
-        if reason != status.reason:
-            self.st.never_since[job_id] = (status.reason, clock)
-            since = clock
-        return clock - since >= self.options.never_start_after
 
     # -------------------------------------------------------------- signals
 
