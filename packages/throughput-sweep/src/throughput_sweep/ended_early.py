@@ -48,6 +48,14 @@ def elapsed_and_limit(status: JobStatus, limit_minutes: float) -> tuple[float, f
     return (elapsed, limit) if elapsed < limit - time_limit_slack(limit) else None
 
 
+def exit_code_pending(status: JobStatus, limit_minutes: float) -> bool:
+    """sacct first records a job Slurm ended early with ExitCode 0:0, and the batch script's
+    code (the watchdog's 8, or 0:15) later, at times only minutes later: not final meanwhile, so a
+    later watcher (a resume) asks again."""
+    row = status.accounting
+    return row is not None and row.exit_code == "0:0" and elapsed_and_limit(status, limit_minutes) is not None
+
+
 def slurm_says(log: Path) -> str:
     """slurmstepd's reason line from the job's output file ('' when there is none)."""
     try:

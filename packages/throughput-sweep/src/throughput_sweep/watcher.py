@@ -205,7 +205,8 @@ class Watcher:
             self.st.wake_submitter = anyio.Event()
             infos, curves = await self.curves()
             self._progress(infos, curves)
-            if self.finished_all(infos, curves) or (self.st.budget and not jobs_out(infos, self.st.finished)):
+            stopped = self.st.budget and not jobs_out(infos, self.st.finished) and not to_poll(infos, self.st)
+            if self.finished_all(infos, curves) or stopped:
                 self.st.done = True
                 self.st.wake_poller.set()
                 return
@@ -336,10 +337,12 @@ class Watcher:
             overdue = (row_since is not None and clock - row_since >= grace) or (
                 clock - self.st.first_seen_finished[receipt.job_id] >= 10 * grace
             )
-            if status.accounting_final or overdue:
+            limit = self.campaign.manifest.profile.time_limit_minutes
+            final = status.accounting_final and not ended_early.exit_code_pending(status, limit)
+            if final or overdue:
                 missing = "" if status.accounting is not None else "Slurm's accounting gave no row for this job"
-                record_accounting(info, status.accounting, status.accounting_final, missing=missing)
-                if not status.accounting_final:
+                record_accounting(info, status.accounting, final, missing=missing)
+                if not final:
                     self.st.accounting_given_up.add(receipt.job_id)
                 changed = True
         return changed
