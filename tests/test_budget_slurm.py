@@ -41,6 +41,12 @@ def _set(cluster: str, *limits: str) -> None:
     _sacctmgr("modify", "account", "where", f"name={ACCOUNT}", f"cluster={cluster}", "set", *limits)
 
 
+def _clear(cluster: str) -> None:
+    # Two commands: sacctmgr sets nothing else in the one that resets RawUsage.
+    _set(cluster, "RawUsage=0")
+    _set(cluster, "GrpTRESMins=gres/gpu=-1", "GrpTRESRunMins=gres/gpu=-1")
+
+
 @contextmanager
 def budget(*limits: str, multifactor: bool):
     """Account `budget` with `limits` (sacctmgr's words) and no usage; cleared afterwards."""
@@ -55,11 +61,11 @@ def budget(*limits: str, multifactor: bool):
         slurm_tool("priority-set", "multifactor")
     try:
         # Usage is reset only where multifactor counts it: after the switch, never before.
-        _set(cluster, "RawUsage=0", "GrpTRESMins=gres/gpu=-1", "GrpTRESRunMins=gres/gpu=-1")
+        _clear(cluster)
         _set(cluster, *limits)
         yield cluster
     finally:
-        _set(cluster, "RawUsage=0", "GrpTRESMins=gres/gpu=-1", "GrpTRESRunMins=gres/gpu=-1")
+        _clear(cluster)
         if multifactor:
             slurm_tool("priority-set", "basic")
 

@@ -16,8 +16,9 @@ EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a res
 complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure (investigate,
 then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 (status only) jobs
 are still running or points are still to submit; 5 a spot check ended and FAILED: a sampled point changed beyond
-the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 130 run
-was interrupted (jobs keep running; run --resume)."""
+the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 6 stopped
+on the allocation budget (GrpTRESMins used up; no job left pending): ask for more, then run
+--resume; 130 run was interrupted (jobs keep running; run --resume)."""
 
 
 def _nonneg_int(text: str) -> int:

@@ -56,6 +56,11 @@ def _records(text: str, head: str) -> list[tuple[dict[str, str], dict[str, tuple
             for name, limit, used in _ITEM.findall(line.strip().split("=", 1)[1]):
                 if limit != "N":
                     limits[name] = (int(limit), int(used))
+        elif records:  # the record's other lines: ParentAccount, Lineage...
+            for item in line.split():
+                key, sep, value = item.partition("=")
+                if sep:
+                    records[-1][0].setdefault(key, value)
     return records
 
 
