@@ -2,7 +2,7 @@
 # A real single-node Slurm 24.11 (Debian 13's packages) beside the 22.05 of
 # tools/local-slurm.sh, on the same Debian 12 machine, at the same time.
 #
-#   tools/local-slurm-root.sh start|stop|status|env|config|stop-daemon NAME|start-daemon NAME|dbd-set
+#   tools/local-slurm-root.sh start|stop|status|env|config|stop-daemon NAME|start-daemon NAME|dbd-set|priority-set
 #   (the same as LOCAL_SLURM_VERSION=24.11 tools/local-slurm.sh ...)
 #
 # Debian 13's Slurm needs a newer C library than Debian 12 has, so `start` makes a Debian 13
@@ -311,8 +311,9 @@ config) cmd_config ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
 dbd-set) shift && cmd_dbd_set "$@" ;;
+priority-set) cmd_priority_set "${2:-}" ;;
 *)
-    echo "usage: $0 {start|stop|status|env|config|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]}" >&2
+    echo "usage: $0 {start|stop|status|env|config|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]|priority-set multifactor|basic}" >&2
     exit 2
     ;;
 esac

@@ -8,6 +8,7 @@
 #   tools/local-slurm.sh stop-daemon NAME    stop one daemon (slurmctld, slurmdbd or slurmd)
 #   tools/local-slurm.sh dbd-set [OPT=VAL..] slurmdbd.conf site options for a test (none: restore)
 #   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
+#   tools/local-slurm.sh priority-set multifactor|basic   PriorityType for the budget tests (basic: restore)
 #   tools/local-slurm.sh start --offline DIR   start from the .debs in DIR (see "Offline" below)
 #   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
 #   tools/local-slurm.sh config   write the config into a state dir that is not running, print it
@@ -845,6 +846,36 @@ cmd_dbd_set() {
     sacctmgr -i reconfigure >/dev/null || die "slurmdbd did not take the new options (sacctmgr reconfigure failed)"
 }
 
+# cmd_priority_set: allocation budgets (GrpTRESMins, GrpTRESRunMins) act only where the
+# multifactor plugin counts usage, every PriorityCalcPeriod: `multifactor` turns it on with
+# a one-minute period, `basic` restores the file `start` wrote. A changed PriorityType needs
+# a slurmctld restart; running and queued jobs survive it (clients retry for those seconds).
+PRIORITY_MARK="# --- priority-set (tests): removed by priority-set basic ---"
+cmd_priority_set() {
+    local conf="$SLURM_CONF_FILE" kept want
+    [[ -f "$conf" ]] || die "no $conf: start first"
+    case "${1:-}" in
+    multifactor) want=priority/multifactor ;;
+    basic) want=priority/basic ;;
+    *) die "usage: $0 priority-set multifactor|basic" ;;
+    esac
+    if [[ "$(scontrol show config 2>/dev/null | awk -F' = ' '/^PriorityType /{print $2}')" == "$want" ]]; then
+        return 0
+    fi
+    kept="$(sed "/^$PRIORITY_MARK\$/,\$d" "$conf")"
+    {
+        printf '%s\n' "$kept"
+        if [[ "$want" == priority/multifactor ]]; then
+            printf '%s\n' "$PRIORITY_MARK" "PriorityType=$want" "PriorityCalcPeriod=1"
+        fi
+    } >"$conf.tmp"
+    mv "$conf.tmp" "$conf"
+    stop_pidfile slurmctld "$RUN/slurmctld.pid"
+    start_slurmctld
+    wait_for_node
+    log "PriorityType=$want"
+}
+
 cmd_env() {
     printf 'export LOCAL_SLURM_DIR=%q\n' "$STATE_DIR"
     printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
@@ -888,9 +919,10 @@ config) cmd_config ;;
 unpack) cmd_unpack ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
 dbd-set) shift && cmd_dbd_set "$@" ;;
+priority-set) cmd_priority_set "${2:-}" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
 *)
-    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]}" >&2
+    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]|priority-set multifactor|basic}" >&2
     exit 2
     ;;
 esac

@@ -29,6 +29,9 @@ class CudaOom(_Outcome, frozen=True, tag="cuda_oom"):
 
 class Timeout(_Outcome, frozen=True, tag="timeout"):
     deadline_seconds: float = 0.0
+    # Slurm ended the job well before its time limit (an allocation budget used up, a limit
+    # the controller enforces): `message` says what Slurm said. Not the point's doing.
+    ended_early: bool = False
 
 
 class HostOom(_Outcome, frozen=True, tag="host_oom"):

@@ -175,6 +175,7 @@ def driver_name() -> str:
 def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
+    from throughput_sweep.budget import EXIT_BUDGET, budget_line, stopped_on
     from throughput_sweep.schedulers import make_scheduler
     from throughput_sweep.status import (
         EXIT_BLOCKED,
@@ -226,6 +227,9 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         status = campaign_exit_status(campaign, curves)
     print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
+    if status == EXIT_BUDGET:
+        print(f"[sweep] {budget_line(campaign.root, stopped_on(curves), driver_name())}", file=sys.stderr)
+        return status
     if status == EXIT_BLOCKED:
         print(f"[sweep] {blocked_advice(campaign, curves, driver_name())}", file=sys.stderr)
         return status

@@ -9,6 +9,7 @@ that can never start, a job gone from squeue while Slurm's accounting is not ava
     back at the profile's max_concurrent_jobs. No curve is blocked by a limit.
   * `refuse`: a job pending for a reason in `slurm_reasons.NEVER_STARTS` gets a `refused`
     result (the reason and the fix), then is cancelled; the curve blocks with the reason.
+    For a used-up allocation budget the watcher also stops submitting (budget.py).
   * `settle_vanished`: squeue answered without the job and sacct gave no row (slurmdbd
     down, accounting disabled) for `accounting_down_grace`: the job is settled from its
     attempt folder (its result.json), or, without one, as lost once its time limit has
@@ -23,8 +24,10 @@ from datetime import UTC, datetime
 
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
+from throughput_sweep import budget
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
+from throughput_sweep.schedulers.slurm_reasons import budget_used_up, never_starts
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
 
 
@@ -56,6 +59,20 @@ class SlotLimit:
         return f"submit limit: {self.slots} job(s) at once (the profile allows {self.allowed})"
 
 
+def never_starts_now(w, job_id: str, status: JobStatus | None, clock: float) -> bool:
+    """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
+    right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
+    merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
+    if status is None or status.state != "PENDING" or not never_starts(status.reason):
+        w.st.never_since.pop(job_id, None)
+        return False
+    reason, since = w.st.never_since.get(job_id, (None, clock))
+    if reason != status.reason:
+        w.st.never_since[job_id] = (status.reason, clock)
+        since = clock
+    return clock - since >= w.options.never_start_after
+
+
 async def refuse(w, info: AttemptInfo, reason: str) -> bool:
     """A job pending for a reason that waiting cannot clear: settle the point as refused
     (its result first, so a crash in between still blocks the curve), then cancel it."""
@@ -71,6 +88,8 @@ async def refuse(w, info: AttemptInfo, reason: str) -> bool:
             return wrote
         w.st.refused_cancelled.add(job_id)
         w._say(f"job {job_id} ({info.attempt.path.relative_to(w.campaign.root)}) can never start: {reason}; cancelled")
+    if budget_used_up(reason):
+        budget.stop(w, reason)
     return wrote
 
 

@@ -17,8 +17,9 @@ complete); 2 bad input; 3 every curve has ended but at least one is blocked by a
 then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 jobs are still
 running or points are still to submit (status), or a job that ran has no receipt (run --resume looks
 it up again; reconcile records it); 5 a spot check ended and FAILED: a sampled point changed beyond
-the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 130 run
-was interrupted (jobs keep running; run --resume)."""
+the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 6 stopped
+on the allocation budget (GrpTRESMins used up; no job left pending): ask for more, then run
+--resume; 130 run was interrupted (jobs keep running; run --resume)."""
 
 
 def _nonneg_int(text: str) -> int:

@@ -11,6 +11,9 @@ in the environment every Slurm command of ours gets (`throughput_schema.slurm_en
     time (MaxWall) and GPUs (MaxTRES gres/gpu). A submit or run limit (MaxSubmitJobsPerUser,
     MaxJobsPerUser, MaxSubmitJobs, MaxJobs) below `max_concurrent_jobs` only slows the
     campaign: a note says what the watcher does about it;
+  * `scontrol show assoc_mgr` (preflight_budget.py): an allocation budget (GrpTRESMins on
+    gres/gpu, cpu, billing) with less than one job's worth left is a problem; a worst case
+    beyond what is left, a note;
   * `sbatch --test-only` with the exact batch script (written to a temporary folder) and
     sbatch command line (`sbatch_argv`) of the first point, once nothing else is wrong.
 
@@ -96,6 +99,25 @@ def _test_only(campaign: Campaign, curves: list[Curve], found: Findings) -> None
     )
 
 
+# ------------------------------------------------------------------- budgets
+
+
+def _budgets(campaign: Campaign, curves: list[Curve], association, part: dict[str, str], found: Findings) -> None:
+    from throughput_sweep.preflight_budget import check_budgets, per_job, read_budgets
+
+    a = association
+    budgets, why = read_budgets(
+        a.user, a.account, a.qos, part.get("PartitionName", campaign.manifest.profile.partition)
+    )
+    if why:
+        found.notes.append(f"the allocation budgets (GrpTRESMins) were not checked ({why})")
+        return
+    jobs, bounded = worst_case_jobs(campaign, curves)
+    what = "the dry run's worst case" if bounded else "without --max-batch, the first round of jobs (one per curve)"
+    profile = campaign.manifest.profile
+    check_budgets(budgets, per_job(profile, part, a.config), jobs, what, profile, found)
+
+
 # ---------------------------------------------------------------------- entry
 
 
@@ -111,7 +133,13 @@ def check(campaign: Campaign, curves: list[Curve]) -> Findings:
     part = check_partition(profile, found)
     if part is not None:
         check_gpus(profile, part["PartitionName"], found)
-    check_accounting(profile, part["PartitionName"] if part else profile.partition, found)
+    association = check_accounting(profile, part["PartitionName"] if part else profile.partition, found)
+    if association is None:
+        found.notes.append(
+            "the allocation budgets (GrpTRESMins) were not checked: the account's limits could not be read"
+        )
+    else:
+        _budgets(campaign, curves, association, part or {}, found)
     if not found.problems:
         _test_only(campaign, curves, found)
     return found
@@ -157,18 +185,13 @@ def gate(campaign: Campaign, *, dry_run: bool, skip: bool = False) -> Verdict:
 # ----------------------------------------------------------------- worst case
 
 
-def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
-    """The dry run's bound: jobs at most, and those jobs each running to the time limit."""
-    m, p = campaign.manifest, campaign.manifest.profile
-    hours = p.time_limit_minutes * p.gpus_per_job / 60
+def worst_case_jobs(campaign: Campaign, curves: list[Curve]) -> tuple[int, bool]:
+    """(jobs, bounded): the dry run's worst case in jobs, or, unbounded without --max-batch,
+    the jobs of one doubling of every open curve."""
+    m = campaign.manifest
     open_curves = [c for c in curves if c.state not in CURVE_ENDED or c.running]
-    each = f"of up to {p.time_limit_minutes} min on {p.gpus_per_job} GPU(s)"
     if any(c.planned is None for c in open_curves) and m.max_batch is None:
-        n = len(open_curves)
-        return (
-            f"worst case: unbounded without --max-batch (a curve doubles until its first CUDA OOM): each doubling "
-            f"of the {n} open curve(s) is at most {n} job(s) {each}, {n * hours:.1f} GPU-hours"
-        )
+        return len(open_curves), False
     jobs = 0
     for c in open_curves:
         if c.planned is not None:
@@ -176,6 +199,20 @@ def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
         else:  # --max-batch is set here: without it, the unbounded worst case returned above
             batches = [1 << k for k in range((m.max_batch or 0).bit_length())]
         jobs += sum(1 for b in batches if b not in c.fitting)
+    return jobs, True
+
+
+def worst_case(campaign: Campaign, curves: list[Curve]) -> str:
+    """The dry run's bound: jobs at most, and those jobs each running to the time limit."""
+    p = campaign.manifest.profile
+    hours = p.time_limit_minutes * p.gpus_per_job / 60
+    each = f"of up to {p.time_limit_minutes} min on {p.gpus_per_job} GPU(s)"
+    jobs, bounded = worst_case_jobs(campaign, curves)
+    if not bounded:
+        return (
+            f"worst case: unbounded without --max-batch (a curve doubles until its first CUDA OOM): each doubling "
+            f"of the {jobs} open curve(s) is at most {jobs} job(s) {each}, {jobs * hours:.1f} GPU-hours"
+        )
     return (
         f"worst case: at most {jobs} job(s) {each}: {jobs * hours:.1f} GPU-hours (every job running to its time limit)"
     )

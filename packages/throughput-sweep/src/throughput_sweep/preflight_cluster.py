@@ -147,23 +147,33 @@ def _config() -> dict[str, str]:
     return found
 
 
-def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -> None:
+@dataclass(frozen=True)
+class Association:
+    """Whose limits bind the job, where the cluster enforces them (preflight_budget.py reads on)."""
+
+    user: str
+    account: str
+    qos: str
+    config: dict[str, str]
+
+
+def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -> Association | None:
     config = _config()
     enforce = config.get("AccountingStorageEnforce", "")
     cluster = config.get("ClusterName", "")
     if "associations" not in enforce and "limits" not in enforce and "safe" not in enforce:
         found.notes.append("the account and QOS limits were not checked (this cluster does not enforce associations)")
-        return
+        return None
     try:
         user = pwd.getpwuid(os.getuid()).pw_name
     except KeyError:  # a container without a passwd entry for us
         found.notes.append(f"the account and QOS limits were not checked (no user name for uid {os.getuid()})")
-        return
+        return None
     where = ["where", f"user={user}"] + ([f"cluster={cluster}"] if cluster else [])
     ok, out, why = ask(["sacctmgr", "--noheader", "--parsable2", "show", "assoc", *where, f"format={','.join(_ASSOC)}"])
     if not ok:
         found.notes.append(f"the account and QOS limits were not checked (sacctmgr: {refusal_text(why)})")
-        return
+        return None
     assocs = _rows(out, _ASSOC)
     account = profile.account
     if not account:
@@ -173,7 +183,7 @@ def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -
             found.notes.append(
                 f"the account was not checked (no default account of user {user} found: {refusal_text(why)})"
             )
-            return
+            return None
     mine = [a for a in assocs if a["Account"] == account]
     row = next((a for a in mine if a["Partition"] == partition), None) or next(
         (a for a in mine if not a["Partition"]), None
@@ -187,7 +197,7 @@ def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -
             f"{field_}: user {user} has no association with it on cluster {cluster or '?'} "
             f"(your accounts: {accounts}): set account to one of them"
         )
-        return
+        return None
     qos = _qos_flag(list(profile.extra_sbatch_args)) or row["DefaultQOS"]
     allowed = [q for q in row["QOS"].split(",") if q]
     if not qos:
@@ -195,7 +205,8 @@ def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -
         qos = allowed[0] if len(allowed) == 1 else "normal"
     found.checked.append(f"account {account}, QOS {qos}")
     if "limits" not in enforce and "safe" not in enforce:
-        return
+        return None
+    association = Association(user, account, qos, config)
     _limits(
         profile, f"the association of account {account}", row, ("MaxWall", "MaxTRES", "MaxSubmit", "MaxJobs"), found
     )
@@ -207,8 +218,9 @@ def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -
         found.notes.append(
             f"the limits of QOS {qos} were not checked (sacctmgr: {refusal_text(why) if not ok else 'no such QOS'})"
         )
-        return
+        return association
     _limits(profile, f"QOS {qos}", rows[0], ("MaxWall", "MaxTRES", "MaxSubmitPU", "MaxJobsPU"), found)
+    return association
 
 
 _LIMIT_NAMES = {

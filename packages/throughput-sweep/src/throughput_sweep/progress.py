@@ -3,7 +3,8 @@
 "[sweep] 3 points done, 1 running, 2 pending (QOSMaxJobsPerUserLimit), 0 curve(s) blocked,
 0/2 curves ended, at least 5 point(s) ahead; submit limit: 2 jobs at once (profile 8)"
 
-Pending jobs are those squeue lists as PENDING, with squeue's reason; the submit-limit
+Pending jobs are those squeue lists as PENDING, with squeue's reason (a budget of running
+jobs' minutes, GrpTRESRunMins, says that it waits for them to end); the submit-limit
 note stands while the watcher keeps fewer jobs out than the profile allows because the
 cluster refused more.
 """
@@ -16,14 +17,21 @@ from collections import Counter
 
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
+from throughput_sweep.schedulers.slurm_reasons import budget_wait
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
+
+
+def _reason(reason: str) -> str:
+    if budget_wait(reason):
+        return f"{reason}: a budget of running jobs' minutes, waiting for running jobs to end"
+    return reason or "no reason given"
 
 
 def pending_text(reasons: list[str]) -> str:
     """'2 pending (QOSMaxJobsPerUserLimit)', '3 pending (2 Priority, 1 Resources)', '' for none."""
     if not reasons:
         return ""
-    counts = Counter(r or "no reason given" for r in reasons)
+    counts = Counter(_reason(r) for r in reasons)
     if len(counts) == 1:
         return f"{len(reasons)} pending ({next(iter(counts))})"
     return f"{len(reasons)} pending (" + ", ".join(f"{n} {r}" for r, n in counts.most_common()) + ")"

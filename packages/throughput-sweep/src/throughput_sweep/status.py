@@ -7,6 +7,7 @@ import shlex
 from throughput_schema import CurveClosure
 from throughput_schema.provenance import protocol_deviation, worker_warning
 from throughput_schema.recommendation import recommendation_text
+from throughput_sweep.budget import EXIT_BUDGET, budget_line, stopped_on
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve, campaign_done, is_complete, unreceipted
 from throughput_sweep.flags import PROG
@@ -25,12 +26,17 @@ EXIT_BLOCKED = 3  # every curve has ended and at least one is blocked by a failu
 EXIT_INCOMPLETE = 4  # jobs still running or points still to submit (status); a job that ran has no receipt
 # A spot check compared with its source: a sampled point changed beyond the noise threshold.
 EXIT_SPOT_CHECK_FAILED = 5
+# EXIT_BUDGET (6, budget.py): stopped because the allocation budget is used up; raise it, then --resume.
 
 
 def exit_status(curves: list[Curve]) -> int:
     if is_complete(curves):
         return EXIT_COMPLETE
-    return EXIT_BLOCKED if campaign_done(curves) and not unreceipted(curves) else EXIT_INCOMPLETE
+    if unreceipted(curves):  # a job that ran without its receipt outranks every other ending
+        return EXIT_INCOMPLETE
+    if stopped_on(curves):
+        return EXIT_BUDGET
+    return EXIT_BLOCKED if campaign_done(curves) else EXIT_INCOMPLETE
 
 
 def campaign_exit_status(campaign: Campaign, curves: list[Curve] | None = None) -> int:
@@ -71,7 +77,14 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     m = campaign.manifest
     curves = campaign.curves()
     ended = campaign_done(curves) and not unreceipted(curves)
-    label = "complete" if is_complete(curves) else ("ended with blocked curves" if ended else "INCOMPLETE")
+    budget = stopped_on(curves)
+    label = (
+        "complete"
+        if is_complete(curves)
+        else "STOPPED on its allocation budget"
+        if budget
+        else ("ended with blocked curves" if ended else "INCOMPLETE")
+    )
     lines = [
         f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
         f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
@@ -123,6 +136,8 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         from throughput_sweep.spot_check import verdict_lines
 
         lines += ["", *verdict_lines(campaign)]
-    if live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
+    if budget:
+        lines += ["", budget_line(campaign.root, budget, live.driver if live else "throughput-sweep")]
+    elif live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
         lines += ["", blocked_advice(campaign, curves, live.driver)]
     return "\n".join(lines) + "\n"

@@ -208,15 +208,17 @@ def write_missing_result(
     *,
     launch_failure: str | None = None,
     outcome=None,
+    replace: bool = False,
 ) -> Path | None:
     """A result derived from the scheduler's final word for a job that wrote none.
 
     `info` may predate the query that reported the end: a job that wrote its own result
     in between keeps it (None is returned). Once the job has ended nothing else writes
-    there, so looking again now is enough.
+    there, so looking again now is enough. `replace`: the caller has read the result there
+    and replaces it (a stop record the job's watchdog wrote without knowing why, ended_early.py).
     """
     path = info.attempt.path / RESULT
-    if path.exists():
+    if path.exists() and not replace:
         return None
     a, m = info.attempt, campaign.manifest
     if (a.path / REQUEST).exists():

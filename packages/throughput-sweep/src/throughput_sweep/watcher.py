@@ -22,14 +22,14 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema.layout import job_log
+from throughput_sweep import budget, ended_early
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
-from throughput_sweep.cluster_limits import SlotLimit, refuse, settle_vanished
+from throughput_sweep.cluster_limits import SlotLimit, never_starts_now, refuse, settle_vanished
 from throughput_sweep.curves import Curve, derive, pick, retry_set
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
-from throughput_sweep.schedulers.slurm_reasons import never_starts
 from throughput_sweep.submission import late_intent, record_accounting, settle_intents, write_missing_result
 
 
@@ -85,6 +85,7 @@ class WatcherState:
     # Lookups of each late intent (its result came before its receipt): the run waits for a few.
     late_lookups: Counter[Path] = field(default_factory=Counter)
     said: set[str] = field(default_factory=set)  # every `_say` of this run
+    budget: str = ""  # the reason of a used-up allocation budget: submit nothing more (budget.py)
 
 
 def _terminal(state: str) -> bool:
@@ -161,6 +162,8 @@ class Watcher:
             # After the polls: a job found lost on resume (NODE_FAIL after the machine went
             # away) is one of the failures the user asked to retry, not a later one.
             self.retry = retry_set(await anyio.to_thread.run_sync(self.campaign.curves))
+        # A campaign stopped on its budget goes on when resumed (budget.py).
+        self.retry |= budget.budget_retry(await anyio.to_thread.run_sync(self.campaign.curves))
 
     async def infos(self) -> list[AttemptInfo]:
         """Every attempt's files, read in a worker thread: a campaign of hundreds of points on a
@@ -173,7 +176,8 @@ class Watcher:
         # the run learns it failed (no answer from the scheduler at startup): --retry-failed retries it.
         # (`derive` retries only those that failed.)
         gone = self.out_at_start - {i.attempt.path for i in infos if i.job_id in self.st.seen_out}
-        return infos, derive(self.campaign.manifest, infos, self.retry | gone, self.campaign.closures())
+        retry = self.retry | gone | ended_early.early_retry(infos)
+        return infos, derive(self.campaign.manifest, infos, retry, self.campaign.closures())
 
     def finished_all(self, infos: list[AttemptInfo], curves: list[Curve]) -> bool:
         if any(not c.done for c in curves):
@@ -194,14 +198,15 @@ class Watcher:
             self.st.wake_submitter = anyio.Event()
             infos, curves = await self.curves()
             self._progress(infos, curves)
-            if self.finished_all(infos, curves):
+            stopped = self.st.budget and not jobs_out(infos, self.st.finished) and not to_poll(infos, self.st)
+            if self.finished_all(infos, curves) or stopped:
                 self.st.done = True
                 self.st.wake_poller.set()
                 return
             self.slots = self.limit.probe(time.monotonic())
             out = jobs_out(infos, self.st.finished)
             submitted = 0
-            for point in pick(curves, self.slots - out):
+            for point in pick(curves, 0 if self.st.budget else self.slots - out):
                 with anyio.CancelScope(shield=True):
                     async with self.st.lock:
                         outcome = await submit_attempt(self.campaign, self.scheduler, point)
@@ -291,9 +296,12 @@ class Watcher:
             self._note_pending(receipt.job_id, status)
             if status is not None and not status.finished and status.state != "UNKNOWN":
                 self.st.seen_out.add(receipt.job_id)
-            if self._never_starts(receipt.job_id, status, clock):
+            if never_starts_now(self, receipt.job_id, status, clock):
                 assert status is not None, "a job never starts only by its pending reason"
                 changed |= await refuse(self, info, status.reason)
+                continue
+            if self.st.budget and status is not None and status.state == "PENDING":
+                changed |= await budget.settle_pending(self, info, status)
                 continue
             if status is not None and status.state == "UNKNOWN":
                 changed |= settle_vanished(self, info, status, clock)
@@ -307,7 +315,9 @@ class Watcher:
                 changed = True
                 if status.accounting and status.accounting.elapsed:
                     self.st.durations.append(seconds(status.accounting.elapsed))
-            if info.attempt.result is None:
+            if await ended_early.settle(self, info, status):
+                changed = True
+            elif info.attempt.result is None:
                 log = info.attempt.path / job_log(receipt.job_id)
                 launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
                 write_missing_result(self.campaign, info, status.state, status.accounting, launch_failure=launch)
@@ -322,10 +332,12 @@ class Watcher:
             overdue = (row_since is not None and clock - row_since >= grace) or (
                 clock - self.st.first_seen_finished[receipt.job_id] >= 10 * grace
             )
-            if status.accounting_final or overdue:
+            limit = self.campaign.manifest.profile.time_limit_minutes
+            final = status.accounting_final and not ended_early.exit_code_pending(status, limit)
+            if final or overdue:
                 missing = "" if status.accounting is not None else "Slurm's accounting gave no row for this job"
-                record_accounting(info, status.accounting, status.accounting_final, missing=missing)
-                if not status.accounting_final:
+                record_accounting(info, status.accounting, final, missing=missing)
+                if not final:
                     self.st.accounting_given_up.add(receipt.job_id)
                 changed = True
         return changed
@@ -335,19 +347,6 @@ class Watcher:
             self.st.pending[job_id] = status.reason
         else:
             self.st.pending.pop(job_id, None)
-
-    def _never_starts(self, job_id: str, status, clock: float) -> bool:
-        """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
-        right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
-        merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
-        if status is None or status.state != "PENDING" or not never_starts(status.reason):
-            self.st.never_since.pop(job_id, None)
-            return False
-        reason, since = self.st.never_since.get(job_id, (None, clock))
-        if reason != status.reason:
-            self.st.never_since[job_id] = (status.reason, clock)
-            since = clock
-        return clock - since >= self.options.never_start_after
 
     # -------------------------------------------------------------- signals
 

@@ -55,6 +55,7 @@ from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, out
 from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import parameter_count
 from throughput_schema.records import Hardware, Protocol, Recipe, WorkerIdentity, WorkerResult
+from throughput_schema.slurm_states import time_limit_slack
 from throughput_sweep.node.worker_exit import (
     exit_code_for,
     kill_group,
@@ -201,7 +202,7 @@ class Watchdog:
         # Slurm's time-limit SIGTERM comes at or after the limit; allow for the watchdog
         # starting a little after the job, but never take an early scancel for a time-out
         # (a minute of slack would cover the whole of a short job's limit).
-        slack = min(60.0, 0.1 * self.time_limit_seconds) if self.time_limit_seconds is not None else 0.0
+        slack = time_limit_slack(self.time_limit_seconds) if self.time_limit_seconds is not None else 0.0
         if self.time_limit_seconds is not None and elapsed >= self.time_limit_seconds - slack:
             return Timeout(
                 phase="allocation",

@@ -58,7 +58,7 @@ from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.slurm_env import query_environment, slurm_environment, slurm_time
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, refusal_kind, refusal_text
+from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -285,7 +285,9 @@ class SlurmScheduler:
                 ask.append(job_id)
                 continue
             state = _queue_state(entry.state)
-            statuses[job_id] = JobStatus(job_id, state, reason=entry.reason if state == "PENDING" else "")
+            statuses[job_id] = JobStatus(
+                job_id, state, reason=pending_reason(entry.reason) if state == "PENDING" else ""
+            )
             if state in TERMINAL_STATES:
                 ask.append(job_id)
         sacct_ok = True
@@ -366,6 +368,12 @@ class SlurmScheduler:
         """Why Slurm ended a job before its script started, where Slurm still says ('' if not)."""
         result = await self._run("scontrol", ["show", "job", "-o", str(job_id)])
         return launch_failure_note(result.stdout) if result.ok else ""
+
+    async def job_reason(self, job_id: str) -> str:
+        """scontrol's Reason for a job it still remembers (MinJobAge after its end); '' if not."""
+        result = await self._run("scontrol", ["show", "job", "-o", str(job_id)])
+        fields = dict(item.split("=", 1) for item in result.stdout.split() if "=" in item) if result.ok else {}
+        return pending_reason(fields.get("Reason", ""))
 
     # -------------------------------------------------------------------- cancel
 

@@ -22,7 +22,11 @@ campaign is created by the preflight, which compares the profile with the QOS li
 counting as a wait what slips through costs a retry every back-off, never a wrong result.
 
 Pending reasons (`never_starts`): a job pending for one of `NEVER_STARTS` waits for a change
-of the cluster's configuration or of the job, never for other jobs to end. The watcher
+of the cluster's configuration or of the job, never for other jobs to end. So does one
+pending for an allocation budget that is used up (`BUDGET_USED_UP`: the association's or
+QOS's GrpTRESMins, which only an administrator raises): the watcher cancels it and stops
+the campaign on its budget (budget.py). A budget of running jobs' minutes
+(`BUDGET_WAITS`: GrpTRESRunMins) is a wait: it clears as running jobs end. The watcher
 cancels it and settles the point as refused with the fix (`pending_fix`). Reasons that
 an administrator clears in the normal course (PartitionDown, ReqNodeNotAvail for a
 drained or down node, JobHeldAdmin, a maintenance reservation) stay waits: they are
@@ -34,11 +38,16 @@ from __future__ import annotations
 
 __all__ = [
     "LIMIT_MESSAGES",
+    "BUDGET_USED_UP",
+    "BUDGET_WAITS",
     "NEVER_STARTS",
     "PERMANENT_MESSAGES",
     "TRANSIENT_MESSAGES",
+    "budget_used_up",
+    "budget_wait",
     "may_hide_a_job",
     "never_starts",
+    "pending_reason",
     "pending_fix",
     "refusal_kind",
     "refusal_text",
@@ -203,6 +212,34 @@ NEVER_STARTS: dict[str, str] = {
     "QOSMinMemory": "mem is below the QOS's MinTRES mem: raise it",
 }
 
+# Allocation budgets: the association's or QOS's GrpTRESMins per TRES (job_reason_string; the
+# same words in 22.05.8 and 24.11.5: "AssocGrpGRESMinutes", "QOSGrpCPUMinutesLimit", ...).
+_BUDGET_TRES = {
+    "Assoc": ("CPU", "Mem", "Node", "Energy", "GRES", "License", "BB", "Billing", "Unknown"),
+    "QOS": ("CPU", "Memory", "Node", "Energy", "GRES", "License", "BB", "Billing", "Unknown"),
+}
+
+
+def _budget_words(run: str) -> tuple[str, ...]:
+    # Only the CPU words end in "Limit".
+    return tuple(
+        f"{who}Grp{tres}{run}Minutes{'Limit' if tres == 'CPU' else ''}"
+        for who, names in _BUDGET_TRES.items()
+        for tres in names
+    )
+
+
+# Used up: usage decays only over days (PriorityDecayHalfLife), so for a campaign only an
+# administrator raising the limit lets these jobs start.
+BUDGET_USED_UP = _budget_words("")
+# GrpTRESRunMins: the minutes left to the running jobs' time limits; they clear as those end.
+BUDGET_WAITS = _budget_words("Run")
+
+BUDGET_FIX = (
+    "the allocation budget is used up: ask for more (its GrpTRESMins), then resume; or run the "
+    "campaign with a profile that uses another account, in a new --output"
+)
+
 # Shown, never acted on: they clear when other jobs end or an administrator acts.
 WAITS = (
     "Priority",
@@ -234,12 +271,29 @@ def _word(reason: str) -> str:
     return reason.strip().strip("()").split(",")[0].strip()
 
 
+def pending_reason(reason: str) -> str:
+    """squeue's reason as shown: '' for none ('None' before the first scheduling pass, '(null)')."""
+    return "" if _word(reason) in ("", "None", "null") else reason.strip()
+
+
+def budget_used_up(reason: str) -> bool:
+    """Pending for an allocation budget that is used up (`BUDGET_USED_UP`)."""
+    return _word(reason) in BUDGET_USED_UP
+
+
+def budget_wait(reason: str) -> bool:
+    """Pending for a budget of running jobs' minutes (`BUDGET_WAITS`): clears as they end."""
+    return _word(reason) in BUDGET_WAITS
+
+
 def never_starts(reason: str) -> bool:
     """A pending job with this squeue reason waits for a change that waiting cannot bring."""
-    return _word(reason) in NEVER_STARTS
+    return _word(reason) in NEVER_STARTS or budget_used_up(reason)
 
 
 def pending_fix(reason: str) -> str:
-    """The one-line fix for a reason in `NEVER_STARTS`."""
+    """The one-line fix for a reason `never_starts` holds."""
     word = _word(reason)
+    if budget_used_up(word):
+        return BUDGET_FIX
     return f"{NEVER_STARTS.get(word, 'the job cannot start as asked')}; {_FIX_PROFILE}"

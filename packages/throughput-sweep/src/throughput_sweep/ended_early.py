@@ -1,0 +1,127 @@
+"""A job Slurm ended well before its time limit: its result says what Slurm says.
+
+An allocation budget used up while jobs run (GrpTRESMins without `safe`), or another limit
+the controller enforces on running jobs, ends them as TIMEOUT long before their time limit
+(Slurm 22.05 and 24.11: acct_policy_job_time_out). Slurm's own words are in the job's output
+file ("*** REASON: Job is at or exceeds association (acc=budget/...) group max TRES(gres/gpu)
+minutes of 1 with 1 ***"), and scontrol shows Reason=TimeLimit while it remembers the job.
+The job's watchdog only saw a SIGTERM before the time limit and wrote a `cancelled` stop
+record. `settle` replaces such a record (one the watchdog or the controller wrote, never a
+worker's own result) by a `timeout` result with `ended_early` set, whose message is Slurm's:
+the state, the elapsed time against the limit, the reason. It is never an OOM.
+
+Such a point is not the point's doing: `early_retry` retries it at once, once. Where a budget
+is used up the retry pends with the budget's reason, and the watcher stops on the budget
+(budget.py), instead of blocking the curve behind a failure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from throughput_schema import WorkerResult, read
+from throughput_schema.layout import RESULT, job_log
+from throughput_schema.outcomes import SCHEDULER_PHASE, Timeout
+from throughput_schema.slurm_states import state_word, time_limit_slack
+from throughput_sweep.attempt_status import AttemptInfo
+from throughput_sweep.progress import fmt_seconds
+from throughput_sweep.schedulers.base import JobStatus
+from throughput_sweep.schedulers.slurm_text import slurm_minutes
+from throughput_sweep.submission import write_missing_result
+
+_SLURM_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CANCELLED AT ... DUE TO TIME LIMIT"
+
+
+def elapsed_and_limit(status: JobStatus, limit_minutes: float) -> tuple[float, float] | None:
+    """(seconds the job ran, its time limit in seconds) where it ended TIMEOUT well before
+    the limit (`time_limit_slack`); None otherwise, or while sacct has no elapsed time."""
+    row = status.accounting
+    if state_word(status.state) != "TIMEOUT" or row is None:
+        return None
+    try:
+        elapsed, limit = slurm_minutes(row.elapsed), slurm_minutes(row.timelimit) or limit_minutes
+    except ValueError:
+        return None
+    if elapsed is None:
+        return None
+    elapsed, limit = elapsed * 60, limit * 60
+    return (elapsed, limit) if elapsed < limit - time_limit_slack(limit) else None
+
+
+def exit_code_pending(status: JobStatus, limit_minutes: float) -> bool:
+    """sacct first records a job Slurm ended early with ExitCode 0:0, and the batch script's
+    code (the watchdog's 8, or 0:15) later, at times only minutes later: not final meanwhile, so a
+    later watcher (a resume) asks again."""
+    row = status.accounting
+    return row is not None and row.exit_code == "0:0" and elapsed_and_limit(status, limit_minutes) is not None
+
+
+def slurm_says(log: Path) -> str:
+    """slurmstepd's reason line from the job's output file ('' when there is none)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, log.stat().st_size - 65536))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.split(_SLURM_SAYS, 1)[1].strip(" *") for line in text.splitlines() if _SLURM_SAYS in line]
+    return lines[-1] if lines else ""
+
+
+def message(status: JobStatus, elapsed: float, limit: float, says: str, reason: str) -> str:
+    text = (
+        f"Slurm ended the job {state_word(status.state)} after {fmt_seconds(elapsed)} of its "
+        f"{fmt_seconds(limit)} time limit"
+    )
+    if says:
+        text += f"; Slurm says: {says}"
+    if reason:
+        text += f" (scontrol: Reason={reason})"
+    return text + "; not the point's doing: it is retried (an allocation budget used up stops the campaign)"
+
+
+async def settle(w, info: AttemptInfo, status: JobStatus) -> bool:
+    """Where the job ended early: its result from Slurm's word (True when written)."""
+    receipt = info.attempt.receipt
+    assert receipt is not None, "only a polled job, which has a receipt, ends"
+    times = elapsed_and_limit(status, w.campaign.manifest.profile.time_limit_minutes)
+    if times is None:
+        return False
+    path = info.attempt.path / RESULT
+    if path.exists():
+        current = read(path, WorkerResult)
+        if (current.worker is None or current.worker.written_by == "worker") or getattr(
+            current.outcome, "ended_early", False
+        ):
+            return False  # the worker's own result stands; or settled already
+    says = slurm_says(info.attempt.path / job_log(receipt.job_id))
+    job_reason = getattr(w.scheduler, "job_reason", None)
+    reason = await job_reason(receipt.job_id) if job_reason else ""
+    outcome = Timeout(
+        phase=SCHEDULER_PHASE,
+        message=message(status, *times, says, reason),
+        deadline_seconds=times[1],
+        ended_early=True,
+    )
+    write_missing_result(w.campaign, info, status.state, status.accounting, outcome=outcome, replace=True)
+    w._say(f"job {receipt.job_id} ({info.attempt.path.relative_to(w.campaign.root)}): {outcome.message}")
+    return True
+
+
+def _early(info: AttemptInfo) -> bool:
+    result = info.attempt.result
+    return result is not None and isinstance(result.outcome, Timeout) and result.outcome.ended_early
+
+
+def early_retry(infos: list[AttemptInfo]) -> frozenset[Path]:
+    """Points whose latest attempt Slurm ended early, unless the attempt before it ended so too."""
+    points: dict[tuple[str, int], list[AttemptInfo]] = {}
+    for info in infos:
+        if info.status != "abandoned":  # nothing of it reached the scheduler
+            points.setdefault((info.attempt.curve, info.batch), []).append(info)
+    paths = set()
+    for attempts in points.values():
+        attempts.sort(key=lambda i: i.number)
+        if _early(attempts[-1]) and not (len(attempts) > 1 and _early(attempts[-2])):
+            paths.add(attempts[-1].attempt.path)
+    return frozenset(paths)
