@@ -41,6 +41,7 @@ from throughput_schema.configs import (
     Recipe,
     TrainingConfig,
 )
+from throughput_schema.energy import Energy, EnergySource, WindowEnergy
 from throughput_schema.request import WorkerRequest
 from throughput_schema.results import (
     BurstSample,
@@ -66,6 +67,8 @@ __all__ = [
     "CurveClosure",
     "CurveFinding",
     "CurveSummary",
+    "Energy",
+    "EnergySource",
     "FailedAttempt",
     "FrozenFile",
     "Hardware",
@@ -88,6 +91,7 @@ __all__ = [
     "Throughput",
     "TrainingConfig",
     "Window",
+    "WindowEnergy",
     "WorkerIdentity",
     "WorkerRequest",
     "WorkerResult",

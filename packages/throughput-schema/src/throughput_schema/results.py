@@ -16,6 +16,7 @@ from throughput_schema.configs import (
     Recipe,
     _Record,
 )
+from throughput_schema.energy import Energy, WindowEnergy
 from throughput_schema.outcomes import Outcome
 
 
@@ -26,6 +27,8 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
     seconds: PositiveFloat
     # The optimizer's update counter read after the window (exact-count check).
     counter_after: NonNegInt = 0
+    # The GPU's energy counter around the window; None where there is no counter.
+    energy: WindowEnergy | None = None
 
 
 class Calibration(msgspec.Struct, frozen=True, kw_only=True):
@@ -145,3 +148,7 @@ class WorkerResult(_Record, frozen=True):
     # None in results written before results named their worker: the manifest's worker
     # ran them.
     worker: WorkerIdentity | None = None
+    # What the GPU's energy counter measured; None where there is none, with the reason in
+    # energy_unavailable ("" in results from before energy was measured).
+    energy: Energy | None = None
+    energy_unavailable: str = ""
