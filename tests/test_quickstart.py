@@ -48,6 +48,7 @@ README_RUN = [
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(QUICKSTART_LIMIT_SECONDS + 60)  # the run's own limit speaks first, not pytest's 900 s
 @pytest.mark.skipif(not _worker_ready(), reason="tiny_llm.worker_cli has no benchmark-throughput-worker yet")
 def test_quickstart_on_cpu(tmp_path):
     """The README's command as written (a relative --output), from a folder of its own."""
