@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from campaign_builder.complete import build_throughput
+from campaign_builder.complete import build_optimizer, build_throughput
 from throughput_schema import WorkerResult, read, write_atomic
 from throughput_schema.energy import EnergySource, derive_window, summarize
 from throughput_sweep.campaign import open_campaign
@@ -28,11 +28,13 @@ WATTS = {1: 150.0, 2: 200.0, 4: 500.0}
 SETUP_JOULES = 3_000.0
 
 
-def with_energy(root: Path, watts: dict[int, float] = WATTS, *, reason: str = "") -> dict[Path, float]:
-    """Give every result that measured windows the energy a counter read at `watts` would have
-    (or, with `reason`, none and that reason); each result's counted joules by path."""
+def with_energy(
+    root: Path, watts: dict[int, float] = WATTS, *, reason: str = "", name: str = "result.json"
+) -> dict[Path, float]:
+    """Give every result (`name`) that measured windows the energy a counter read at `watts`
+    would have (or, with `reason`, none and that reason); each result's counted joules by path."""
     counted = {}
-    for path in sorted(root.glob("curves/*/b*/attempt-*/result.json")):
+    for path in sorted(root.glob(f"curves/*/b*/attempt-*/{name}")):
         r = read(path, WorkerResult)
         if not r.windows:
             continue
@@ -168,3 +170,21 @@ def test_a_campaign_partly_measured_counts_what_was_and_names_what_was_not(measu
     status = render_status(open_campaign(root))
     assert f"{joules / 3.6e6:,.4f} kWh ({joules:,.0f} J) over {len(counted) - 1} result(s)" in status
     assert "; 1 result(s) without energy (no counter on this GPU)" in status
+
+
+def test_an_optimizer_follow_up_rates_energy_by_its_baseline_and_counts_both_runs(tmp_path):
+    parent = build_throughput(tmp_path / "parent", scheduler="local")
+    root = build_optimizer(tmp_path / "opt", parent, scheduler="local").root
+    instrumented = with_energy(root, {b: 2 * w for b, w in WATTS.items()})
+    baselines = with_energy(root, name="baseline.json")
+    written = collect(open_campaign(root))
+    assert root / "energy.png" in written
+    for point in _points(root):  # the point's figures are its baseline's, as its rate is
+        assert point["mean_watts"] == pytest.approx(WATTS[point["batch_size"]], rel=1e-4)
+    joules = sum(instrumented.values()) + sum(baselines.values())
+    assert (
+        f"{joules / 3.6e6:,.4f} kWh ({joules:,.0f} J) over {len(instrumented) * 2} result(s)"
+        in (root / "README.md").read_text()
+    )
+    for c in json.loads((root / "results.json").read_text())["curves"]:
+        assert c["most_efficient_batch"] == 2
