@@ -188,6 +188,9 @@ class CurveSummary(_Record, frozen=True):
     closure: CurveClosure | None = None  # state "closed": the person's decision
     # The smallest batch within the campaign's noise threshold of the fastest stable one.
     recommendation: Recommendation | None = None
+    # The stable batch of the lowest median joules per token (None where none measured energy).
+    most_efficient_batch: int | None = None
+    most_efficient_joules_per_token: float | None = None
 
 
 class CurveClosure(_Record, frozen=True):

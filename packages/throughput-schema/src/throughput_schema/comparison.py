@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from throughput_schema.efficiency import Efficiency
 from throughput_schema.noise import SAME
 
 COMPARISON_VERSION = 1
@@ -62,6 +63,8 @@ class Recommendation(msgspec.Struct, frozen=True, kw_only=True):
     gpu_memory_bytes: int | None = None
     headroom_bytes: int | None = None
     first_oom_batch: int | None = None
+    # The most energy-efficient stable batch; None where no stable point measured energy.
+    efficiency: Efficiency | None = None
 
 
 class CurveComparison(msgspec.Struct, frozen=True, kw_only=True):

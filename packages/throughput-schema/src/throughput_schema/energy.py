@@ -94,3 +94,9 @@ def summarize(
 
 def kwh(joules: float) -> float:
     return joules / JOULES_PER_KWH
+
+
+def counted_joules(windows: Sequence[WindowEnergy], setup_joules: float | None) -> float:
+    """What the counter measured of one result: its windows' joules and its setup's (0 where
+    setup was not read); the rest of the job (start-up, teardown, idle) is not counted."""
+    return sum(w.joules for w in windows) + (setup_joules or 0.0)

@@ -69,6 +69,7 @@ RESULTS_CSV = "results.csv"
 README = "README.md"
 THROUGHPUT_PNG = "throughput.png"
 MEMORY_PNG = "memory.png"
+ENERGY_PNG = "energy.png"  # only where some point measured the GPU's energy
 OPTIMIZER_JSON = "optimizer.json"
 OPTIMIZER_CSV = "optimizer.csv"
 OPTIMIZER_TIME_PNG = "optimizer-time.png"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from throughput_schema import noise as spread
 from throughput_schema.comparison import Recommendation
+from throughput_schema.efficiency import efficiency_text, most_efficient
 from throughput_schema.results import WorkerResult
 
 
@@ -26,11 +27,14 @@ def recommend(
     reserved_bytes: Mapping[int, int | None] | None = None,
     gpu_memory_bytes: int | None = None,
     first_oom_batch: int | None = None,
+    joules_per_token: Mapping[int, float | None] | None = None,
 ) -> Recommendation:
     """`rates`: tokens/s by batch; `threshold`: the relative noise (0.03 for 3%).
 
     The headroom is the GPU's memory less the recommended batch's reserved peak; with
-    `first_oom_batch` it says how far the recommendation is from the memory limit."""
+    `first_oom_batch` it says how far the recommendation is from the memory limit. With
+    `joules_per_token` (by batch, None where a point measured no energy) it also names the
+    most energy-efficient stable batch against the same threshold."""
     stable = {b: r for b, r in rates.items() if b not in unstable}
     if not stable:
         return Recommendation(curve=curve, threshold=threshold, first_oom_batch=first_oom_batch)
@@ -51,6 +55,7 @@ def recommend(
         gpu_memory_bytes=gpu_memory_bytes or None,
         headroom_bytes=headroom,
         first_oom_batch=first_oom_batch,
+        efficiency=most_efficient(joules_per_token or {}, stable, threshold, recommended=chosen),
     )
 
 
@@ -76,6 +81,8 @@ class PointRate:
     reserved_bytes: int | None = None
     # tokens/s of every successful attempt at this point, oldest first
     repeats: tuple[float, ...] = ()
+    # the counting attempt's median joules per token; None where it measured no energy
+    joules_per_token: float | None = None
 
 
 def point_rate(curve: str, batch: int, result: WorkerResult, repeats: Iterable[float] = ()) -> PointRate | None:
@@ -87,7 +94,14 @@ def point_rate(curve: str, batch: int, result: WorkerResult, repeats: Iterable[f
     memory = result.memory
     reserved = None if memory is None or memory.measurement is None else memory.measurement.reserved_bytes
     return PointRate(
-        curve, batch, t.tokens_per_second, tuple(t.window_tokens_per_second), t.unstable, reserved, tuple(repeats)
+        curve,
+        batch,
+        t.tokens_per_second,
+        tuple(t.window_tokens_per_second),
+        t.unstable,
+        reserved,
+        tuple(repeats),
+        result.energy.joules_per_token if result.energy is not None else None,
     )
 
 
@@ -128,6 +142,7 @@ def campaign_recommendations(
             reserved_bytes={p.batch: p.reserved_bytes for p in mine},
             gpu_memory_bytes=gpu_memory_bytes,
             first_oom_batch=oom,
+            joules_per_token={p.batch: p.joules_per_token for p in mine},
         )
     return out
 
@@ -140,12 +155,18 @@ def headroom_text(r: Recommendation) -> str:
 
 
 def recommendation_text(r: Recommendation) -> str:
-    """One line: the batch, the equally fast set against the threshold, the headroom to the first OOM."""
-    if r.recommended_batch is None:
+    """One line: the batch, the equally fast set against the threshold, the headroom to the
+    first OOM, and where energy was measured, the most energy-efficient stable batch."""
+    if r.recommended_batch is None or r.recommended_tokens_per_second is None:
         return "no stable point to recommend"
     oom = "no OOM measured" if r.first_oom_batch is None else f"first OOM at {r.first_oom_batch}"
+    energy = (
+        ""
+        if r.efficiency is None
+        else f"; {efficiency_text(r.efficiency, r.threshold, r.recommended_batch, r.recommended_tokens_per_second)}"
+    )
     return (
         f"batch {r.recommended_batch} ({r.recommended_tokens_per_second:,.0f} tok/s): within "
         f"{100 * r.threshold:.2f}% of the fastest (b{r.fastest_batch}) are {' '.join(map(str, r.equally_fast))}; "
-        f"{headroom_text(r)}, {oom}"
+        f"{headroom_text(r)}, {oom}{energy}"
     )

@@ -106,6 +106,12 @@ class AttemptInfo:
         return None if r is None or r.throughput is None else r.throughput.tokens_per_second
 
     @property
+    def joules_per_token(self) -> float | None:
+        """The rated result's median joules per token; None where it measured no energy."""
+        r = self.rated
+        return None if r is None or r.energy is None else r.energy.joules_per_token
+
+    @property
     def unstable(self) -> bool:
         results = [r for r in (self.attempt.result, self.attempt.baseline if self.optimizer else None) if r is not None]
         return any(

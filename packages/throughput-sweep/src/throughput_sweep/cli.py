@@ -336,12 +336,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from throughput_sweep.collect import collect
+    from throughput_sweep.collect import collect, energy_note
 
     campaign = open_campaign(args.output)
     written = collect(campaign)
     for path in written:
         print(path)
+    if energy_note(written):
+        print(energy_note(written))
     return 0
 
 

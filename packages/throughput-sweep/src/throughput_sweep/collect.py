@@ -1,6 +1,7 @@
 """`throughput-sweep collect`: the campaign's README, tables and figures, from its files.
 
-Throughput campaigns: README.md, results.csv, results.json, throughput.png, memory.png.
+Throughput campaigns: README.md, results.csv, results.json, throughput.png, memory.png, and
+energy.png where some point measured the GPU's energy (`NO_ENERGY_FIGURE` says so where none did).
 Optimizer-timing campaigns add optimizer.csv, optimizer.json, optimizer-time.png and
 optimizer-share.png: primary optimizer percentage = median window optimizer ms /
 the paired baseline's full-iteration ms, with flags for remaining instability and for an
@@ -17,20 +18,23 @@ from pathlib import Path
 
 from throughput_schema import layout, write_atomic
 from throughput_schema.comparison import Recommendation
+from throughput_schema.efficiency import EFFICIENCY_SENTENCE
 from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation, worker_warning
 from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.curves import Curve, campaign_done, is_complete, unreceipted
 from throughput_sweep.faults import crash_point
-from throughput_sweep.figures import memory_bytes, plot_memory, plot_optimizer, plot_throughput
+from throughput_sweep.figures import memory_bytes, plot_energy, plot_memory, plot_optimizer, plot_throughput
 from throughput_sweep.frozen_profile import blocked_advice
 from throughput_sweep.hardware import hardware_section, measured_hardware
 from throughput_sweep.recommendations import recommendations
 from throughput_sweep.status import closed_line
-from throughput_sweep.usage import gpu_hours
+from throughput_sweep.usage import gpu_energy, gpu_hours
 
 WALL_CHANGE_FLAG = 0.05
+# collect's one line where no figure of energy is drawn: none stands empty in its place.
+NO_ENERGY_FIGURE = f"{layout.ENERGY_PNG} not written: no measured point recorded the GPU's energy counter"
 
 POINT_FIELDS = [
     "curve",
@@ -50,6 +54,8 @@ POINT_FIELDS = [
     "cv",
     "unstable",
     "update_ms",
+    "joules_per_token",
+    "mean_watts",
     "windows",
     "setup_seconds",
     "setup_allocated_bytes",
@@ -114,6 +120,8 @@ def point_row(info: AttemptInfo) -> dict:
         "cv": t.cv if t else None,
         "unstable": info.unstable if t else None,
         "update_ms": t.update_ms if t else None,
+        "joules_per_token": r.energy.joules_per_token if r is not None and r.energy is not None else None,
+        "mean_watts": r.energy.mean_watts if r is not None and r.energy is not None else None,
         "windows": len(r.windows) if r is not None else None,
         "setup_seconds": r.setup_seconds if r is not None else None,
         "setup_allocated_bytes": memory_bytes(r, "setup", "allocated"),
@@ -213,6 +221,8 @@ def collect(campaign: Campaign) -> list[Path]:
     written.append(write_atomic(root / layout.RESULTS_JSON, _json(results)))
     written.append(write_atomic(root / layout.RESULTS_CSV, _csv(rows, POINT_FIELDS)))
     written.append(plot_throughput(root / layout.THROUGHPUT_PNG, curves, campaign.optimizer))
+    energy_png = plot_energy(root / layout.ENERGY_PNG, curves, campaign.optimizer)
+    written += [energy_png] if energy_png is not None else []
     written.append(plot_memory(root / layout.MEMORY_PNG, curves, campaign.optimizer))
     opt_rows: list[dict] = []
     if campaign.optimizer:
@@ -227,8 +237,18 @@ def collect(campaign: Campaign) -> list[Path]:
                 root / layout.OPTIMIZER_SHARE_PNG, opt_rows, "optimizer_percent", "optimizer % of baseline update"
             )
         )
-    written.append(write_atomic(root / layout.README, readme(campaign, curves, infos, complete, opt_rows, recommended)))
+    written.append(
+        write_atomic(
+            root / layout.README,
+            readme(campaign, curves, infos, complete, opt_rows, recommended, energy_png is not None),
+        )
+    )
     return written
+
+
+def energy_note(written: list[Path]) -> str:
+    """collect's line about energy.png: '' where it was written."""
+    return "" if any(p.name == layout.ENERGY_PNG for p in written) else NO_ENERGY_FIGURE
 
 
 def readme(
@@ -238,6 +258,7 @@ def readme(
     complete: bool,
     opt_rows: list[dict],
     recommended: dict[str, Recommendation],
+    energy_png: bool = False,
 ) -> str:
     m = campaign.manifest
     out = []
@@ -266,12 +287,16 @@ def readme(
     if deviation:
         out.append(f"**Note**: {deviation}.\n")
     out.append(f"{gpu_hours(infos, m.profile).line()}.\n")
+    energy = gpu_energy(infos).line()
+    if energy:
+        out.append(f"{energy}.\n")
+    efficient = any(c.most_efficient for c in curves)
     out += hardware_section(infos)
     out.append("## Curves\n")
-    out.append(
-        "| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended | unstable |"
-    )
-    out.append("|---|---|---|---|---|---|---|---|---|")
+    head = "| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended |"
+    head += " most energy-efficient stable batch | J/token |" if efficient else ""
+    out.append(f"{head} unstable |")
+    out.append("|---" * (11 if efficient else 9) + "|")
     for c in curves:
         fast = c.fastest_stable
         state = c.state
@@ -284,10 +309,14 @@ def readme(
         out.append(
             f"| {c.name} | {state} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
             f"{c.first_oom or '-'} | {fast[0] if fast else '-'} | {f'{fast[1]:,.0f}' if fast else '-'} | "
-            f"{recommended[c.name].recommended_batch or '-'} | {' '.join(map(str, c.unstable)) or '-'} |"
+            f"{recommended[c.name].recommended_batch or '-'} | "
+            + (f"{_efficient_cells(c)} | " if efficient else "")
+            + f"{' '.join(map(str, c.unstable)) or '-'} |"
         )
     if m.spot_check is None:  # a spot check's sample recommends nothing; its source did
-        out.append(f"\nRecommended batches. {THRESHOLD_SENTENCE}\n")
+        out.append(
+            f"\nRecommended batches. {THRESHOLD_SENTENCE}" + (f" {EFFICIENCY_SENTENCE}" if efficient else "") + "\n"
+        )
         out += [f"- {c.name}: {recommendation_text(recommended[c.name])}" for c in curves if c.fitting]
     else:
         assert m.parent is not None, "a spot check names its source campaign as its parent"
@@ -346,8 +375,17 @@ def readme(
     out.append("\n## Files\n")
     out.append("- `results.csv`, `results.json`: every attempt, curve summaries and receipts")
     out.append("- `throughput.png`: tokens/s against batch; `memory.png`: peak GPU memory against batch")
+    if energy_png:
+        out.append("- `energy.png`: GPU joules per token (the board's energy counter) against batch")
     if campaign.optimizer:
         out.append("- `optimizer.csv`, `optimizer.json`, `optimizer-time.png`, `optimizer-share.png`")
     out.append("- `curves/<model>-c<context>/b<batch>/attempt-<k>/`: intent, receipt, job script, raw results\n")
     out.append("![throughput](throughput.png)\n\n![memory](memory.png)\n")
+    if energy_png:
+        out.append("![energy](energy.png)\n")
     return "\n".join(out)
+
+
+def _efficient_cells(c: Curve) -> str:
+    best = c.most_efficient
+    return f"{best[0]} | {best[1]:.4g}" if best else "- | -"

@@ -73,6 +73,19 @@ class Curve:
         return best
 
     @property
+    def most_efficient(self) -> tuple[int, float] | None:
+        """The stable batch of the lowest median joules per token (the smaller on a tie)."""
+        best = None
+        for b in self.fitting:
+            info = self.points[b]
+            joules = info.joules_per_token
+            if joules is None or joules <= 0 or info.unstable:  # no counter, or one the audit refuses
+                continue
+            if best is None or joules < best[1]:
+                best = (b, joules)
+        return best
+
+    @property
     def largest_fitting(self) -> int | None:
         return max(self.fitting) if self.fitting else None
 
@@ -95,6 +108,7 @@ class Curve:
 
     def summary(self) -> CurveSummary:
         fastest = self.fastest_stable
+        efficient = self.most_efficient
         return CurveSummary(
             curve=self.name,
             model=self.model,
@@ -108,6 +122,8 @@ class Curve:
             unstable_batches=list(self.unstable),
             blocked_reason=self.blocked_reason,
             closure=self.closure,
+            most_efficient_batch=efficient[0] if efficient else None,
+            most_efficient_joules_per_token=efficient[1] if efficient else None,
             failed_attempts=[
                 FailedAttempt(
                     batch_size=f.batch, attempt=f.number, job_id=f.job_id, outcome=f.outcome, message=f.message

@@ -1,4 +1,4 @@
-"""The figures of `throughput-sweep collect`: throughput, memory and optimizer time against batch.
+"""The figures of `throughput-sweep collect`: throughput, energy, memory and optimizer time against batch.
 
 Each is drawn off screen (Agg) and written atomically as PNG.
 """
@@ -68,6 +68,27 @@ def plot_throughput(path: Path, curves: list[Curve], optimizer: bool) -> Path:
     )
     title += "; hollow: unstable"
     return _save(plt, fig, ax, path, "tokens per second", title)
+
+
+def plot_energy(path: Path, curves: list[Curve], optimizer: bool) -> Path | None:
+    """Median joules per token against batch, styled as `plot_throughput`; None (nothing
+    written) where no point measured energy: no empty figure stands in for a measurement."""
+    drawn = [(c, [b for b in c.fitting if c.points[b].joules_per_token is not None]) for c in curves]
+    drawn = [(c, xs) for c, xs in drawn if xs]
+    if not drawn:
+        return None
+    plt, fig, ax = _figure()
+    for c, xs in drawn:
+        ys = [c.points[b].joules_per_token for b in xs]
+        (line,) = ax.plot(xs, ys, marker="o", label=c.name)
+        unstable = [(b, c.points[b].joules_per_token) for b in xs if b in c.unstable]
+        if unstable:
+            ax.scatter(*zip(*unstable), facecolors="white", edgecolors=line.get_color(), zorder=3)
+        if c.first_oom:
+            ax.axvline(c.first_oom, color=line.get_color(), ls=":", alpha=0.5)
+    title = "baseline energy per token (uninstrumented)" if optimizer else "GPU energy per token (median window)"
+    title += "; dotted: first CUDA OOM; hollow: unstable"
+    return _save(plt, fig, ax, path, "joules per token (GPU board counter)", title)
 
 
 def plot_memory(path: Path, curves: list[Curve], optimizer: bool) -> Path:

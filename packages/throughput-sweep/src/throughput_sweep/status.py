@@ -14,7 +14,7 @@ from throughput_sweep.flags import PROG
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
 from throughput_sweep.live import Live
 from throughput_sweep.recommendations import recommendations
-from throughput_sweep.usage import gpu_hours
+from throughput_sweep.usage import gpu_energy, gpu_hours
 
 OFFLINE = Live(driver="", resume="", watcher="", watcher_alive=False, jobs=None)  # the files' view alone
 
@@ -91,6 +91,7 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         + (f"; max batch {m.max_batch}" if m.max_batch else ""),
         *filter(None, [worker_warning(m.worker), protocol_deviation(m.protocol)]),
         gpu_hours([i for c in curves for i in c.attempts], m.profile).line(),
+        *filter(None, [gpu_energy([i for c in curves for i in c.attempts]).line()]),
         *filter(None, [receipt_advice(campaign, curves, live.driver if live else PROG)]),
         *(filter(None, [live.watcher, live.summary()]) if live else []),
         "",
@@ -106,6 +107,9 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         )
         if c.state == "capped":
             lines.append(f"    no OOM up to the cap (batch {c.cap}); not a memory boundary")
+        efficient = c.most_efficient
+        if efficient:
+            lines.append(f"    most energy-efficient stable batch: b{efficient[0]} {efficient[1]:.4g} J/token")
         if c.state == "blocked":
             lines.append(f"    blocked: {c.blocked_reason}")
             if profile_refused(c):

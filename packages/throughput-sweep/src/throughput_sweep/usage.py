@@ -1,9 +1,14 @@
-"""What a campaign has used of the cluster so far: GPU-hours, from its receipts.
+"""What a campaign has used of the cluster so far: GPU-hours, from its receipts, and the GPU
+energy its results measured.
 
 Each receipt's accounting row (sacct's, or the local job registry's for the local
 scheduler) gives the job's Elapsed; the GPUs are the row's `gres/gpu` in AllocTRES, what the
 scheduler really allocated, else the profile's `gpus_per_job`. A job without an accounting
 row yet (still out, or ended while no watcher ran) is counted as not yet known.
+
+The energy is what the GPU board's own counter measured over each result's windows and
+setup (`throughput_schema.energy.counted_joules`): the rest of each job (start-up, imports,
+teardown) and everything beyond the board (host, node, cooling) is not counted.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema.energy import JOULES_PER_KWH, counted_joules
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
@@ -60,3 +66,38 @@ def gpu_hours(infos: list[AttemptInfo], profile: ClusterProfile) -> GpuHours:
         jobs += 1
     source = "the local job registry" if profile.scheduler == "local" else "sacct's Elapsed"
     return GpuHours(hours=hours, jobs=jobs, unknown=unknown, source=source)
+
+
+@dataclass(frozen=True)
+class GpuEnergy:
+    joules: float
+    results: int  # results whose energy is counted
+    unmeasured: int  # results with windows but no energy
+    reason: str  # why there was none, as the first such result says
+
+    def line(self) -> str:
+        """'' for results from before energy was measured (no energy and no reason)."""
+        if not self.results:
+            return f"GPU energy: not measured ({self.reason})" if self.reason else ""
+        without = f"; {self.unmeasured} result(s) without energy ({self.reason or 'no reason recorded'})"
+        return (
+            f"GPU energy measured so far: {self.joules / JOULES_PER_KWH:,.4f} kWh ({self.joules:,.0f} J) over "
+            f"{self.results} result(s), the GPU board's counter over their windows and setup; the rest of each "
+            f"job is not counted{without if self.unmeasured else ''}"
+        )
+
+
+def gpu_energy(infos: list[AttemptInfo]) -> GpuEnergy:
+    """Every result's energy (an optimizer point's baseline too), from the points that have results."""
+    joules, results, unmeasured, reason = 0.0, 0, 0, ""
+    for info in infos:
+        for r in (info.attempt.result, info.attempt.baseline):
+            if r is None:
+                continue
+            if r.energy is not None:
+                joules += counted_joules([w.energy for w in r.windows if w.energy is not None], r.energy.setup_joules)
+                results += 1
+                continue
+            reason = reason or r.energy_unavailable
+            unmeasured += bool(r.windows)
+    return GpuEnergy(joules=joules, results=results, unmeasured=unmeasured, reason=reason)
