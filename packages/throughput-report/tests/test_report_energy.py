@@ -159,3 +159,16 @@ def test_a_window_energy_disagreeing_with_its_readings_stops_the_report(measured
     assert _report(t, o, tmp_path / "out") == 1
     err = capsys.readouterr().err
     assert f"{path}: window 1 joules" in err and "but its counter readings" in err
+
+
+def test_curves_without_energy_beside_curves_with_it_say_not_measured(tmp_path):
+    a = campaigns.write_pair(tmp_path, "a", ["20m"], [512], gpu=campaigns.Gpu(watts=650.0))
+    b = campaigns.write_pair(tmp_path, "b", ["20m"], [1024])
+    out = tmp_path / "out"
+    argv = ["--throughput", str(a[0]), str(b[0]), "--optimizer", str(a[1]), str(b[1]), "--output", str(out)]
+    assert main(argv) == 0
+    page = _pages(out)[0]
+    assert "No energy was measured on 20m-c1024." in page and "not measured" in page
+    rows = list(csv.DictReader((out / "points.csv").open()))
+    assert {r["context"] for r in rows if r["projected_kwh"]} == {"512"}
+    assert {r["context"] for r in rows if not r["projected_kwh"]} == {"1024"}
