@@ -136,6 +136,11 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     assert queries.values == {"jobs": 6, "queries": 1, "rereads": 0}
     accounting = (built.root / "accounting.txt").read_text()
     assert all(job in accounting for job in jobs.values()) and "gres/gpu=1" in accounting
+    # This Slurm records no energy: said for every job, never a silent pass.
+    energy = [c for c in out.report.checks if c.name == "slurm.energy"]
+    assert len(energy) == 6 and {c.status for c in energy} == {"not_applicable"}
+    assert all("not applicable: the cluster records no energy" in c.message for c in energy)
+    assert any(line.startswith("JobID|") and "|ConsumedEnergyRaw|" in line for line in accounting.splitlines())
 
     # A receipt pointing at a real job with other resources.
     folder = built.points["20m-c512"][2]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from campaign_builder import energy
 from campaign_builder.planting import H200, Plant, Planted, replace_fields
 from campaign_builder.results import bursts_for, optimizer_timing
 from throughput_schema import WorkerResult
@@ -269,3 +270,79 @@ def optimizer_slower_than_the_update(p: Planted) -> None:
         ),
         name="baseline.json",
     )
+
+
+# -------------------------------------------------------------------- energy (campaign "energy")
+
+
+def window_energy_doubled(p: Planted) -> None:
+    # A window's derived joules doubled; its raw counter readings left as they were.
+    p.edit_point(
+        "20m-c1024",
+        2,
+        "result.json",
+        lambda d: d["windows"][1]["energy"].update(joules=2 * d["windows"][1]["energy"]["joules"]),
+    )
+
+
+def _forge_readings(p: Planted, change: Callable[[list[tuple[int, int, float]]], list[tuple[int, int, float]]]) -> None:
+    p.rewrite_result("20m-c1024", 1, lambda r: energy.rederived(r, change(energy.readings(r))))
+
+
+def power_above_the_limit(p: Planted) -> None:
+    # Window 2 drew 1.3 x the power limit; the counter's later readings and every figure made to agree.
+    def change(rs):
+        start, end, interval = rs[2]
+        shift = start + round(1000 * 1.3 * energy.POWER_LIMIT * interval) - end
+        return [
+            (s, e + shift, i) if k == 2 else (s + shift, e + shift, i) if k > 2 else (s, e, i)
+            for k, (s, e, i) in enumerate(rs)
+        ]
+
+    _forge_readings(p, change)
+
+
+def counter_backwards_between_windows(p: Planted) -> None:
+    # From window 3 on the counter reads 1.5 kJ lower: each window's energy unchanged, figures agree.
+    back = 10 * energy.BETWEEN_MJ
+    _forge_readings(p, lambda rs: [(s - back, e - back, i) if k >= 3 else (s, e, i) for k, (s, e, i) in enumerate(rs)])
+
+
+def counter_backwards_within_a_window(p: Planted) -> None:
+    # Window 1's readings swapped: the counter ran backwards over it; figures made to agree.
+    _forge_readings(p, lambda rs: [(e, s, i) if k == 1 else (s, e, i) for k, (s, e, i) in enumerate(rs)])
+
+
+def setup_energy_zero(p: Planted) -> None:
+    p.edit_point("20m-c512", 4, "result.json", lambda d: d["energy"].update(setup_joules=0.0))
+
+
+def joules_per_token_edited(p: Planted) -> None:
+    p.edit_point(
+        "20m-c512",
+        1,
+        "result.json",
+        lambda d: d["energy"].update(joules_per_token=0.9 * d["energy"]["joules_per_token"]),
+    )
+
+
+def mean_power_edited(p: Planted) -> None:
+    p.edit_point("20m-c512", 1, "result.json", lambda d: d["energy"].update(mean_watts=0.9 * d["energy"]["mean_watts"]))
+
+
+def energy_interval_edited(p: Planted) -> None:
+    p.edit_point("20m-c512", 2, "result.json", lambda d: d["energy"].update(interval="span"))
+
+
+def window_readings_removed(p: Planted) -> None:
+    p.edit_point("20m-c512", 2, "result.json", lambda d: d["windows"][0].update(energy=None))
+
+
+def job_energy_below_its_windows(p: Planted) -> None:
+    # sacct says the job used 1 kJ; its windows counted some 30 kJ.
+    p.sacct_row("20m-c1024", 2, consumed_energy_raw="1000")
+
+
+def window_without_energy(p: Planted) -> None:
+    # The counter read the same at window 4's start and end: no power drawn; figures agree.
+    _forge_readings(p, lambda rs: [(s, s, i) if k == 4 else (s, e, i) for k, (s, e, i) in enumerate(rs)])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from campaign_builder.energy import with_energy
 from campaign_builder.files import sha256, write_attempt_files
 from campaign_builder.results import throughput_of, timing_of
 from throughput_schema import codec
@@ -51,6 +52,8 @@ class Gpu:
     half_batch_tokens: float = 4096.0  # tokens per update at half the saturated rate
     optimizer_bandwidth: float = 0.6e12  # bytes/s for the weight, gradient and moment traffic
     capacity: int = GPU_BYTES
+    # Board power at saturation, read by the energy counter around every window; None: no counter.
+    watts: float | None = None
 
 
 def recipe_for(model: str, context: int, batch: int):
@@ -156,6 +159,9 @@ def worker_result(
         started_at="2026-10-08T10:00:00Z",
         finished_at="2026-10-08T10:05:00Z",
     )
+    if gpu.watts is not None:
+        # Power rises with the work in flight, as the rate does: small batches idle the board.
+        result = with_energy(result, watts=gpu.watts * (0.4 + 0.6 * tokens / (tokens + gpu.half_batch_tokens)))
     return result, bursts
 
 

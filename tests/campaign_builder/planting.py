@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 
 from campaign_builder.complete import BuiltCampaign, FakeSacct, build_optimizer, build_throughput
+from campaign_builder.energy import add_energy
 from campaign_builder.results import throughput_of
 from throughput_audit.audit import run_audit
 from throughput_schema import Hardware, WorkerResult
@@ -80,7 +81,7 @@ class Fault:
     check: str
     # Checks the same edit necessarily fails as well (the expected one must still be among them).
     also: frozenset[str] = field(default_factory=frozenset)
-    campaign: str = "throughput"  # "throughput", "optimizer", "local" or "capped"
+    campaign: str = "throughput"  # "throughput", "optimizer", "local", "capped" or "energy"
     # Not caught yet: what will catch it. The row's test is a strict xfail until then.
     pending: str = ""
 
@@ -116,6 +117,9 @@ def build(tmp_path: Path, kind: str) -> Planted:
     built = build_throughput(
         tmp_path / "tp", unstable={"20m-c512": [2]}, scheduler="local" if kind == "local" else "slurm"
     )
+    if kind == "energy":
+        # The GPU's counter read around every window, and Slurm recording each job's energy.
+        add_energy(built)
     return Planted(built=built, sacct=built.sacct(), tmp=tmp_path)
 
 

@@ -112,11 +112,13 @@ def test_sacct_parsing_keeps_pipes_in_comments():
             "2026-01-01T00:01:00",
             "00:01:00",
             "n1",
+            "",
             "a|b",
         ]
     )
     (row,) = slurm.parse(line + "\n")
-    assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 14
+    assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 15
+    assert row.node_list == "n1" and row.consumed_energy_raw == ""
     assert timelimit_minutes("1-00:00:00") == 1440 and timelimit_minutes("14:00") == 14
     assert mem_mib("65536M") == mem_mib("64G")
 

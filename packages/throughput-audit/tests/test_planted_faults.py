@@ -115,11 +115,22 @@ FAULTS: list[Fault] = [
     Fault("the optimizer median edited", edits.optimizer_ms_edited, "optimizer.median_ms", campaign="optimizer"),
     Fault("an inherited optimizer point deleted", campaign.optimizer_point_missing, "optimizer.grid", campaign="optimizer"),
     Fault("the inherited grid edited", campaign.optimizer_inherited_edited, "optimizer.inherited", frozenset({"optimizer.grid"}), campaign="optimizer"),
+    Fault("a window's energy doubled (its derived joules, against its raw readings)", edits.window_energy_doubled, "energy.window_joules", campaign="energy"),
+    Fault("a window's power above the power limit (figures consistent)", edits.power_above_the_limit, "energy.power_limit", campaign="energy"),
+    Fault("the energy counter going backwards between windows (figures consistent)", edits.counter_backwards_between_windows, "energy.counter", campaign="energy"),
+    Fault("the energy counter going backwards within a window (figures consistent)", edits.counter_backwards_within_a_window, "energy.counter", frozenset({"energy.power"}), campaign="energy"),
+    Fault("a window that counted no energy (figures consistent)", edits.window_without_energy, "energy.power", campaign="energy"),
+    Fault("the setup energy set to zero", edits.setup_energy_zero, "energy.setup", campaign="energy"),
+    Fault("the median joules per token edited", edits.joules_per_token_edited, "energy.joules_per_token", campaign="energy"),
+    Fault("the mean power edited", edits.mean_power_edited, "energy.mean_watts", campaign="energy"),
+    Fault("an instrumented result's power interval claimed by a throughput result", edits.energy_interval_edited, "energy.interval", campaign="energy"),
+    Fault("a window's counter readings removed", edits.window_readings_removed, "energy.present", campaign="energy"),
+    Fault("a job's recorded energy below its windows' (Slurm)", edits.job_energy_below_its_windows, "slurm.energy", frozenset({"slurm.receipt_accounting"}), campaign="energy"),
 ]
 # fmt: on
 
 
-@pytest.mark.parametrize("kind", ["throughput", "optimizer", "capped", "local"])
+@pytest.mark.parametrize("kind", ["throughput", "optimizer", "capped", "local", "energy"])
 def test_unplanted_campaigns_pass(tmp_path, kind):
     assert failed_checks(build(tmp_path, kind)) == set()
 
@@ -180,7 +191,8 @@ def table() -> str:
 
 
 def audit_check_names() -> set[str]:
-    """Every check name the audit's source passes to Checks (the "slurm" line is only ever not applicable)."""
+    """Every check name the audit's source passes to Checks (the "slurm" and "energy" lines are only ever
+    not applicable: a campaign without Slurm accounting, a result without energy)."""
     import re
 
     import throughput_audit
@@ -189,7 +201,7 @@ def audit_check_names() -> set[str]:
     found = set()
     for path in src.glob("*.py"):
         found |= set(re.findall(r'checks\.(?:expect|fail|not_applicable)\(\s*"([a-z_.]+)"', path.read_text()))
-    return found - {"slurm"}
+    return found - {"slurm", "energy"}
 
 
 def unplanted_line() -> str:

@@ -70,3 +70,35 @@ def test_context_comparison_holds_tokens_per_update_fixed(pair):
     # The window range brackets the median-rate time.
     for p in proj.points:
         assert p.projected_seconds_fastest_window <= p.projected_seconds <= p.projected_seconds_slowest_window
+
+
+# P, J/token, G | E = 20·P·J/token / 3.6e6 kWh, emissions E·G / 1000 kg  (worked out by hand)
+ENERGY_HAND = [
+    # 20 × 19,912,000 = 398,240,000 tokens × 0.5 J = 199,120,000 J = 55.3111... kWh; × 385 g = 21.2948 kg.
+    (19_912_000, 0.5, 385.0, 55.311_111_111, 21.294_777_778),
+    # 20 × 516,814,080 × 0.18 J = 1,860,530,688 J / 3.6e6 = 516.81408 kWh; × 50 g = 25.840704 kg.
+    (516_814_080, 0.18, 50.0, 516.81408, 25.840704),
+    # 20 × 16,384 × 1.8 J = 589,824 J = 0.16384 kWh; × 1,000 g = 0.16384 kg.
+    (16_384, 1.8, 1000.0, 0.16384, 0.16384),
+]
+
+
+@pytest.mark.parametrize("P,jpt,G,kwh,kg", ENERGY_HAND)
+def test_hand_checked_energy(P, jpt, G, kwh, kg):
+    from throughput_report import energy
+
+    assert energy.projected_kwh(P, jpt) == pytest.approx(kwh, rel=1e-9)
+    assert energy.co2e_kg(energy.projected_kwh(P, jpt), G) == pytest.approx(kg, rel=1e-9)
+
+
+def test_energy_figures_print_without_exponents():
+    from throughput_report.energy import fmt_co2e, fmt_kwh
+
+    assert [fmt_kwh(v) for v in (0.0235, 0.4661, 3.614, 55.31, 1234.5)] == [
+        "23.5 Wh",
+        "466 Wh",
+        "3.61 kWh",
+        "55.3 kWh",
+        "1,234 kWh",
+    ]
+    assert [fmt_co2e(v) for v in (0.00906, 1.39, 21.29, 4321.0)] == ["9.06 g", "1.39 kg", "21.3 kg", "4,321 kg"]

@@ -133,10 +133,11 @@ def test_squeue_parsing_keeps_odd_names_whole():
 def test_sacct_parsing_rejoins_a_comment_with_bars_and_skips_steps():
     line = (
         "7|tok|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|"
-        "2026-01-01T00:00:00|2026-01-01T00:00:02|00:00:02|a|b|c|node1"
+        "2026-01-01T00:00:00|2026-01-01T00:00:02|00:00:02|a|b|c|node1|5310"
     )
-    rows = parse_sacct(line + "\n7.batch|batch|COMPLETED|0:0||throughput||cpu=8|||||||node1\n")
+    rows = parse_sacct(line + "\n7.batch|batch|COMPLETED|0:0||throughput||cpu=8|||||||node1|5310\n")
     assert list(rows) == ["7"] and rows["7"].comment == "a|b|c" and rows["7"].node_list == "node1"
+    assert rows["7"].consumed_energy_raw == "5310"
 
 
 def test_accounting_final_needs_the_late_fields():
@@ -171,14 +172,27 @@ def test_sacct_fields_match_the_row_type():
     assert len(SACCT_FIELDS) == len(AccountingRow.__struct_fields__)
 
 
+def _without_energy_column(name: str) -> str:
+    """A capture from before ConsumedEnergyRaw was asked, with the field as this Slurm prints it
+    (empty: `sacct-no-energy.txt`)."""
+    return "".join(line + "|\n" for line in (DATA / name).read_text().splitlines())
+
+
+def test_captured_sacct_text_without_an_energy_plugin():
+    rows = parse_sacct((DATA / "sacct-no-energy.txt").read_text())
+    assert set(rows) == {"1001", "1002"}
+    assert all(accounting_is_final(r) and r.consumed_energy_raw == "" for r in rows.values())
+    assert rows["1001"].node_list == "vm" and rows["1001"].comment == rows["1001"].job_name
+
+
 def test_captured_sacct_text():
     """Text captured from the local Slurm 22.05 (see data/README.md)."""
-    lagging = parse_sacct((DATA / "sacct-lagging.txt").read_text())
+    lagging = parse_sacct(_without_energy_column("sacct-lagging.txt"))
     assert set(lagging) == {"32", "33", "34", "35"}
     assert lagging["32"].job_name == "allocation" and lagging["32"].partition == ""
     assert not any(accounting_is_final(r) for r in lagging.values())
     assert normalize_state(lagging["34"].state) == "PENDING"  # running, but the database lags
-    final = parse_sacct((DATA / "sacct-states.txt").read_text())
+    final = parse_sacct(_without_energy_column("sacct-states.txt"))
     assert all(accounting_is_final(r) for r in final.values())
     assert {k: normalize_state(r.state) for k, r in final.items()} == {
         "32": "COMPLETED",

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from throughput_audit import query_windows, slurm
 from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
+from throughput_audit.energy import check_job_energy
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
 from throughput_audit.receipt_zone import check_receipt_zone
@@ -104,6 +105,7 @@ def check_slurm(
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
         compared += check_job("slurm", r, row, checks, unzoned=unzoned)
+        check_job_energy(r, row, checks)
     check_worker_times_ran("slurm", len(used), compared, checks)
     check_peak("slurm", used, profile.max_concurrent_jobs, checks)
     unreceipted: list[AccountingRow] = []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_audit import __version__, optimizer, provenance, query_windows, slurm, spot_check
+from throughput_audit import __version__, energy, optimizer, provenance, query_windows, slurm, spot_check
 from throughput_audit.accounting import check_slurm
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import (
@@ -187,6 +187,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     )
     if kind(res) != "ok":
         return
+    energy.check_energy(checks, file, res, batch=a.batch_size, context=a.context_length)
     if not is_opt:
         check_throughput(checks, file, res, batch=a.batch_size, context=a.context_length, protocol=m.protocol)
         return
@@ -205,6 +206,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     if a.baseline is not None and kind(a.baseline) == "ok":
         bfile = record.file(BASELINE)
         check_throughput(checks, bfile, a.baseline, batch=a.batch_size, context=a.context_length, protocol=m.protocol)
+        energy.check_energy(checks, bfile, a.baseline, batch=a.batch_size, context=a.context_length)
     pct = optimizer.check_timing(record, checks, protocol=m.protocol, batch=a.batch_size, context=a.context_length)
     if pct is not None:
         checks.expect(

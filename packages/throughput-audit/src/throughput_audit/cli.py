@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from throughput_audit.audit import NotACampaign, run_audit, write_outputs
+    from throughput_audit.energy import summary_line
     from throughput_audit.query_windows import parse_span
     from throughput_schema.layout import ACCOUNTING, AUDIT
 
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for note in report.notes[1 if report.test_worker else 0 :]:
         print(note)
+    print(summary_line(report.checks))
     print("curves: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
     for c in report.curves:
         if c.state == "blocked" and "--retry-failed" in c.blocked_reason:  # ended by someone else

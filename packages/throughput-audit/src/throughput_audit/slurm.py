@@ -36,6 +36,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("End", "end"),
     ("Elapsed", "elapsed"),
     ("NodeList", "node_list"),
+    ("ConsumedEnergyRaw", "consumed_energy_raw"),
     ("Comment", "comment"),
 )
 BATCH = 100

@@ -3,7 +3,7 @@
 Nothing here imports the controller's or the audit's arithmetic: window rates come
 from each window's update count and seconds, medians and CVs from those rates, a
 window's optimizer milliseconds from the raw burst samples weighted by each burst's
-update count, and parameter counts from the decoder's weight tensors (`architecture`,
+update count, a window's energy from its counter readings (the schema's `derive_window`), and parameter counts from the decoder's weight tensors (`architecture`,
 the schema's one table; the worker and the audit witness that table independently). The first check that fails stops
 the report with a one-line message naming the file.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -20,6 +21,7 @@ from throughput_report.architecture import count_parameters
 from throughput_report.inputs import ReportAttempt
 from throughput_report.pairing import Pair
 from throughput_schema import outcome_kind
+from throughput_schema.energy import derive_window
 from throughput_schema.layout import BASELINE, RESULT
 from throughput_schema.records import Manifest, WorkerResult
 
@@ -156,6 +158,8 @@ def check_result(
     if not _close(tp.update_ms, 1000.0 * batch * context / median):
         fail(f"update_ms {tp.update_ms:.6g}, but the median rate gives {1000.0 * batch * context / median:.6g}")
     tally.add("CV and stability flags")
+    if result.energy is not None:
+        check_energy(result, batch * context, fail, tally)
 
     if result.memory is None and not result.hardware.gpu_name and not result.hardware.gpu_count:
         return  # a point measured on the CPU has no GPU memory to record
@@ -165,6 +169,28 @@ def check_result(
         if phase.reserved_bytes < phase.allocated_bytes:
             fail("reserved memory peak below the allocated peak")
     tally.add("memory peaks")
+
+
+def check_energy(result: WorkerResult, tokens: int, fail: Callable[[str], NoReturn], tally: Tally) -> None:
+    """Each window's derived energy figures against its counter readings (`derive_window`, the
+    schema's one home), and the result's joules per token against the median window's."""
+    assert result.energy is not None, "checked where the result records energy"
+    for i, w in enumerate(result.windows):
+        if w.energy is None:
+            fail(f"records energy, but window {i} has no counter readings")
+        e = w.energy
+        mine = derive_window(e.start_mj, e.end_mj, e.interval_seconds, w.updates * tokens)
+        for name in ("joules", "mean_watts", "joules_per_token"):
+            if not _close(getattr(mine, name), getattr(e, name)):
+                fail(
+                    f"window {i} {name} {getattr(e, name):.6g}, but its counter readings "
+                    f"({e.start_mj} to {e.end_mj} mJ over {e.interval_seconds:.6g} s) give {getattr(mine, name):.6g}"
+                )
+    tally.add("energy windows", len(result.windows))
+    median = statistics.median(w.energy.joules_per_token for w in result.windows if w.energy is not None)
+    if not _close(median, result.energy.joules_per_token):
+        fail(f"joules per token {result.energy.joules_per_token:.6g} is not the median window's {median:.6g}")
+    tally.add("energy medians")
 
 
 def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: Tally) -> None:

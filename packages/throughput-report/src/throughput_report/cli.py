@@ -1,6 +1,6 @@
 """The throughput-report command line.
 
-    throughput-report --throughput A [B ...] --optimizer C [D ...] --output OUT
+    throughput-report --throughput A [B ...] --optimizer C [D ...] --output OUT [--carbon-intensity G]
 
 Exit status: 0 report written; 1 an independent check failed; 2 the inputs or the
 output directory were refused (one line naming the campaigns; nothing written).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from throughput_report.checks import CheckFailed
 from throughput_report.inputs import Refused
-from throughput_schema.argparsing import OneLineParser, command_line, positive_int
+from throughput_schema.argparsing import OneLineParser, command_line, positive_float, positive_int
 from throughput_schema.codec import SchemaError
 from throughput_schema.provenance import ALLOW_TEST_WORKER
 
@@ -57,6 +57,14 @@ def parser() -> argparse.ArgumentParser:
         help="B·L for the context comparison (default: the largest available on every curve)",
     )
     p.add_argument(
+        "--carbon-intensity",
+        type=positive_float,
+        default=None,
+        metavar="G",
+        help="your grid's carbon intensity in gCO2e/kWh: adds the emissions of the projected runs' measured "
+        "energy (none without it)",
+    )
+    p.add_argument(
         ALLOW_TEST_WORKER,
         action="store_true",
         help="report campaigns run with a test worker (not tiny_llm), under a banner on every page and file",
@@ -77,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             args.output,
             tokens_per_update=args.tokens_per_update,
             allow_test_worker=args.allow_test_worker,
+            carbon_intensity=args.carbon_intensity,
         )
     except (Refused, SchemaError) as exc:
         print(f"throughput-report: refused: {exc}", file=sys.stderr)

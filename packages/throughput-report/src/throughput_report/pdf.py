@@ -159,6 +159,8 @@ def page_summary(proj: Projection, ctx: Context) -> Figure:
         EXCLUSIONS,
     ]
     items[1:1] = list(ctx.notes)
+    if proj.energy:
+        items.insert(len(items) - 1, energy_text(proj))
     if unstable:
         items.append("* no stable point on " + ", ".join(unstable) + "; the fastest unstable point is shown.")
     closed = [f"{c.curve} closed by hand {c.closed}" for c in proj.curves if c.closed]
@@ -167,8 +169,31 @@ def page_summary(proj: Projection, ctx: Context) -> Figure:
     y = _paragraphs(fig, 0.04, 0.9, items, size=8.6)
     header, rows = tables.key_table(proj)
     widths = [0.055, 0.065, 0.06, 0.055, 0.065, 0.075, 0.075, 0.12, 0.075, 0.085, 0.075, 0.08, 0.075]
-    _table(fig, [0.03, 0.03, 0.94, y - 0.05], header, rows, size=7.4, widths=widths)
+    size, left, width = 7.4, 0.03, 0.94
+    if len(header) > len(widths):  # the projected run's energy: the same page, narrower columns
+        widths += [0.085, 0.13, 0.06][: len(header) - len(widths)]
+        widths = [w / sum(widths) for w in widths]
+        size, left, width = 6.4, 0.02, 0.96
+    _table(fig, [left, 0.03, width, y - 0.05], header, rows, size=size, widths=widths)
     return fig
+
+
+def energy_text(proj: Projection) -> str:
+    """Page 1: what the energy columns are, and the emissions' grid figure where one was given."""
+    text = (
+        "Energy E = 20·P · J/token / 3.6e6 kWh at the primary batch: J/token is the baseline worker's median "
+        "window, as the GPU's own energy counter measured it (the board only: not the node, not cooling); "
+        "its window range runs from the window of least to the one of most joules per token."
+    )
+    if proj.carbon_intensity is not None:
+        text += (
+            f" Emissions E·G for the grid figure given, G = {proj.carbon_intensity:g} gCO2e/kWh "
+            "(the user's, not measured)."
+        )
+    missing = [c.curve for c in proj.curves if c.best is not None and c.best.joules_per_token is None]
+    if missing:
+        text += " No energy was measured on " + ", ".join(missing) + "."
+    return text
 
 
 def page_throughput_memory(proj: Projection) -> Figure:
@@ -271,7 +296,15 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
         "(1000·B·L / R).",
         "Formulas: budget 20·P tokens; T = 20·P / R; time per 10⁹ tokens = 10⁹ / R; U = ceil(20·P / (B·L)) complete "
         "updates, U·B·L tokens, U·B·L / R seconds; context comparisons hold B·L fixed; optimizer k× faster: "
-        "T' = T·(1 − f + f/k). " + EXCLUSIONS,
+        "T' = T·(1 − f + f/k)"
+        + (
+            "; energy E = 20·P · J/token / 3.6e6 kWh, a window's J/token its counter's joules over its tokens"
+            + ("; emissions E·G / 1000 kg CO2e" if proj.carbon_intensity is not None else "")
+            if proj.energy
+            else ""
+        )
+        + ". "
+        + EXCLUSIONS,
         "Independent checks re-derived by this report before drawing (counts): " + checks + ". Memory boundaries: "
         "fitting batches 1, 2, 4, … and a first CUDA OOM at twice the largest fitting batch (or the batch cap).",
         "Recommended batch B (page 1): "

@@ -6,9 +6,12 @@ For P parameters, batch B, context L and rate R tokens/s:
     per 1e9 tokens    1e9 / R
     complete updates  U = ceil(20·P / (B·L)); U·B·L tokens; U·B·L / R seconds
     optimizer k× faster, all other work unchanged: T' = T·(1 − f + f/k)
+    energy            E = 20·P · J/token / 3.6e6 kWh, J/token the baseline's median window
+                      (the GPU's own counter); emissions E·G / 1000 kg for G gCO2e/kWh
 The primary rate is the optimizer campaign's uninstrumented baseline; the original
 sweep's rate is kept beside it as independent comparison data. The window range
-(slowest and fastest window) is within-run variation, not a confidence interval.
+(slowest and fastest window; for energy, the windows of least and most joules per token)
+is within-run variation, not a confidence interval.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
+from throughput_report import energy
 from throughput_report.checks import cv, window_rates
 from throughput_report.pairing import Pair
 from throughput_schema.comparison import Recommendation
@@ -100,6 +104,18 @@ class Point:
     gpu_memory_bytes: int
     throughput_campaign: str
     optimizer_campaign: str
+    # The GPU's measured energy (baseline worker; `energy`), None where it records none.
+    # Columns of the joined data only where some point has energy (ENERGY_FIELDS), the
+    # emissions only with a carbon intensity (CARBON_FIELDS).
+    joules_per_token: float | None = None
+    mean_watts: float | None = None
+    power_limit_watts: float | None = None
+    projected_kwh: float | None = None
+    projected_kwh_lowest_window: float | None = None
+    projected_kwh_highest_window: float | None = None
+    projected_co2e_kg: float | None = None
+    projected_co2e_kg_lowest_window: float | None = None
+    projected_co2e_kg_highest_window: float | None = None
 
     @property
     def curve(self) -> str:
@@ -140,9 +156,15 @@ class Projection:
     contexts: list[int]
     tokens_per_update: int
     comparison: dict[tuple[str, int], Point]
+    carbon_intensity: float | None = None
+
+    @property
+    def energy(self) -> bool:
+        """Whether any point measured energy: without, the report is as it was before energy."""
+        return any(p.joules_per_token is not None for p in self.points)
 
 
-def join_points(pairs: list[Pair]) -> list[Point]:
+def join_points(pairs: list[Pair], carbon_intensity: float | None = None) -> list[Point]:
     points: list[Point] = []
     for pair in pairs:
         for name, curve in pair.curves.items():
@@ -210,6 +232,7 @@ def join_points(pairs: list[Pair]) -> list[Point]:
                         gpu_memory_bytes=base.hardware.gpu_memory_bytes,
                         throughput_campaign=pair.throughput.name,
                         optimizer_campaign=pair.optimizer.name,
+                        **energy.point_energy(base, P, carbon_intensity),
                     )
                 )
     return points
@@ -251,8 +274,12 @@ def recommendations(pairs: list[Pair]) -> dict[str, Recommendation]:
     )
 
 
-def project(pairs: list[Pair], tokens_per_update: int | None = None) -> Projection:
-    points = join_points(pairs)
+def project(
+    pairs: list[Pair], tokens_per_update: int | None = None, *, carbon_intensity: float | None = None
+) -> Projection:
+    """`carbon_intensity`: the user's grid figure (gCO2e/kWh) for the emissions of the projected
+    energy; without it there are none."""
+    points = join_points(pairs, carbon_intensity)
     recommended = recommendations(pairs)
     models: list[str] = []
     contexts: list[int] = []
@@ -290,7 +317,13 @@ def project(pairs: list[Pair], tokens_per_update: int | None = None) -> Projecti
     tpu = tokens_per_update or choose_tokens_per_update(points, [c.curve for c in curves])
     comparison = {(p.model, p.context): p for p in points if p.tokens_per_update == tpu}
     return Projection(
-        points=points, curves=curves, models=models, contexts=contexts, tokens_per_update=tpu, comparison=comparison
+        points=points,
+        curves=curves,
+        models=models,
+        contexts=contexts,
+        tokens_per_update=tpu,
+        comparison=comparison,
+        carbon_intensity=carbon_intensity,
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from throughput_report import figures, provenance, tables
 from throughput_report.checks import run_checks
+from throughput_report.energy import energy_absent
 from throughput_report.inputs import Refused, ReportCampaign, load_campaign
 from throughput_report.pairing import pair_campaigns
 from throughput_report.pdf import Context, build_pdf
@@ -74,6 +75,7 @@ def build_report(
     *,
     tokens_per_update: int | None = None,
     allow_test_worker: bool = False,
+    carbon_intensity: float | None = None,
 ) -> BuiltReport:
     throughput, optimizer, out = [Path(p) for p in throughput], [Path(p) for p in optimizer], Path(out)
     if len(throughput) != len(optimizer) or not throughput:
@@ -93,9 +95,14 @@ def build_report(
     banner = provenance.worker_banner(tc + oc, allow_test_worker=allow_test_worker)
     pairs = pair_campaigns(tc, oc)
     tally = run_checks(pairs)
-    projection = project(pairs, tokens_per_update)
+    projection = project(pairs, tokens_per_update, carbon_intensity=carbon_intensity)
     if tokens_per_update and not projection.comparison:
         raise Refused(f"--tokens-per-update {tokens_per_update}: no fitting point has B·L = {tokens_per_update}")
+    if carbon_intensity is not None and not projection.energy:
+        raise Refused(
+            f"--carbon-intensity {carbon_intensity:g}: no baseline worker of these campaigns measured energy "
+            f"({energy_absent(pairs)}); there is no energy to turn into emissions"
+        )
 
     hash_text, digests = _hash_lines([c for pair in pairs for c in (pair.throughput, pair.optimizer)])
     inputs_digest = hashlib.sha256(hash_text.encode()).hexdigest()

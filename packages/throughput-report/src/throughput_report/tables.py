@@ -8,6 +8,7 @@ from dataclasses import fields
 
 import msgspec
 
+from throughput_report.energy import CARBON_FIELDS, ENERGY_FIELDS, fmt_co2e, fmt_kwh
 from throughput_report.projections import Point, Projection
 
 GIB = 1024**3
@@ -34,7 +35,31 @@ def fmt_pct(share: float) -> str:
 
 
 def key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
-    """Page 1: every curve at its fastest stable batch (primary: uninstrumented baseline)."""
+    """Page 1: every curve at its fastest stable batch (primary: uninstrumented baseline),
+    with the projected run's energy where the campaigns measured it."""
+    header, rows = _key_table(projection)
+    if not projection.energy:
+        return header, rows
+    carbon = projection.carbon_intensity is not None
+    header += ["E = 20·P·J/tok\n/ 3.6e6", "Window range\nof E"] + (["CO2e\nE·G"] if carbon else [])
+    for curve, row in zip(projection.curves, rows, strict=True):
+        p = curve.best
+        row += _energy_cells(p) if p is not None else [""] * (3 if carbon else 2)
+        if carbon and p is not None:
+            row.append(fmt_co2e(p.projected_co2e_kg) if p.projected_co2e_kg is not None else "–")
+    return header, rows
+
+
+def _energy_cells(p: Point) -> list[str]:
+    if p.projected_kwh is None or p.projected_kwh_lowest_window is None or p.projected_kwh_highest_window is None:
+        return ["not measured", "–"]
+    return [
+        fmt_kwh(p.projected_kwh),
+        f"{fmt_kwh(p.projected_kwh_lowest_window)} – {fmt_kwh(p.projected_kwh_highest_window)}",
+    ]
+
+
+def _key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
     header = [
         "Model",
         "Params P",
@@ -154,10 +179,21 @@ def comparison_table(projection: Projection) -> tuple[list[str], list[list[str]]
     return header, rows
 
 
+def columns(points: list[Point]) -> list[str]:
+    """The joined data's columns: energy only where some point measured it, emissions only
+    with a carbon intensity, so that campaigns without energy give the data they always did."""
+    left = set()
+    if all(p.joules_per_token is None for p in points):
+        left |= set(ENERGY_FIELDS)
+    if all(p.projected_co2e_kg is None for p in points):
+        left |= set(CARBON_FIELDS)
+    return [f.name for f in fields(Point) if f.name not in left]
+
+
 def points_csv(points: list[Point], banner: str = "") -> str:
     """One row a point; a test worker's banner is a column of every row, so that no row
     copied out of the file can pass for a measurement."""
-    names = [f.name for f in fields(Point)]
+    names = columns(points)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*names, "test_worker"] if banner else names)
@@ -186,11 +222,17 @@ def points_json(projection: Projection, inputs: dict) -> bytes:
         }
         for c in projection.curves
     ]
+    names = columns(projection.points)
     doc = {
         "tokens_per_parameter": 20,
         "context_comparison_tokens_per_update": projection.tokens_per_update,
+        **(
+            {"carbon_intensity_g_co2e_per_kwh": projection.carbon_intensity}
+            if projection.carbon_intensity is not None and projection.energy
+            else {}
+        ),
         "inputs": inputs,
         "curves": curves,
-        "points": [p.row() for p in projection.points],
+        "points": [{n: getattr(p, n) for n in names} for p in projection.points],
     }
     return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"

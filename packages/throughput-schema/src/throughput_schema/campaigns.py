@@ -51,6 +51,9 @@ class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
     elapsed: str = ""
     comment: str = ""
     node_list: str = ""
+    # Joules the job used, where the site runs an AcctGatherEnergyType plugin; "" or "0"
+    # where it does not ("" also in receipts recorded before this was asked).
+    consumed_energy_raw: str = ""
 
 
 class Receipt(_Record, frozen=True):

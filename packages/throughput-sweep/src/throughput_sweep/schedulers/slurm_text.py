@@ -58,6 +58,7 @@ SACCT_FIELDS = (
     "Elapsed",
     "Comment",
     "NodeList",
+    "ConsumedEnergyRaw",
 )
 _ROW_FIELDS = (
     "job_id",
@@ -74,6 +75,7 @@ _ROW_FIELDS = (
     "elapsed",
     "comment",
     "node_list",
+    "consumed_energy_raw",
 )
 # squeue: job id, state, reason, name; the name goes last (it may hold any character
 # but a newline; our tokens are plain, but a foreign job's name must not break parsing).
