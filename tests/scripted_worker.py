@@ -27,8 +27,8 @@ scripted clock, read by the real protocol around setup (modelled as 0.1 s) and e
 the result's energy comes from `tiny_llm.summary.energy_summary` as in the real worker: raw
 readings per window, median joules per token, mean power, setup energy, `power_limit_watts`
 (entry or plan, default 700), the "span" interval with --optimizer-timing. The source names
-this test meter, never NVML. Without watts the result has energy None and
-`energy_unavailable` gives the reason, as on the CPU; so do failed points.
+this test meter, never NVML. Without watts (or with `--energy off`) the result has energy
+None and `energy_unavailable` gives the reason, as on the CPU; so do failed points.
 
 Records have the real worker's shape and arithmetic, but never pass for a measurement:
 each names this module as its worker, and its hardware fields say it is a scripted test
@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), default=getattr(DEFAULT, name)
         )
     parser.add_argument("--optimizer-timing", action="store_true")
+    parser.add_argument("--energy", choices=("auto", "off"), default="auto")
     args = parser.parse_args(argv)
 
     if args.request is not None:
@@ -201,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     found = re.search(r"attempt-(\d+)", str(args.output))
     attempt = int(found.group(1)) if found else None
     entry = plan_for(model, context, batch, attempt, args.optimizer_timing)
+    no_counter = NO_WATTS
+    if args.energy == "off":
+        entry.pop("watts", None)
+        no_counter = "energy counter turned off (--energy off)"
     outcome = entry["outcome"]
     mode = "optimizer-timing" if args.optimizer_timing else "throughput"
     protocol = protocol_record(recipe, opts)
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_peaks = MemoryPeaks(allocated_bytes=mem, reserved_bytes=int(mem * 1.1))
 
     def fail(out, kind: str, **extra) -> int:
-        reason = NO_WATTS if "watts" not in entry else f"the point was not measured to the end ({kind})"
+        reason = no_counter if "watts" not in entry else f"the point was not measured to the end ({kind})"
         result = WorkerResult(
             outcome=out, finished_at=_now(), exit_code=EXIT_CODES[kind], energy_unavailable=reason, **common, **extra
         )
@@ -271,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if "watts" in entry:
         meter = ScriptedMeter(runner, float(entry["watts"]), float(entry.get("power_limit_watts", 700.0)))
     measurement = Measurement(
-        tokens_per_update=tokens, meter=meter, energy_unavailable="" if meter is not None else NO_WATTS
+        tokens_per_update=tokens, meter=meter, energy_unavailable="" if meter is not None else no_counter
     )
     # Setup (compile and capture), read as the real worker reads it.
     setup_start = measurement.read_energy("before setup")
