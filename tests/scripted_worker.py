@@ -20,6 +20,16 @@ nonfinite (5), crash (exit 1 without a result), sleep (for timeouts), allocate (
 instrumented run's wall time over the baseline's, default 1.03), and an entry or the plan
 `rate` (a factor on the modelled tokens/s, default 1: a re-measurement that came out faster).
 
+Energy: an entry or the plan may set `watts` (e.g. {"default": "ok", "watts": 600}, or
+{"points": {"20m-c512-b8": {"outcome": "ok", "watts": 450}}}); the most specific wins. With
+watts, the run has a planned meter, a counter in millijoules that rises by `watts` times the
+scripted clock, read by the real protocol around setup (modelled as 0.1 s) and every window;
+the result's energy comes from `tiny_llm.summary.energy_summary` as in the real worker: raw
+readings per window, median joules per token, mean power, setup energy, `power_limit_watts`
+(entry or plan, default 700), the "span" interval with --optimizer-timing. The source names
+this test meter, never NVML. Without watts (or with `--energy off`) the result has energy
+None and `energy_unavailable` gives the reason, as on the CPU; so do failed points.
+
 Records have the real worker's shape and arithmetic, but never pass for a measurement:
 each names this module as its worker, and its hardware fields say it is a scripted test
 worker, naming no real GPU (so it has no MFU). The
@@ -46,11 +56,12 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
+from throughput_schema.energy import EnergySource
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
-from tiny_llm.summary import optimizer_summary, throughput_summary, write_bursts
+from tiny_llm.summary import energy_summary, optimizer_summary, throughput_summary, write_bursts
 from tiny_llm.worker_cli import DEFAULT, PROTOCOL_FLAGS
 
 PLAN_ENV = "SCRIPTED_WORKER_PLAN"
@@ -63,6 +74,11 @@ GIB = 1024**3
 TEST_HARDWARE = "scripted test worker (no GPU)"
 HARDWARE_GPU = (TEST_HARDWARE, int(140.4 * GIB))
 SCRIPTED_GPU_UUID = "GPU-00000000-0000-0000-0000-5c41f7ed0001"
+SCRIPTED_METER = "scripted test meter"
+NO_WATTS = "no energy counter: the scripted test worker's plan gives no watts"
+# The scripted counter's reading when the run starts (a real counter counts from driver load).
+METER_START_MJ = 5_000_000_000
+SETUP_SECONDS = 0.1
 
 
 def _now() -> str:
@@ -84,6 +100,9 @@ def plan_for(model: str, context: int, batch: int, attempt: int | None, optimize
     entry = dict(entry)
     entry.setdefault("seconds", plan.get("ok_seconds", 0.2))
     entry.setdefault("rate", plan.get("rate", 1.0))
+    for key in ("watts", "power_limit_watts"):
+        if key not in entry and key in plan:
+            entry[key] = plan[key]
     return entry
 
 
@@ -138,6 +157,22 @@ class ScriptedRunner:
         return graph_ms, optimizer_ms
 
 
+class ScriptedMeter:
+    """The protocol's meter with planned power: millijoules = start + watts × the scripted clock."""
+
+    def __init__(self, runner: ScriptedRunner, watts: float, power_limit: float) -> None:
+        self.runner, self.watts, self.limit = runner, watts, power_limit
+
+    def read(self) -> int:
+        return METER_START_MJ + round(self.watts * self.runner.now * 1000.0)
+
+    def power_limit_watts(self) -> float | None:
+        return self.limit
+
+    def source(self) -> EnergySource:
+        return EnergySource(counter=SCRIPTED_METER, device_index=0, device_name=TEST_HARDWARE)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripted_worker")
     parser.add_argument("command", choices=["benchmark-throughput-worker"])
@@ -150,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), default=getattr(DEFAULT, name)
         )
     parser.add_argument("--optimizer-timing", action="store_true")
+    parser.add_argument("--energy", choices=("auto", "off"), default="auto")
     args = parser.parse_args(argv)
 
     if args.request is not None:
@@ -166,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     found = re.search(r"attempt-(\d+)", str(args.output))
     attempt = int(found.group(1)) if found else None
     entry = plan_for(model, context, batch, attempt, args.optimizer_timing)
+    no_counter = NO_WATTS
+    if args.energy == "off":
+        entry.pop("watts", None)
+        no_counter = "energy counter turned off (--energy off)"
     outcome = entry["outcome"]
     mode = "optimizer-timing" if args.optimizer_timing else "throughput"
     protocol = protocol_record(recipe, opts)
@@ -195,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_peaks = MemoryPeaks(allocated_bytes=mem, reserved_bytes=int(mem * 1.1))
 
     def fail(out, kind: str, **extra) -> int:
-        result = WorkerResult(outcome=out, finished_at=_now(), exit_code=EXIT_CODES[kind], **common, **extra)
+        reason = no_counter if "watts" not in entry else f"the point was not measured to the end ({kind})"
+        result = WorkerResult(
+            outcome=out, finished_at=_now(), exit_code=EXIT_CODES[kind], energy_unavailable=reason, **common, **extra
+        )
         write_atomic(args.output, result)
         return EXIT_CODES[kind]
 
@@ -229,7 +272,16 @@ def main(argv: list[str] | None = None) -> int:
         opt_wobble=0.2 if outcome == "optimizer_unstable" else 0.01,
         nonfinite_window=0 if outcome == "nonfinite" else None,
     )
-    measurement = Measurement(tokens_per_update=tokens)
+    meter = None
+    if "watts" in entry:
+        meter = ScriptedMeter(runner, float(entry["watts"]), float(entry.get("power_limit_watts", 700.0)))
+    measurement = Measurement(
+        tokens_per_update=tokens, meter=meter, energy_unavailable="" if meter is not None else no_counter
+    )
+    # Setup (compile and capture), read as the real worker reads it.
+    setup_start = measurement.read_energy("before setup")
+    runner.now += SETUP_SECONDS
+    setup_mj = (setup_start, measurement.read_energy("after setup"))
     memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
     try:
         measure(
@@ -244,16 +296,24 @@ def main(argv: list[str] | None = None) -> int:
         return fail(
             NonFinite(phase=exc.phase, window=exc.window, message=str(exc)),
             "nonfinite",
-            setup_seconds=0.1,
+            setup_seconds=SETUP_SECONDS,
             setup_updates=SETUP_UPDATES,
             calibration=measurement.calibration,
             windows=list(measurement.windows),
             memory=memory,
         )
     timing = optimizer_summary(measurement, opts, separate_step_ms=None) if args.optimizer_timing else None
+    energy, energy_unavailable = energy_summary(
+        measurement,
+        meter.source() if meter is not None else None,
+        optimizer_timing=args.optimizer_timing,
+        power_limit_watts=meter.power_limit_watts() if meter is not None else None,
+        setup_mj=setup_mj,
+        setup_seconds=SETUP_SECONDS,
+    )
     result = WorkerResult(
         outcome=Ok(),
-        setup_seconds=0.1,
+        setup_seconds=SETUP_SECONDS,
         calibration=measurement.calibration,
         windows=list(measurement.windows),
         throughput=throughput_summary(measurement, recipe, opts, hw),
@@ -265,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
         finished_at=_now(),
         setup_updates=SETUP_UPDATES,
+        energy=energy,
+        energy_unavailable=energy_unavailable,
         **common,
     )
     if timing is not None:

@@ -17,6 +17,15 @@ the sum of its bursts' times; its optimizer (graph) ms is the burst samples weig
 by burst update count. Extra windows are added when throughput or optimizer CV
 exceeds the threshold.
 
+Energy: where the measurement has a meter (`tiny_llm.energy_meter`), its counter is read
+just before each window's timer starts and right after the synchronisation that closes it
+(no other host synchronisation), with the wall interval between the two reads; the window
+keeps the raw readings and `throughput_schema.energy.derive_window`'s figures. In optimizer
+timing the reads bracket the whole span of the window's bursts, event reads included, and
+the interval is that span ("span" in the result), not the sum of the bursts. A read that
+fails stops the reading: the point then has no energy at all (every window's is dropped)
+and `energy_unavailable` says where and why; the throughput measurement goes on.
+
 The loop talks to a `Runner` (run N updates, synchronise, check the state, read
 events) and a clock, so tests drive it with controlled times.
 """
@@ -32,7 +41,9 @@ import msgspec
 
 from throughput_schema import BurstSample, Calibration, Recipe, Window
 from throughput_schema import Protocol as ProtocolRecord
+from throughput_schema.energy import derive_window
 from tiny_llm import stats
+from tiny_llm.energy_meter import Meter
 
 
 class Runner(TypingProtocol):
@@ -80,6 +91,29 @@ class Measurement:
     windows: list[Window] = field(default_factory=list)
     bursts: list[BurstSample] = field(default_factory=list)
     burst_updates: int = 0
+    # The energy counter, read around each window; None where there is none, the reason in
+    # energy_unavailable (also set, and the meter dropped, when a read fails).
+    meter: Meter | None = None
+    energy_unavailable: str = ""
+
+    def read_energy(self, where: str) -> int | None:
+        """The counter (millijoules), or None where there is no meter or a read failed."""
+        if self.meter is None:
+            return None
+        try:
+            return int(self.meter.read())
+        except Exception as exc:  # noqa: BLE001 - a failed read ends the energy, not the measurement
+            self.energy_failed(where, exc)
+            return None
+
+    def energy_failed(self, where: str, exc: BaseException) -> None:
+        text = str(exc).strip().splitlines()
+        self.energy_unavailable = (
+            f"the energy counter failed {where} ({type(exc).__name__}: {text[0] if text else ''}); "
+            "the point has no energy"
+        )
+        self.meter = None
+        self.windows = [msgspec.structs.replace(w, energy=None) for w in self.windows]
 
     def rates(self) -> list[float]:
         return [stats.window_rate(w.updates, w.seconds, self.tokens_per_update) for w in self.windows]
@@ -147,7 +181,9 @@ def measure(
 
     def window(index: int) -> None:
         nonlocal expected
+        start_mj = measurement.read_energy(f"at the start of window {index}")
         if optimizer_timing:
+            span_start = clock()
             total = 0.0
             for size in stats.split_bursts(n, measurement.burst_updates):
                 t0 = clock()
@@ -162,14 +198,24 @@ def measure(
                     )
                 )
             seconds = total
+            end_mj = measurement.read_energy(f"at the end of window {index}") if start_mj is not None else None
+            interval = clock() - span_start
         else:
             t0 = clock()
             runner.run(n)
             runner.sync()
             seconds = clock() - t0
+            end_mj = measurement.read_energy(f"at the end of window {index}") if start_mj is not None else None
+            interval = clock() - t0
         expected += n
         counter = check("measurement", index)
-        measurement.windows.append(Window(updates=n, seconds=seconds, counter_after=counter))
+        energy = None
+        if start_mj is not None and end_mj is not None:
+            try:
+                energy = derive_window(start_mj, end_mj, interval, n * measurement.tokens_per_update)
+            except ZeroDivisionError as exc:  # a clock that did not advance between the reads
+                measurement.energy_failed(f"in window {index}", exc)
+        measurement.windows.append(Window(updates=n, seconds=seconds, counter_after=counter, energy=energy))
 
     for i in range(opts.windows):
         window(i)

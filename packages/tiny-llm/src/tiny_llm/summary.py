@@ -5,6 +5,8 @@ token and MFU (with the peak from `throughput_schema.gpus.PEAK_BF16`). `optimize
 window's optimizer and graph ms (burst samples weighted by burst update count), their
 median, CV, and the optimizer's share of instrumented wall time and of graph time.
 `write_bursts` keeps the raw burst samples beside the result (`throughput_schema.layout.bursts_path`).
+`energy_summary`: the result's energy from the windows' counter readings
+(`throughput_schema.energy.summarize`), or None and the reason there is none.
 
 Kept apart from `worker` (which needs torch) so that test doubles of the worker can
 produce records with exactly the real worker's arithmetic.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import Hardware, OptimizerTiming, Protocol, Recipe, Throughput, write_atomic
+from throughput_schema.energy import Energy, EnergySource, summarize
 from throughput_schema.layout import bursts_path, encode_bursts
 from throughput_schema.recipe import flops_per_token
 from tiny_llm import hardware, stats
@@ -71,3 +74,34 @@ def optimizer_summary(m: Measurement, opts: Protocol, *, separate_step_ms: float
 def write_bursts(output: str | Path, timing: OptimizerTiming) -> Path:
     """The raw burst samples, one JSON object a line, written atomically beside `output`."""
     return write_atomic(bursts_path(output), encode_bursts(timing.bursts))
+
+
+def energy_summary(
+    m: Measurement,
+    source: EnergySource | None,
+    *,
+    optimizer_timing: bool,
+    power_limit_watts: float | None = None,
+    setup_mj: tuple[int | None, int | None] = (None, None),
+    setup_seconds: float | None = None,
+) -> tuple[Energy | None, str]:
+    """(energy, "") where every window has counter readings, else (None, the reason).
+
+    `setup_mj` is the counter read before and after setup (compile and capture);
+    the setup energy is None where either read is missing."""
+    windows = [w.energy for w in m.windows]
+    if m.energy_unavailable or source is None:
+        return None, m.energy_unavailable or "no energy counter"
+    if not windows or any(w is None for w in windows):
+        return None, "no window has energy counter readings"
+    start, end = setup_mj
+    setup_joules = (end - start) / 1000.0 if start is not None and end is not None else None
+    energy = summarize(
+        [w for w in windows if w is not None],
+        source,
+        power_limit_watts=power_limit_watts,
+        setup_joules=setup_joules,
+        setup_seconds=setup_seconds if setup_joules is not None else None,
+        interval="span" if optimizer_timing else "window",
+    )
+    return energy, ""

@@ -21,6 +21,13 @@ atomically and before the result, beside it (`throughput_schema.layout.bursts_pa
 `bursts.jsonl` when the output is named `result.json` (the campaign layout), else
 `<output stem>.bursts.jsonl`; one `BurstSample` JSON object a line, equal to the
 result's `optimizer_timing.bursts`. A failed run writes no bursts file.
+
+Energy (`tiny_llm.energy_meter`, `--energy auto`): the GPU's counter is read around setup
+(compile and capture) and around every window (`tiny_llm.protocol`); a measured result
+carries `energy` (`throughput_schema.energy.summarize`: median joules per token, mean power,
+power limit, setup energy, the counter's source). Without a counter (the CPU, NVML missing,
+a driver without it, `--energy off`, a read that failed) `energy` is None and
+`energy_unavailable` says why; so too for a failed point, whose windows keep their readings.
 """
 
 from __future__ import annotations
@@ -54,9 +61,10 @@ from throughput_schema import (
 )
 from throughput_schema.recipe import flops_per_token, parameter_count
 from tiny_llm import hardware, stats
+from tiny_llm.energy_meter import open_meter
 from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
-from tiny_llm.summary import MFU_FORMULA, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
+from tiny_llm.summary import MFU_FORMULA, energy_summary, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
 from tiny_llm.update import ParameterCountMismatch
 
 
@@ -67,6 +75,7 @@ class WorkerOptions:
     device: str = "auto"  # auto | cuda | cpu
     compile_mode: str | None = None
     kernels: Kernels = Kernels()  # speed variants; recorded in the result, "auto" resolved
+    energy: str = "auto"  # auto: read the GPU's energy counter where there is one | off
 
 
 def resolve_device(name: str) -> torch.device:
@@ -164,7 +173,15 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
 
     protocol = protocol_record(recipe, opts)
     hw = hardware.collect(device)
-    measurement = Measurement(tokens_per_update=tokens_per_update)
+    try:
+        meter, no_energy = open_meter(device, options.energy)
+    except Exception as exc:  # noqa: BLE001 - no counter is a result without energy, not a failed point
+        meter, no_energy = None, f"the energy counter could not be opened: {_one_line(exc)}"
+    source = meter.source() if meter is not None else None
+    power_limit = meter.power_limit_watts() if meter is not None else None
+    measurement = Measurement(tokens_per_update=tokens_per_update, meter=meter, energy_unavailable=no_energy)
+    setup_mj: tuple[int | None, int | None] = (None, None)
+    energy, energy_unavailable = None, no_energy
     setup_seconds = None
     memory = None
     throughput = None
@@ -179,6 +196,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
 
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
+        setup_start_mj = measurement.read_energy("before setup")
         t0 = time.perf_counter()
         built = build(
             recipe,
@@ -192,6 +210,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         if cuda:
             torch.cuda.synchronize()
         setup_seconds = time.perf_counter() - t0
+        setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
         if cuda:
             setup_peaks = _peaks(device)
             memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
@@ -210,6 +229,14 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         throughput = summarise(measurement, recipe, opts, hw, fpt)
         if options.optimizer_timing:
             timing = optimizer_summary(measurement, opts, separate_step_ms=_separate_step_ms(built))
+        energy, energy_unavailable = energy_summary(
+            measurement,
+            source,
+            optimizer_timing=options.optimizer_timing,
+            power_limit_watts=power_limit,
+            setup_mj=setup_mj,
+            setup_seconds=setup_seconds,
+        )
         outcome = Ok()
     except BaseException as exc:  # noqa: BLE001 - every failure must still produce a result file
         if isinstance(exc, KeyboardInterrupt):
@@ -233,6 +260,9 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
             except Exception:  # noqa: BLE001
                 pass
     kind = outcome_kind(outcome)
+    if kind != "ok":
+        energy = None
+        energy_unavailable = measurement.energy_unavailable or f"the point was not measured to the end ({kind})"
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,
@@ -253,6 +283,8 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
         setup_updates=built.setup_updates if built is not None else 0,
         kernels=_kernels_record(options, built, device),
         worker=WorkerIdentity(module=tiny_llm.__name__, version=tiny_llm.__version__),
+        energy=energy,
+        energy_unavailable=energy_unavailable,
     )
     if timing is not None:
         # Raw burst samples beside the result (bursts.jsonl for result.json), written

@@ -58,6 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="time ArenaAdamW.step inside the update in bursts: three external CUDA events in the update graph (host clock readings on the CPU)",
     )
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="default: cuda if available")
+    from tiny_llm.energy_meter import ENERGY_MODES
+
+    p.add_argument(
+        "--energy",
+        choices=ENERGY_MODES,
+        default="auto",
+        help="auto: read the GPU's energy counter (NVML) around setup and each window, where there is "
+        "one; off: do not read it (the result says energy null, turned off)",
+    )
     p.add_argument(
         "--compile-mode",
         default=None,
@@ -195,6 +204,7 @@ def main(args: argparse.Namespace) -> int:
         device=args.device,
         compile_mode=args.compile_mode,
         kernels=kernels,
+        energy=args.energy,
     )
     result = run_worker(recipe, args.output, options)
     print(summary_line(result, args.output))
@@ -263,4 +273,14 @@ def summary_line(result, output: Path) -> str:
             f"; optimizer {o.optimizer_ms:.3f} ms/update (CV {o.optimizer_cv:.2%}{sep}), "
             f"{o.share_of_wall:.1%} of wall, {o.share_of_graph:.1%} of graph"
         )
-    return f"{text}; result: {output}"
+    return f"{text}; {energy_text(result)}; result: {output}"
+
+
+def energy_text(result) -> str:
+    """The summary line's energy: joules per token and mean power, or why there is none."""
+    e = result.energy
+    if e is None:
+        return f"energy n/a ({result.energy_unavailable or 'not recorded'})"
+    limit = f", limit {e.power_limit_watts:.0f} W" if e.power_limit_watts is not None else ""
+    span = " over the bursts' span" if e.interval == "span" else ""
+    return f"energy {e.joules_per_token:.4g} J/token, {e.mean_watts:.0f} W mean{span}{limit}"
