@@ -157,8 +157,13 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=print) -> WorkerResult:
-    """Measure one point and write its result to `output`; never raises for measurement failures."""
+def run_worker(
+    recipe: Recipe, output: Path, options: WorkerOptions, *, log=print, open_energy_meter=None
+) -> WorkerResult:
+    """Measure one point and write its result to `output`; never raises for measurement failures.
+
+    `open_energy_meter(device, mode) -> (meter, reason)` replaces `open_meter` (a check that
+    logs the reads, a test's planned meter)."""
     started_at = _now()
     opts = options.protocol
     device = resolve_device(options.device)
@@ -174,7 +179,7 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, log=prin
     protocol = protocol_record(recipe, opts)
     hw = hardware.collect(device)
     try:
-        meter, no_energy = open_meter(device, options.energy)
+        meter, no_energy = (open_energy_meter or open_meter)(device, options.energy)
     except Exception as exc:  # noqa: BLE001 - no counter is a result without energy, not a failed point
         meter, no_energy = None, f"the energy counter could not be opened: {_one_line(exc)}"
     source = meter.source() if meter is not None else None
