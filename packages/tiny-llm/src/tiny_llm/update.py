@@ -5,7 +5,9 @@ zero the gradient arena, BF16-autocast forward and cross-entropy, backward,
 ArenaAdamW.step (clip + AdamW + counters). There is no gradient accumulation: the
 micro-batch is the optimizer batch. On CUDA the model is `torch.compile`d and the
 whole update is captured as one CUDA graph (see `graph.py`); on CPU the same
-update runs eagerly (backend "cpu-eager"), so CI exercises the same logic.
+update runs eagerly (backend "cpu-eager"), so CI exercises the same logic. A CPU
+without native BF16 matrix units runs it in FP32 (backend "cpu-eager-fp32",
+`autocast_dtype`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,23 @@ from tiny_llm.kernels import Kernels
 from tiny_llm.model import Transformer, build_model
 
 PhaseHook = Callable[[str], None]
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """BF16 wherever the hardware multiplies BF16 natively, else None (FP32, no autocast).
+
+    On a CPU without AVX512-BF16 or AMX, PyTorch's BF16 matmul is a fallback that ran 175x
+    slower than FP32 on the CI machine's AVX2 cores (a 128x128 by 128x8192 product: 456 ms
+    against 2.6 ms), which turned the CPU quick start from minutes into a quarter of an hour.
+    The CPU is for trying the tool and for tests, never for the GPU figures, so it runs FP32
+    there and the backend says so."""
+    if device.type != "cpu":
+        return torch.bfloat16
+    try:
+        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN: assume the fallback
+        native = False
+    return torch.bfloat16 if native else None
 
 
 class ParameterCountMismatch(RuntimeError):
@@ -78,6 +97,7 @@ class Update:
         self.inputs, self.targets = torch.empty_like(inputs), torch.empty_like(targets)
         self.loss = torch.zeros((), device=inputs.device, dtype=torch.float32)
         self.device_type = inputs.device.type
+        self.autocast = autocast_dtype(inputs.device)
 
     def __call__(self) -> None:
         if self.events:
@@ -85,7 +105,7 @@ class Update:
         self.inputs.copy_(self.source_inputs, non_blocking=True)
         self.targets.copy_(self.source_targets, non_blocking=True)
         self.optimizer.zero_grad()
-        with torch.autocast(self.device_type, dtype=torch.bfloat16):
+        with torch.autocast(self.device_type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
             loss = self.model_fn(self.inputs, self.targets)
         loss.backward()
         self.loss.copy_(loss.detach())
@@ -184,9 +204,10 @@ def build(
     elif timing_events:
         events = tuple(HostEvent() for _ in range(3))
     update = Update(model_fn, optimizer, inputs, targets, events=events)
-    backend = (
-        ("cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager") if cuda else "cpu-eager"
-    )
+    if cuda:
+        backend = "cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager"
+    else:
+        backend = "cpu-eager" if update.autocast is not None else "cpu-eager-fp32"
     built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels, parameters=parameters)
     if use_graph:
         from tiny_llm.graph import capture_update
