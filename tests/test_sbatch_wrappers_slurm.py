@@ -180,7 +180,14 @@ def test_a_job_that_ran_without_a_receipt_keeps_the_campaign_incomplete_until_it
         assert f"1 job(s) ran without a receipt, so the campaign is not complete: {named}" in resumed.stderr
         assert f"reconcile --output {out} --token TOKEN --job-id ID" in resumed.stderr
 
-        [ran] = [r["job_id"] for r in sacct_jobs(since) if r["name"] == token and r["state"] == "COMPLETED"]
+        # The job writes its result before it exits: sacct records it COMPLETED a moment later.
+        def completed() -> list[str]:
+            return [r["job_id"] for r in sacct_jobs(since) if r["name"] == token and r["state"] == "COMPLETED"]
+
+        try:
+            [ran] = wait_for(completed, 60, "sacct to record the job that ran as COMPLETED")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; sacct has {sacct_jobs(since)}") from None
         assert len(held_jobs([token])) == 1
         done = sweep("reconcile", "--output", out, "--token", token, "--job-id", ran)
         assert done.returncode == 0, done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -126,6 +127,26 @@ def test_cancel(tmp_path):
         return status
 
     assert anyio.run(main).state == "CANCELLED"
+
+
+def test_cancel_before_the_wrapper_has_its_handlers_is_cancelled(tmp_path):
+    """On a loaded machine cancel's SIGTERM can reach the wrapper while Python still starts,
+    before it handles signals: the wrapper dies without an end record, and the job is still
+    CANCELLED (the scheduler asked for it), not NODE_FAIL. A slow interpreter makes it certain."""
+    job = script(tmp_path / "a", "sleep 60")
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 5\nexec "{sys.executable}" "$@"\n')
+    slow.chmod(0o755)
+
+    async def main():
+        sched = LocalScheduler.for_campaign(PROFILE, tmp_path, gpus=[], kill_wait_seconds=1, python=str(slow))
+        job_id = await sched.submit(job, token="t", workdir=job.parent)
+        await anyio.sleep(0.3)
+        await sched.cancel(job_id)
+        return await wait_finished(sched, job_id)
+
+    status = anyio.run(main)
+    assert status.state == "CANCELLED", status
 
 
 def test_slots_per_gpu_and_waiting_for_a_free_slot(tmp_path):

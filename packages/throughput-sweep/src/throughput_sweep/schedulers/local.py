@@ -122,6 +122,10 @@ class LocalScheduler:
     def _end_path(self, job_id: str) -> Path:
         return end_path(self.jobs_dir, job_id)
 
+    def _cancel_path(self, job_id: str) -> Path:
+        """Written by `cancel` before its SIGTERM: a wrapper gone without an end is then CANCELLED."""
+        return self.jobs_dir / f"{job_id}.cancelled"
+
     def _load(self, job_id: str) -> LocalJob | None:
         path = self._job_path(job_id)
         if not path.exists():
@@ -158,14 +162,21 @@ class LocalScheduler:
         end = self._load_end(job.job_id)  # written just before the wrapper exited?
         if end is not None:
             return end
+        if self._cancel_path(job.job_id).exists():
+            # cancel's SIGTERM reached the wrapper before it had set its handlers (a loaded
+            # machine starting Python), so it never started the job's script.
+            state, message = "CANCELLED", "cancelled before the job's wrapper had started its script"
+        else:
+            state = "NODE_FAIL"
+            message = "the job's wrapper process is gone without an end record (machine restarted or wrapper killed)"
         end = LocalEnd(
             job_id=job.job_id,
-            state="NODE_FAIL",
+            state=state,
             exit_code="0:0",
             start=job.submitted_at,
             end=stamp(),
             elapsed_seconds=0.0,
-            message="the job's wrapper process is gone without an end record (machine restarted or wrapper killed)",
+            message=message,
         )
         write_atomic(self._end_path(job.job_id), end)
         return end
@@ -284,6 +295,7 @@ class LocalScheduler:
             raise QueryFailed(str(exc)) from None
         if job is None or not self._running(job):
             return
+        self._cancel_path(job.job_id).touch()
         try:
             os.kill(job.wrapper_pid, signal.SIGTERM)
         except ProcessLookupError:
