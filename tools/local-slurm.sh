@@ -489,6 +489,9 @@ JobAcctGatherFrequency=30
 # Scheduling: start jobs within a second of sbatch.
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1,sched_min_interval=0
+# First in, first out, named: it is 22.05's default, but 24.11's is priority/multifactor
+# (usage counted every 5 minutes). The budget tests switch it (priority-set).
+PriorityType=priority/basic
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1024
@@ -848,32 +851,37 @@ cmd_dbd_set() {
 
 # cmd_priority_set: allocation budgets (GrpTRESMins, GrpTRESRunMins) act only where the
 # multifactor plugin counts usage, every PriorityCalcPeriod: `multifactor` turns it on with
-# a one-minute period, `basic` restores the file `start` wrote. A changed PriorityType needs
-# a slurmctld restart; running and queued jobs survive it (clients retry for those seconds).
-PRIORITY_MARK="# --- priority-set (tests): removed by priority-set basic ---"
+# a one-minute period, `basic` restores the line `start` wrote. It checks what slurmctld runs,
+# not only the file (24.11 runs multifactor, every 5 minutes, where the file names no
+# PriorityType). A changed PriorityType needs a slurmctld restart; running and queued jobs
+# survive it (clients retry for those seconds).
+# priority_runs TYPE [PERIOD]: slurmctld runs PriorityType TYPE (and PriorityCalcPeriod PERIOD).
+priority_runs() {
+    scontrol show config 2>/dev/null | awk -F' *= *' -v t="$1" -v p="${2:-}" '
+        $1 == "PriorityType" {type = $2} $1 == "PriorityCalcPeriod" {period = $2}
+        END {exit !(type == t && (p == "" || period == p))}'
+}
 cmd_priority_set() {
-    local conf="$SLURM_CONF_FILE" kept want
+    local conf="$SLURM_CONF_FILE" want period edit
     [[ -f "$conf" ]] || die "no $conf: start first"
     case "${1:-}" in
-    multifactor) want=priority/multifactor ;;
-    basic) want=priority/basic ;;
+    multifactor) want=priority/multifactor period=00:01:00 ;;
+    basic) want=priority/basic period="" ;;
     *) die "usage: $0 priority-set multifactor|basic" ;;
     esac
-    if [[ "$(scontrol show config 2>/dev/null | awk -F' = ' '/^PriorityType /{print $2}')" == "$want" ]]; then
-        return 0
-    fi
-    kept="$(sed "/^$PRIORITY_MARK\$/,\$d" "$conf")"
-    {
-        printf '%s\n' "$kept"
-        if [[ "$want" == priority/multifactor ]]; then
-            printf '%s\n' "$PRIORITY_MARK" "PriorityType=$want" "PriorityCalcPeriod=1"
-        fi
-    } >"$conf.tmp"
+    if priority_runs "$want" "$period"; then return 0; fi
+    # In place of start's line, so that `basic` gives back the very file start wrote (a file
+    # written before start named a PriorityType gets one at its end).
+    grep -q '^PriorityType=' "$conf" || echo "PriorityType=$want" >>"$conf"
+    edit=(-e '/^PriorityCalcPeriod=/d' -e '/^# --- priority-set (tests)/d' -e "s|^PriorityType=.*|PriorityType=$want|")
+    if [[ -n "$period" ]]; then edit+=(-e '/^PriorityType=/a PriorityCalcPeriod=1'); fi
+    sed "${edit[@]}" "$conf" >"$conf.tmp"
     mv "$conf.tmp" "$conf"
     stop_pidfile slurmctld "$RUN/slurmctld.pid"
     start_slurmctld
     wait_for_node
-    log "PriorityType=$want"
+    priority_runs "$want" "$period" || die "slurmctld does not run PriorityType=$want ${period} after its restart"
+    log "PriorityType=$want${period:+, PriorityCalcPeriod=$period}"
 }
 
 cmd_env() {
