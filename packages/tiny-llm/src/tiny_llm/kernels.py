@@ -13,7 +13,13 @@ says how it was produced.
   in torch 2.11, whose backward took 2.7x its forward at 250m); the others pin one
   backend with `torch.nn.attention.sdpa_kernel`, which torch.compile traces (dynamo
   records the backend switch in the graph, so the compiled forward and backward use
-  the pinned kernel and the CUDA graph replays it).
+  the pinned kernel and the CUDA graph replays it). "fa4" is FlashAttention-4's Hopper
+  kernels (`tiny_llm.fa4_attention`, the optional `tiny-llm[fa4]` extra) as custom ops the
+  compiled graph and the CUDA graph keep: q, k and v stay in the projection's (B, T, H, D)
+  layout, RoPE and the q/k norm are applied there, and k, v with fewer heads are read as they
+  are. Per call on the H200 (2026-12-03, causal BF16 against cuDNN), its backward took 0.77-0.82x
+  cuDNN's time at contexts 2048-4096; its forward was equal there and 1.36x slower at context
+  512. Not a default: "auto" keeps PyTorch's choice until the whole update is measured with it.
 - `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits
@@ -61,7 +67,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from throughput_schema import ModelConfig
 
-ATTENTION = ("auto", "flash", "cudnn", "efficient", "math")
+ATTENTION = ("auto", "flash", "cudnn", "efficient", "math", "fa4")
 CROSS_ENTROPY = ("default", "chunked", "triton")
 SWIGLU = ("auto", "default", "triton")
 NORM = ("default", "triton")
@@ -98,6 +104,11 @@ class Kernels:
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.attention == "fa4" and self.rope == "triton":
+            raise ValueError(
+                "attention='fa4' rotates q and k in FA4's (B, T, H, D) layout and rope='triton' writes "
+                "(B, H, T, D): choose one"
+            )
         if self.ce_chunk_tokens < 1:
             raise ValueError(f"ce_chunk_tokens must be >= 1, got {self.ce_chunk_tokens}")
 
@@ -121,7 +132,7 @@ class Kernels:
 
     def sdpa_backends(self) -> list | None:
         """The backends `sdpa_kernel` allows, or None to leave PyTorch's choice alone."""
-        if self.attention == "auto":
+        if self.attention in ("auto", "fa4"):  # fa4 does not go through SDPA
             return None
         from torch.nn.attention import SDPBackend
 

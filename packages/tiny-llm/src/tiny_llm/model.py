@@ -73,7 +73,7 @@ def llama3_inv_freq(inv_freq: torch.Tensor, s: Llama3RopeScaling) -> torch.Tenso
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x: (B, H, T, D); cos/sin: (T, D). Rotation in FP32 then back: the tables are FP32
+    # x: (B, H, T, D) with cos/sin (T, D), or (B, T, H, D) with cos/sin (T, 1, D). Rotation in FP32 then back: the tables are FP32
     # and rotating BF16 values directly would round the angles' products twice.
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
@@ -104,6 +104,17 @@ def load_triton(field: str, device: torch.device, cfg: ModelConfig | None = None
         return getattr(importlib.import_module(module), name)
     except ImportError as exc:
         raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
+
+
+def load_fa4(device: torch.device, cfg: ModelConfig):
+    """FlashAttention-4's causal attention (`tiny_llm.fa4_attention`), or a one-line error
+    where it cannot run here."""
+    from tiny_llm.fa4_attention import attention, unavailable
+
+    reason = unavailable(torch.device(device), cfg.head_dim)
+    if reason is not None:
+        raise RuntimeError(reason)
+    return attention
 
 
 def triton_imports() -> bool:
@@ -140,9 +151,12 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         # None: the split and `apply_rope` below, fused by inductor when compiled.
         self.rope = load_triton("rope", self.qkv.weight.device, cfg) if kernels.rope == "triton" else None
+        self.fa4 = load_fa4(self.qkv.weight.device, cfg) if kernels.attention == "fa4" else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
+        if self.fa4 is not None:
+            return self.proj(self.fa4(*self.rotated_bthd(x, cos, sin)).reshape(B, T, -1))
         if self.rope is not None:
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
         else:
@@ -164,6 +178,17 @@ class Attention(nn.Module):
             with sdpa_kernel(self.sdpa_backends):
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+    def rotated_bthd(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """q and k normed (if so) and rotated, and v, in the projection's (B, T, H, D) layout, as
+        FA4 reads them: no transpose. q and k come out of inductor's fused RoPE as new tensors; v
+        stays a strided view of the projection's output, which the kernel reads in place."""
+        B, T, _ = x.shape
+        q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, D): the same angle for every head
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
 class SwiGLU(nn.Module):

@@ -1,0 +1,98 @@
+"""FlashAttention-4's causal attention (`flash-attn-4`, CuTe-DSL kernels for Hopper) as two
+`torch.library` custom ops, so that torch.compile keeps it in one graph and the complete
+update's CUDA graph captures it.
+
+Called directly, `flash_attn_func` breaks dynamo's graph (its fake-mode check cannot be
+traced); behind custom ops with fake implementations, dynamo treats each kernel as one opaque
+call whose output shapes and strides it knows. The fakes promise contiguous outputs, and the
+real ops return contiguous tensors, so inductor never reads a layout other than the one it
+planned for.
+
+Tensors are (batch, tokens, heads, head_dim), the layout the QKV projection produces; k and v
+may have fewer heads than q (grouped-query attention: the kernel reads each kv head for its
+group of query heads, nothing is repeated). The optional `tiny-llm[fa4]` extra installs the
+package; this module imports it only when an op first runs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# What the SM90 kernels take (flash_attn.cute.interface._validate_head_dims): 8-256, a multiple
+# of 8 for BF16's 16-byte alignment.
+HEAD_DIMS = range(8, 257, 8)
+
+
+def unavailable(device: torch.device, head_dim: int) -> str | None:
+    """Why FA4 cannot run here (one line), or None where it can."""
+    if device.type != "cuda":
+        return f"Kernels(attention='fa4') needs a CUDA GPU, not {device.type}"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 9:
+        return (
+            f"Kernels(attention='fa4') runs FlashAttention-4's Hopper kernels (compute capability 9.x); "
+            f"this GPU is {major}.{minor}: use attention=auto"
+        )
+    if head_dim not in HEAD_DIMS:
+        return f"Kernels(attention='fa4') takes head_dim 8-256 in steps of 8, not {head_dim}: use attention=auto"
+    try:
+        import flash_attn.cute.interface  # noqa: F401
+    except ImportError as exc:
+        return (
+            f"Kernels(attention='fa4') needs flash-attn-4, which does not import here ({exc}): "
+            "install tiny-llm's fa4 extra (uv sync --extra fa4)"
+        )
+    return None
+
+
+@torch.library.custom_op("tiny_llm::fa4_forward", mutates_args=())
+def fa4_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention's output (B, T, H, D) and its log-sum-exp (B, H, T) in FP32."""
+    from flash_attn.cute.interface import _flash_attn_fwd
+
+    out, lse, *_ = _flash_attn_fwd(q, k, v, causal=True, return_lse=True)
+    return out.contiguous(), lse.contiguous()
+
+
+@fa4_forward.register_fake
+def _fa4_forward_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    B, T, H, _ = q.shape
+    return q.new_empty((B, T, H, v.shape[-1])), q.new_empty((B, H, T), dtype=torch.float32)
+
+
+@torch.library.custom_op("tiny_llm::fa4_backward", mutates_args=())
+def fa4_backward(
+    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of causal attention, from the forward's inputs, output and log-sum-exp."""
+    from flash_attn.cute.interface import _flash_attn_bwd
+
+    dq, dk, dv = _flash_attn_bwd(q, k, v, out, dout, lse, causal=True)[:3]
+    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+
+
+@fa4_backward.register_fake
+def _fa4_backward_fake(
+    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+
+
+def _backward(ctx, dout: torch.Tensor, _dlse: torch.Tensor | None):
+    # The log-sum-exp is an output only for the backward's sake; nothing downstream uses it.
+    q, k, v, out, lse = ctx.saved_tensors
+    return fa4_backward(dout, q, k, v, out, lse)
+
+
+fa4_forward.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention of (B, T, H, D) q and (B, T, H_kv, D) k, v: (B, T, H, D)."""
+    return fa4_forward(q, k, v)[0]

@@ -1,0 +1,124 @@
+"""GPU tests of `Kernels(attention="fa4")` (H200): FlashAttention-4's forward and gradients
+against SDPA pinned to cuDNN, with as many and with fewer kv heads; the model compiled with
+fullgraph; the captured complete update against the eager default.
+
+Skipped without CUDA, a Hopper GPU or flash-attn-4 (the `tiny-llm[fa4]` extra).
+Run with: pytest packages/tiny-llm/tests/test_cuda_fa4.py
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from throughput_schema.recipe import load_recipe
+
+
+def _why_not() -> str | None:
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU"
+    from tiny_llm.fa4_attention import unavailable
+
+    return unavailable(torch.device("cuda"), 64)
+
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))]
+
+ROOT = Path(__file__).resolve().parents[3]
+CUDA = torch.device("cuda")
+
+
+def _cudnn(q, k, v):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        y = F.scaled_dot_product_attention(
+            *(t.transpose(1, 2) for t in (q, k, v)), is_causal=True, enable_gqa=k.shape[2] != q.shape[2]
+        )
+    return y.transpose(1, 2)
+
+
+def _reference(q, k, v):
+    # FP32 math on the same inputs: the yardstick for how far each BF16 kernel may stray.
+    k, v = (t.float().repeat_interleave(q.shape[2] // t.shape[2], dim=2) for t in (k, v))
+    y = F.scaled_dot_product_attention(q.float().transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+    return y.transpose(1, 2)
+
+
+@pytest.mark.parametrize(("B", "T", "H", "H_kv", "D"), [(2, 512, 8, 8, 64), (2, 1024, 8, 2, 64), (1, 512, 4, 4, 128)])
+def test_forward_and_gradients_match_cudnn(B, T, H, H_kv, D):
+    from tiny_llm.fa4_attention import attention
+
+    torch.manual_seed(0)
+    q = torch.randn(B, T, H, D, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(B, T, H_kv, D, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(B, T, H_kv, D, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    dout = torch.randn(B, T, H, D, device=CUDA, dtype=torch.bfloat16)
+    results = {}
+    for name, fn in (("fa4", attention), ("cudnn", _cudnn), ("fp32", _reference)):
+        y = fn(q, k, v)
+        dq, dk, dv = torch.autograd.grad(y, (q, k, v), dout.to(y.dtype))
+        results[name] = [t.float() for t in (y, dq, dk, dv)]
+    for i, what in enumerate(("output", "dq", "dk", "dv")):
+        ref = results["fp32"][i]
+        fa4_err = (results["fa4"][i] - ref).abs().max().item()
+        cudnn_err = (results["cudnn"][i] - ref).abs().max().item()
+        print(f"{what}: fa4 {fa4_err:.4g}, cudnn {cudnn_err:.4g} from FP32")
+        # FA4 may stray from FP32 no more than twice as far as cuDNN does, with a BF16 floor.
+        assert fa4_err <= max(2 * cudnn_err, 0.02), (what, fa4_err, cudnn_err)
+
+
+def _recipe(**overrides):
+    sets = [
+        "model.context_length=512",
+        "training.micro_batch_size=4",
+        "training.batch_tokens=2048",
+        "model.n_layers=4",
+        *(f"model.{k}={v}" for k, v in overrides.items()),
+    ]
+    return load_recipe(ROOT / "configs" / "20m.yaml", sets)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 1}], ids=["mha", "mqa"])
+def test_compiled_model_with_fa4_matches_cudnn(overrides):
+    """fullgraph=True: the custom ops keep the graph whole; loss and gradients as with cuDNN."""
+    from tiny_llm.kernels import Kernels
+    from tiny_llm.model import build_model
+
+    recipe = _recipe(**overrides)
+    tokens = torch.randint(0, recipe.model.vocab_size, (4, 513), device=CUDA)
+    losses, grads = {}, {}
+    for name in ("fa4", "cudnn"):
+        model = build_model(recipe.model, CUDA, seed=0, kernels=Kernels(attention=name))
+        step = torch.compile(model, fullgraph=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step(tokens[:, :-1], tokens[:, 1:])
+        loss.backward()
+        losses[name] = loss.item()
+        grads[name] = torch.cat([p.grad.float().flatten() for p in model.parameters()])
+    print(losses)
+    assert abs(losses["fa4"] - losses["cudnn"]) < 2e-3 * abs(losses["cudnn"])
+    rel = ((grads["fa4"] - grads["cudnn"]).norm() / grads["cudnn"].norm()).item()
+    assert rel < 0.02, rel
+
+
+def test_captured_update_with_fa4_matches_the_default():
+    """The complete update (compile and CUDA graph) with FA4 follows the eager default's losses."""
+    from tiny_llm.kernels import Kernels
+    from tiny_llm.update import build
+
+    recipe = _recipe()
+    fa4 = build(recipe, CUDA, kernels=Kernels(attention="fa4"))
+    eager = build(recipe, CUDA, compile_model=False, use_graph=False)
+    for _ in range(fa4.setup_updates):
+        eager.run()
+    losses_f, losses_e = [], []
+    for _ in range(6):
+        fa4.run()
+        eager.run()
+        losses_f.append(fa4.update.loss.item())
+        losses_e.append(eager.update.loss.item())
+    assert fa4.backend == "cuda-graph"
+    print(f"loss fa4 {losses_f} eager {losses_e}")
+    torch.testing.assert_close(torch.tensor(losses_f), torch.tensor(losses_e), rtol=2e-2, atol=2e-2)
