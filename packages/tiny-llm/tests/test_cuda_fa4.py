@@ -88,12 +88,13 @@ def test_compiled_model_with_fa4_matches_cudnn(overrides):
 
     recipe = _recipe(**overrides)
     tokens = torch.randint(0, recipe.model.vocab_size, (4, 513), device=CUDA)
+    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     losses, grads = {}, {}
     for name in ("fa4", "cudnn"):
         model = build_model(recipe.model, CUDA, seed=0, kernels=Kernels(attention=name))
         step = torch.compile(model, fullgraph=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step(tokens[:, :-1], tokens[:, 1:])
+            loss = step(inputs, targets)
         loss.backward()
         losses[name] = loss.item()
         grads[name] = torch.cat([p.grad.float().flatten() for p in model.parameters()])

@@ -19,7 +19,8 @@ says how it was produced.
   layout, RoPE and the q/k norm are applied there, and k, v with fewer heads are read as they
   are. Per call on the H200 (2026-12-03, causal BF16 against cuDNN), its backward took 0.77-0.82x
   cuDNN's time at contexts 2048-4096; its forward was equal there and 1.36x slower at context
-  512. Not a default: "auto" keeps PyTorch's choice until the whole update is measured with it.
+  512. Not a default: the first whole-update measurement read 0.967x at 250m@2048x16 and 1.003x
+  at 250m@4096x8 (benchmarks/results/h200-20261204-fa4/), so "auto" keeps PyTorch's choice.
 - `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits

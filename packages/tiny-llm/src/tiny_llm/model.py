@@ -160,15 +160,7 @@ class Attention(nn.Module):
         if self.rope is not None:
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
         else:
-            if self.grouped:
-                q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
-            else:
-                # The same tensors as the split, but compiled the split made the 250m@2048x16
-                # update 5.4% slower on the H200 (docs/performance.md, issue 32).
-                q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
-            if self.q_norm is not None and self.k_norm is not None:
-                q, k = self.q_norm(q), self.k_norm(k)
-            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+            q, k, v = (t.transpose(1, 2) for t in self.heads(x))  # (B, H, T, D)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
@@ -179,14 +171,24 @@ class Attention(nn.Module):
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
 
-    def rotated_bthd(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """q and k normed (if so) and rotated, and v, in the projection's (B, T, H, D) layout, as
-        FA4 reads them: no transpose. q and k come out of inductor's fused RoPE as new tensors; v
-        stays a strided view of the projection's output, which the kernel reads in place."""
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v as (B, T, heads, D) views of the projection's output, q and k normed (if so)."""
         B, T, _ = x.shape
-        q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
+        if self.grouped:
+            q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
+        else:
+            # The same tensors as the split, but compiled the split made the 250m@2048x16
+            # update 5.4% slower on the H200 (docs/performance.md, issue 32).
+            q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
+
+    def rotated_bthd(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """q and k rotated, and v, in the projection's (B, T, H, D) layout, as FA4 reads them: no
+        transpose. q and k come out of inductor's fused RoPE as new tensors; v stays a strided
+        view of the projection's output, which the kernel reads in place."""
+        q, k, v = self.heads(x)
         cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, D): the same angle for every head
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
