@@ -4,14 +4,19 @@
 # working tree), so it travels in two halves, in calls on the same warm machine (ignored folders:
 # .fa4a/part.aa and .fa4b/part.ab from `split -b 46000000`, the other wheels in .fa4w/):
 #   part a: keep the carried half in /tmp/fa4 (carry .fa4a, then again carrying .fa4b);
-#   part b: join the halves, install every wheel into /tmp/site (carry .fa4w), then measure:
-#           the GPU tests of the kernel (test_cuda_fa4.py), variants.py's equality yardstick
-#           (baseline, repeat, attn-fa4) at 250m@2048x16, and peers.py's "ours" with the
-#           default attention and with fa4 at POINTS (default 250m@2048x16 250m@4096x8);
-#   part c: peers.py only, default and fa4, at POINTS (a later call on the same machine).
+#   part b: join the halves, install every wheel into /tmp/site (carry .fa4w and .whl), then measure:
+#           the GPU tests of the kernel (test_cuda_fa4.py), profiles of the update with the
+#           default attention and with fa4 at 250m@2048x16, peers.py's "ours" with each at POINTS
+#           (default 250m@2048x16 250m@4096x8), and variants.py's equality yardstick (baseline,
+#           repeat, attn-fa4) at 250m@2048x16;
+#   part c: peers.py only, default and fa4, at POINTS (installing as part b does where not yet done);
+#   part d: variants.py's equality yardstick (as in part b), the guide's worker command with each
+#           attention, setup time at 500m@4096x16 with the optimizer-timing worker with each, then
+#           the levers on top of fa4 (peers.py with fa4 and the Triton cross-entropy, then with fa4
+#           and the Triton norm, at POINTS).
 # Usage: tools/h200-fa4.sh PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
 set -uo pipefail
-part=${1:?part: a, b or c}
+part=${1:?part: a, b, c or d}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-540}
 points=${4:-"250m@2048x16 250m@4096x8"}
@@ -23,7 +28,8 @@ if [[ $part == a ]]; then
   exit
 fi
 source tools/gpu-env.sh
-if [[ $part == b ]]; then
+# Parts b, c and d install the wheels where they are carried and not yet installed on this machine.
+if [[ -d .fa4w && ! -d /tmp/site/flash_attn ]]; then
   [[ -f /tmp/fa4/part.aa && -f /tmp/fa4/part.ab ]] || { echo "no /tmp/fa4/part.aa and part.ab: the machine was given back since part a; run both part a calls again" >&2; exit 2; }
   cat /tmp/fa4/part.aa /tmp/fa4/part.ab >"$wheel"
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$wheel" .fa4w/*.whl || exit 2
@@ -38,15 +44,45 @@ log="$out/log.txt"
 # Each command is written beside its output, so the JSON can be committed with how it was made.
 run() { local name=$1; shift; echo "== $name: $*" >> "$log"; timeout "$(left)" "$@" >> "$log" 2>&1; echo "== $name rc=$? at ${SECONDS}s" >> "$log"; }
 B=packages/tiny-llm/benchmarks
-# shellcheck disable=SC2086
-peers() {
-  run "peers default" python3 $B/peers.py --cases ours --points $points --output "$out/peers-default.json"
-  run "peers fa4" python3 $B/peers.py --cases ours --points $points --kernel attention=fa4 --output "$out/peers-fa4.json"
+point() {  # model context batch: the recipe overrides of one point, as the campaign sets them
+  echo "--config configs/$1.yaml --set model.context_length=$2 --set training.micro_batch_size=$3" \
+    "--set training.batch_tokens=$(($2 * $3)) --set optimizer.lr=0.001 --set optimizer.beta2=0.99"
 }
-if [[ $part == b ]]; then
-  run "GPU tests of fa4" timeout 180 python3 -m pytest packages/tiny-llm/tests/test_cuda_fa4.py -q -s -p no:cacheprovider
+# shellcheck disable=SC2086
+peers() {  # name, then --kernel choices
+  local name=$1; shift
+  run "peers $name" python3 $B/peers.py --cases ours --points $points "$@" --output "$out/peers-$name.json"
+}
+case $part in
+b)
+  run "GPU tests of fa4" timeout 240 python3 -m pytest packages/tiny-llm/tests/test_cuda_fa4.py -q -s -p no:cacheprovider
+  run "profile default 250m@2048x16" python3 $B/profile_update.py --point 250m@2048x16 --output "$out/profile-default.json"
+  run "profile fa4 250m@2048x16" python3 $B/profile_update.py --point 250m@2048x16 --kernel attention=fa4 --output "$out/profile-fa4.json"
+  peers default
+  peers fa4 --kernel attention=fa4
   run "variants 250m@2048x16" python3 $B/variants.py --quick --points 250m@2048x16 --cases baseline repeat attn-fa4 \
     --budget-seconds 150 --output "$out/variants-fa4.json"
-fi
-peers
+  ;;
+c)
+  peers default
+  peers fa4 --kernel attention=fa4
+  ;;
+d)
+  run "variants 250m@2048x16" python3 $B/variants.py --quick --points 250m@2048x16 --cases baseline repeat attn-fa4 \
+    --budget-seconds 150 --output "$out/variants-fa4.json"
+  for attention in auto fa4; do  # the guide's worker command (250m@2048x8, 5 windows of 10 s)
+    # shellcheck disable=SC2046
+    run "guide worker --attention-backend $attention" python3 -m tiny_llm benchmark-throughput-worker $(point 250m 2048 8) \
+      --output "$out/guide-250m-c2048x8-$attention.json" --warmup 20 --windows 5 --window-seconds 10 --attention-backend $attention
+  done
+  for attention in fa4 auto; do  # setup (compile, capture) of the optimizer-timing worker at 500m@4096x16
+    # shellcheck disable=SC2046
+    run "optimizer timing 500m@4096x16 --attention-backend $attention" python3 -m tiny_llm benchmark-throughput-worker \
+      $(point 500m 4096 16) --optimizer-timing --output "$out/timing-500m-c4096x16-$attention.json" \
+      --warmup 5 --windows 2 --window-seconds 5 --attention-backend $attention
+  done
+  peers fa4-ce-triton --kernel attention=fa4 --kernel cross_entropy=triton
+  peers fa4-norm-triton --kernel attention=fa4 --kernel norm=triton
+  ;;
+esac
 grep -v '^\s*$' "$log" | tail -n 60

@@ -105,21 +105,31 @@ def test_compiled_model_with_fa4_matches_cudnn(overrides):
 
 
 def test_captured_update_with_fa4_matches_the_default():
-    """The complete update (compile and CUDA graph) with FA4 follows the eager default's losses."""
+    """The complete update (compile and CUDA graph) with FA4 follows the captured default's
+    losses and weights over five updates after setup. The next one is chaotic for this small
+    recipe: on the H200 (2026-12-04) the ninth loss was 8.31 with FA4, 9.00 with the default and
+    8.77 eager, each a different rounding amplified by Adam, while the five before agreed within
+    0.03. The eager losses are printed beside them."""
     from tiny_llm.kernels import Kernels
     from tiny_llm.update import build
 
     recipe = _recipe()
-    fa4 = build(recipe, CUDA, kernels=Kernels(attention="fa4"))
-    eager = build(recipe, CUDA, compile_model=False, use_graph=False)
-    for _ in range(fa4.setup_updates):
-        eager.run()
-    losses_f, losses_e = [], []
-    for _ in range(6):
-        fa4.run()
-        eager.run()
-        losses_f.append(fa4.update.loss.item())
-        losses_e.append(eager.update.loss.item())
-    assert fa4.backend == "cuda-graph"
-    print(f"loss fa4 {losses_f} eager {losses_e}")
-    torch.testing.assert_close(torch.tensor(losses_f), torch.tensor(losses_e), rtol=2e-2, atol=2e-2)
+    runs = {
+        "fa4": build(recipe, CUDA, kernels=Kernels(attention="fa4")),
+        "default": build(recipe, CUDA),
+        "eager": build(recipe, CUDA, compile_model=False, use_graph=False),
+    }
+    for _ in range(runs["fa4"].setup_updates):
+        runs["eager"].run()
+    losses: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(5):
+        for name, built in runs.items():
+            built.run()
+            losses[name].append(built.update.loss.item())
+    assert runs["fa4"].backend == runs["default"].backend == "cuda-graph"
+    init = build(recipe, CUDA, compile_model=False, use_graph=False).optimizer.params
+    fa4, default = runs["fa4"].optimizer.params, runs["default"].optimizer.params
+    diff, moved = (fa4 - default).norm().item(), (default - init).norm().item()
+    print(f"losses {losses}; weights fa4 - default {diff:.3e}, moved {moved:.3e}")
+    torch.testing.assert_close(torch.tensor(losses["fa4"]), torch.tensor(losses["default"]), rtol=2e-2, atol=2e-2)
+    assert moved > 0 and diff < 0.25 * moved, (diff, moved)
