@@ -137,12 +137,22 @@ OLD_KERNELS = {
         (OLD_KERNELS, None),  # old against old
         ({**OLD_KERNELS, "swiglu": "default"}, None),  # a missing swiglu is "default"
         ({**OLD_KERNELS, "swiglu": "default", "norm": "default", "rope": "default"}, None),  # so are norm and rope
+        ({**OLD_KERNELS, "attention": "sdpa"}, None),  # an old "auto" attention ran SDPA's choice
+        (
+            {**OLD_KERNELS, "attention": "fa4"},
+            (
+                "attention=sdpa, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
+                "optimizer=fused, rope=default, swiglu=default",
+                "attention=fa4, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
+                "optimizer=fused, rope=default, swiglu=default",
+            ),
+        ),
         (
             {**OLD_KERNELS, "optimizer": "triton", "swiglu": "triton"},
             (
-                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
+                "attention=sdpa, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
                 "optimizer=fused, rope=default, swiglu=default",
-                "attention=auto, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
+                "attention=sdpa, compile_mode=default, cross_entropy=default, inductor_tuning=default, norm=default, "
                 "optimizer=triton, rope=default, swiglu=triton",
             ),
         ),

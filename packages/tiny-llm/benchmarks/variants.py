@@ -90,6 +90,7 @@ CASES = {
     "attn-efficient": Kernels(attention="efficient"),
     "attn-math": Kernels(attention="math"),  # the unfused reference kernel (CPU smoke tests)
     "attn-fa4": Kernels(attention="fa4"),  # FlashAttention-4 (the tiny-llm[fa4] extra, Hopper only)
+    "attn-sdpa": Kernels(attention="sdpa"),  # PyTorch's SDPA choice, the default where FA4 is not
     "ce-chunked": Kernels(cross_entropy="chunked"),
     "ce-triton": Kernels(cross_entropy="triton"),  # loss and gradient in one Triton pass (issue 27)
     "swiglu-default": Kernels(swiglu="default"),  # inductor's fusion, the default before issue 20

@@ -71,11 +71,12 @@ def test_cli_flags_recorded_in_result(tmp_path, capsys):
 def test_cli_defaults_recorded(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
-    # "auto" is recorded as the kernels that ran: on the CPU the pure-tensor optimizer and the
-    # (eager) inductor SwiGLU, as before the Triton kernels became the defaults on CUDA.
-    assert read(out, WorkerResult).kernels == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
+    # "auto" is recorded as the kernels that ran: on the CPU the pure-tensor optimizer, the
+    # (eager) inductor SwiGLU and PyTorch's SDPA choice.
+    ran = {**Kernels().record(), "attention": "sdpa", "optimizer": "tensor", "swiglu": "default"}
+    assert read(out, WorkerResult).kernels == ran
     line = capsys.readouterr().out  # the automatic choices are not flagged as variants
-    assert "optimizer=" not in line and "swiglu=" not in line
+    assert "optimizer=" not in line and "swiglu=" not in line and "attention=" not in line
 
 
 @pytest.mark.parametrize(

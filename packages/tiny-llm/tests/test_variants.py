@@ -212,14 +212,16 @@ def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert default_kernel(cpu, torch.float32) == "tensor" and resolve_swiglu("auto", cpu) == "default"
-    assert automatic_kernels("cpu") == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
+    cfg = tiny().model
+    automatic = {**Kernels().record(), "attention": "sdpa"}
+    assert automatic_kernels("cpu", cfg) == {**automatic, "optimizer": "tensor", "swiglu": "default"}
     for imports, optimizer, swiglu in ((True, "triton", "triton"), (False, "fused", "default")):
         monkeypatch.setattr(triton_adamw, "available", lambda imports=imports: imports)
         monkeypatch.setattr(model_mod, "triton_imports", lambda imports=imports: imports)
         assert default_kernel(cuda, torch.float32) == optimizer
         assert default_kernel(cuda, torch.float64) == "tensor"  # fused and triton need FP32 arenas
         assert resolve_swiglu("auto", cuda) == swiglu
-        assert automatic_kernels("cuda") == {**Kernels().record(), "optimizer": optimizer, "swiglu": swiglu}
+        assert automatic_kernels("cuda", cfg) == {**automatic, "optimizer": optimizer, "swiglu": swiglu}
         for choice in ("default", "triton"):  # explicit choices stand
             assert resolve_swiglu(choice, cuda) == resolve_swiglu(choice, cpu) == choice
     # Even where triton imports, the CPU model keeps inductor's (here eager) SwiGLU.
@@ -233,11 +235,19 @@ def test_failed_build_records_the_resolved_kernels(tmp_path):
     from tiny_llm.worker import WorkerOptions, _kernels_record
 
     opts = WorkerOptions(compile_mode="max-autotune")
-    record = _kernels_record(opts, None, torch.device("cpu"))
-    assert record == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default", "compile_mode": "max-autotune"}
-    explicit = WorkerOptions(kernels=Kernels(optimizer="compiled", swiglu="triton"))
-    assert _kernels_record(explicit, None, torch.device("cpu"))["optimizer"] == "compiled"
-    assert _kernels_record(explicit, None, torch.device("cpu"))["swiglu"] == "triton"
+    cfg, cpu = tiny().model, torch.device("cpu")
+    record = _kernels_record(opts, None, cpu, cfg)
+    assert record == {
+        **Kernels().record(),
+        "attention": "sdpa",
+        "optimizer": "tensor",
+        "swiglu": "default",
+        "compile_mode": "max-autotune",
+    }
+    explicit = WorkerOptions(kernels=Kernels(optimizer="compiled", swiglu="triton", attention="cudnn"))
+    assert _kernels_record(explicit, None, cpu, cfg)["optimizer"] == "compiled"
+    assert _kernels_record(explicit, None, cpu, cfg)["swiglu"] == "triton"
+    assert _kernels_record(explicit, None, cpu, cfg)["attention"] == "cudnn"
 
 
 # ------------------------------------------------------------------------------ GPU
@@ -368,10 +378,11 @@ def test_variants_benchmark_smoke_on_cpu(tmp_path):
         == 0
     )
     cases = json.loads(out.read_text())["points"][0]["cases"]
-    # Each case records the kernels that ran: on the CPU, "auto" is the tensor optimizer and the
-    # inductor SwiGLU.
+    # Each case records the kernels that ran: on the CPU, "auto" is the tensor optimizer, the
+    # inductor SwiGLU and PyTorch's SDPA choice.
     assert cases["baseline"]["ok"]
-    assert cases["baseline"]["kernels"] == {**Kernels().record(), "optimizer": "tensor", "swiglu": "default"}
+    ran = {**Kernels().record(), "attention": "sdpa", "optimizer": "tensor", "swiglu": "default"}
+    assert cases["baseline"]["kernels"] == ran
     # The kernels the Triton ones replaced as defaults on CUDA stay measurable.
     assert bench.CASES["opt-fused"] == Kernels(optimizer="fused")
     assert bench.CASES["swiglu-default"] == Kernels(swiglu="default")

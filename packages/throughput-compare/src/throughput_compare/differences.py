@@ -44,6 +44,9 @@ def _hardware(a: Campaign, b: Campaign) -> list[Difference]:
 # (`swiglu` was recorded only when not "default" until the Triton SwiGLU became the default
 # on CUDA; results since record it always, resolved; `norm` and `rope` came later).
 KERNEL_FIELD_DEFAULTS = {"swiglu": "default", "norm": "default", "rope": "default"}
+# Recorded values that name what ran under another name since: `attention` "auto" was recorded
+# unresolved until "auto" could pick FlashAttention-4, and then it was PyTorch's SDPA choice.
+KERNEL_VALUE_ALIASES = {("attention", "auto"): "sdpa"}
 
 
 def _kernels(a: Campaign, b: Campaign) -> list[Difference]:
@@ -51,6 +54,7 @@ def _kernels(a: Campaign, b: Campaign) -> list[Difference]:
         kernels = dict(p.result.kernels)
         if kernels:  # an empty record (from before kernels were recorded) reads "default"
             kernels = {**KERNEL_FIELD_DEFAULTS, **kernels}
+            kernels = {k: KERNEL_VALUE_ALIASES.get((k, v), v) for k, v in kernels.items()}
         return ", ".join(f"{k}={v}" for k, v in sorted(kernels.items())) or "default"
 
     va, vb = _values(a, pick), _values(b, pick)

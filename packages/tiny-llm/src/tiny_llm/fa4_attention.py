@@ -16,7 +16,13 @@ package; this module imports it only when an op first runs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from throughput_schema import ModelConfig
+    from tiny_llm.kernels import Kernels
 
 # What the SM90 kernels take (flash_attn.cute.interface._validate_head_dims): 8-256, a multiple
 # of 8 for BF16's 16-byte alignment.
@@ -27,14 +33,18 @@ def unavailable(device: torch.device, head_dim: int) -> str | None:
     """Why FA4 cannot run here (one line), or None where it can."""
     if device.type != "cuda":
         return f"Kernels(attention='fa4') needs a CUDA GPU, not {device.type}"
+    if not torch.cuda.is_available():
+        return "Kernels(attention='fa4') needs a CUDA GPU, and none is available here"
     major, minor = torch.cuda.get_device_capability(device)
     if major != 9:
         return (
             f"Kernels(attention='fa4') runs FlashAttention-4's Hopper kernels (compute capability 9.x); "
-            f"this GPU is {major}.{minor}: use attention=auto"
+            f"this GPU is {major}.{minor}: use attention=auto or sdpa"
         )
     if head_dim not in HEAD_DIMS:
-        return f"Kernels(attention='fa4') takes head_dim 8-256 in steps of 8, not {head_dim}: use attention=auto"
+        return (
+            f"Kernels(attention='fa4') takes head_dim 8-256 in steps of 8, not {head_dim}: use attention=auto or sdpa"
+        )
     try:
         import flash_attn.cute.interface  # noqa: F401
     except ImportError as exc:
@@ -43,6 +53,27 @@ def unavailable(device: torch.device, head_dim: int) -> str | None:
             "install tiny-llm's fa4 extra (uv sync --extra fa4)"
         )
     return None
+
+
+# "auto" picks FA4 from this context up. On the H200 (2026-12-04, benchmarks/results/
+# h200-20261204b-fa4/) the whole update was faster with FA4 at every point measured, contexts
+# 512-4096: 1.010x at 20m@512x64, 1.014x at 90m@1024x64, 1.024x at 500m@2048x16 and 250m@2048x64,
+# 1.027x at 250m@2048x16, 1.031x for the guide's 250m@2048x8, 1.055x at 250m@4096x8. Shorter
+# contexts were not measured, so "auto" keeps PyTorch's SDPA choice there. The rule reads the
+# context alone, so every batch of one curve runs the same kernel.
+FA4_MIN_CONTEXT = 512
+
+
+def resolve_attention(kernels: Kernels, device: torch.device, cfg: ModelConfig) -> str:
+    """`kernels.attention` as it runs for this model on `device`: "auto" is "fa4" on a Hopper GPU
+    where flash-attn-4 imports, for a head size it takes and a context of at least
+    `FA4_MIN_CONTEXT` (and not beside rope="triton", which writes another layout), else "sdpa"
+    (PyTorch's choice among its SDPA kernels, cuDNN on Hopper)."""
+    if kernels.attention != "auto":
+        return kernels.attention
+    if kernels.rope == "triton" or cfg.context_length < FA4_MIN_CONTEXT:
+        return "sdpa"
+    return "sdpa" if unavailable(torch.device(device), cfg.head_dim) is not None else "fa4"
 
 
 @torch.library.custom_op("tiny_llm::fa4_forward", mutates_args=())

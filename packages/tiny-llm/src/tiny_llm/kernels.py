@@ -6,21 +6,23 @@ the Triton optimizer and SwiGLU kernels are the defaults on CUDA since issue 20'
 measurements (benchmarks/results/h200-20261130-triton-kernels/: each won at every preset),
 and the kernels they replaced stay selectable (`optimizer="fused"`, `swiglu="default"`).
 The worker records `Kernels.record()` in its result (`WorkerResult.kernels`), with the
-"auto" choices (`optimizer`, `swiglu`) resolved to the kernel that ran, so every figure
+"auto" choices (`attention`, `optimizer`, `swiglu`) resolved to the kernel that ran, so every figure
 says how it was produced.
 
-- `attention`: which SDPA kernel may run. "auto" lets PyTorch choose (cuDNN on Hopper
-  in torch 2.11, whose backward took 2.7x its forward at 250m); the others pin one
-  backend with `torch.nn.attention.sdpa_kernel`, which torch.compile traces (dynamo
-  records the backend switch in the graph, so the compiled forward and backward use
-  the pinned kernel and the CUDA graph replays it). "fa4" is FlashAttention-4's Hopper
-  kernels (`tiny_llm.fa4_attention`, the optional `tiny-llm[fa4]` extra) as custom ops the
-  compiled graph and the CUDA graph keep: q, k and v stay in the projection's (B, T, H, D)
-  layout, RoPE and the q/k norm are applied there, and k, v with fewer heads are read as they
-  are. Per call on the H200 (2026-12-03, causal BF16 against cuDNN), its backward took 0.77-0.82x
-  cuDNN's time at contexts 2048-4096; its forward was equal there and 1.36x slower at context
-  512. Not a default: the first whole-update measurement read 0.967x at 250m@2048x16 and 1.003x
-  at 250m@4096x8 (benchmarks/results/h200-20261204-fa4/), so "auto" keeps PyTorch's choice.
+- `attention`: which attention kernel runs. "auto" (the default, resolved by
+  `tiny_llm.fa4_attention.resolve_attention`) is "fa4" on a Hopper GPU where the
+  `tiny-llm[fa4]` extra imports, for contexts of at least `FA4_MIN_CONTEXT` (512), else "sdpa";
+  results record the resolved name, and a result's "auto" from before "fa4" existed means
+  "sdpa". "sdpa" lets PyTorch choose among its SDPA kernels (cuDNN on Hopper in torch 2.11).
+  "flash", "cudnn", "efficient" and "math" pin one SDPA backend with
+  `torch.nn.attention.sdpa_kernel`, which torch.compile traces (dynamo records the backend
+  switch in the graph, so the compiled forward and backward use the pinned kernel and the
+  CUDA graph replays it). "fa4" is FlashAttention-4's Hopper kernels (`tiny_llm.fa4_attention`)
+  as custom ops the compiled graph and the CUDA graph keep: q, k and v stay in the projection's
+  (B, T, H, D) layout, RoPE and the q/k norm are applied there, and k, v with fewer heads are
+  read as they are. On the H200 (2026-12-04, benchmarks/results/h200-20261204b-fa4/) the whole
+  update ran 1.010-1.055x faster with it at every point measured (contexts 512-4096), its
+  attention kernels 25.4 ms against cuDNN's 29.8 ms per update at 250m@2048x16.
 - `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits
@@ -62,13 +64,13 @@ Torch-free at import (the CLI's parser reads the choices without importing torch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from throughput_schema import ModelConfig
 
-ATTENTION = ("auto", "flash", "cudnn", "efficient", "math", "fa4")
+ATTENTION = ("auto", "sdpa", "fa4", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked", "triton")
 SWIGLU = ("auto", "default", "triton")
 NORM = ("default", "triton")
@@ -115,7 +117,7 @@ class Kernels:
 
     def record(self) -> dict[str, str]:
         """What the result file records: every field, as strings. The worker records them
-        resolved (`optimizer` and `swiglu` as they ran, never "auto"); results from before
+        resolved (`attention`, `optimizer` and `swiglu` as they ran, never "auto"); results from before
         the `swiglu`, `norm` or `rope` field lack it, which means "default"."""
         out = {
             "attention": self.attention,
@@ -131,9 +133,27 @@ class Kernels:
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)
         return out
 
+    def resolved(self, device, cfg: ModelConfig) -> Kernels:
+        """These choices with "auto" resolved as they run for this model on `device` (a
+        torch.device): the attention (`tiny_llm.fa4_attention.resolve_attention`), SwiGLU
+        (`tiny_llm.model.resolve_swiglu`) and optimizer (`tiny_llm.arena_adamw.default_kernel`,
+        for the FP32 arenas the update builds) kernels."""
+        import torch
+
+        from tiny_llm.arena_adamw import default_kernel
+        from tiny_llm.fa4_attention import resolve_attention
+        from tiny_llm.model import resolve_swiglu
+
+        return replace(
+            self,
+            attention=resolve_attention(self, device, cfg),
+            swiglu=resolve_swiglu(self.swiglu, device),
+            optimizer=default_kernel(device, torch.float32) if self.optimizer == "auto" else self.optimizer,
+        )
+
     def sdpa_backends(self) -> list | None:
         """The backends `sdpa_kernel` allows, or None to leave PyTorch's choice alone."""
-        if self.attention in ("auto", "fa4"):  # fa4 does not go through SDPA
+        if self.attention in ("auto", "sdpa", "fa4"):  # fa4 does not go through SDPA
             return None
         from torch.nn.attention import SDPBackend
 

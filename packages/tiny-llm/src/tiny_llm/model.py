@@ -20,7 +20,6 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from dataclasses import replace
 from typing import cast
 
 import torch
@@ -255,7 +254,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         # "auto" resolved for this device: `self.kernels` is what runs (the worker records it).
-        kernels = replace(kernels, swiglu=resolve_swiglu(kernels.swiglu, self.embed.weight.device))
+        kernels = kernels.resolved(self.embed.weight.device, cfg)
         self.cfg, self.kernels = cfg, kernels
         self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)

@@ -152,8 +152,9 @@ class Built:
     parameters: int = 0  # the built model's (`built_parameters`), equal to the recipe's count
 
     def ran(self) -> Kernels:
-        """`kernels` with "auto" resolved: the optimizer and SwiGLU kernels that run."""
-        return replace(self.kernels, optimizer=self.optimizer.kernel, swiglu=self.model.kernels.swiglu)
+        """`kernels` with "auto" resolved: the optimizer, SwiGLU and attention kernels that run."""
+        ran = self.model.kernels
+        return replace(self.kernels, optimizer=self.optimizer.kernel, swiglu=ran.swiglu, attention=ran.attention)
 
 
 def build(

@@ -286,7 +286,7 @@ def run_worker(
         finished_at=_now(),
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
-        kernels=_kernels_record(options, built, device),
+        kernels=_kernels_record(options, built, device, recipe.model),
         worker=WorkerIdentity(module=tiny_llm.__name__, version=tiny_llm.__version__),
         energy=energy,
         energy_unavailable=energy_unavailable,
@@ -299,22 +299,17 @@ def run_worker(
     return result
 
 
-def _kernels_record(options: WorkerOptions, built, device: torch.device) -> dict[str, str]:
-    """`Kernels.record()` with the "auto" choices resolved: the optimizer and SwiGLU kernels that
-    ran (or, where the build failed, that "auto" picks on this device), never "auto"."""
+def _kernels_record(options: WorkerOptions, built, device: torch.device, cfg) -> dict[str, str]:
+    """`Kernels.record()` with the "auto" choices resolved: the kernels that ran (or, where the
+    build failed, that "auto" picks for this model on this device), never "auto"."""
     from dataclasses import replace
-
-    from tiny_llm.arena_adamw import default_kernel
-    from tiny_llm.model import resolve_swiglu
 
     if built is not None:  # compile_mode included: build() merged options.compile_mode
         return built.ran().record()
     kernels = options.kernels
     if options.compile_mode is not None:
         kernels = replace(kernels, compile_mode=options.compile_mode)
-    # build() uses FP32 arenas.
-    optimizer = default_kernel(device, torch.float32) if kernels.optimizer == "auto" else kernels.optimizer
-    return replace(kernels, optimizer=optimizer, swiglu=resolve_swiglu(kernels.swiglu, device)).record()
+    return kernels.resolved(device, cfg).record()
 
 
 def summarise(m: Measurement, recipe: Recipe, opts: Protocol, hw, fpt: int) -> Throughput:

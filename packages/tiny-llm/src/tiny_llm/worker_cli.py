@@ -89,7 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--attention-backend",
         choices=ATTENTION,
         default="auto",
-        help="SDPA kernel to pin (default auto: PyTorch chooses)",
+        help="attention kernel (default auto: fa4 on a Hopper GPU with the tiny-llm[fa4] extra at contexts "
+        "of at least 512, else sdpa; sdpa: PyTorch chooses among its SDPA kernels; flash, cudnn, efficient, "
+        "math: pin one of them; fa4: FlashAttention-4)",
     )
     p.add_argument(
         "--cross-entropy",
@@ -238,16 +240,13 @@ def kernels_from_args(args: argparse.Namespace):
     )
 
 
-def automatic_kernels(device_type: str) -> dict[str, str]:
-    """What a result records for `Kernels()` on this kind of device ("auto" resolved)."""
+def automatic_kernels(device_type: str, cfg) -> dict[str, str]:
+    """What a result records for `Kernels()` for this model on this kind of device ("auto" resolved)."""
     import torch
 
-    from tiny_llm.arena_adamw import default_kernel
     from tiny_llm.kernels import Kernels
-    from tiny_llm.model import resolve_swiglu
 
-    device = torch.device(device_type)
-    return Kernels(optimizer=default_kernel(device, torch.float32), swiglu=resolve_swiglu("auto", device)).record()
+    return Kernels().resolved(torch.device(device_type), cfg).record()
 
 
 def summary_line(result, output: Path) -> str:
@@ -262,7 +261,7 @@ def summary_line(result, output: Path) -> str:
         f"MFU {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
         f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
     )
-    automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu")
+    automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu", result.recipe.model)
     variants = {k: v for k, v in result.kernels.items() if v != automatic.get(k)}
     if variants:
         text += " [" + ", ".join(f"{k}={v}" for k, v in variants.items()) + "]"

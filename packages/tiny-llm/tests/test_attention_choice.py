@@ -1,0 +1,80 @@
+"""`Kernels.attention`'s "auto": FA4 on a Hopper GPU with the fa4 extra from context
+`FA4_MIN_CONTEXT`, else PyTorch's SDPA choice, recorded resolved ("sdpa" or "fa4", never
+"auto"). Where FA4 could run is faked (`unavailable`), so this runs without a GPU."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from throughput_schema import Protocol
+from throughput_schema.recipe import load_recipe
+from tiny_llm import fa4_attention
+from tiny_llm.fa4_attention import FA4_MIN_CONTEXT, resolve_attention
+from tiny_llm.kernels import ATTENTION, Kernels
+from tiny_llm.model import build_model
+
+ROOT = Path(__file__).resolve().parents[3]
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+
+
+def model(context: int, *knobs: str):
+    sets = [f"model.context_length={context}", "model.n_layers=1", "training.micro_batch_size=1"]
+    return load_recipe(ROOT / "configs" / "20m.yaml", [*sets, f"training.batch_tokens={context}", *knobs]).model
+
+
+@pytest.fixture
+def fa4_runs(monkeypatch):
+    """FA4 can run here, whatever this machine is: the one question `resolve_attention` asks."""
+    monkeypatch.setattr(fa4_attention, "unavailable", lambda device, head_dim: None)
+
+
+def test_auto_is_fa4_from_the_shortest_measured_context(fa4_runs):
+    assert resolve_attention(Kernels(), CUDA, model(FA4_MIN_CONTEXT)) == "fa4"
+    assert resolve_attention(Kernels(), CUDA, model(4096)) == "fa4"
+    assert resolve_attention(Kernels(), CUDA, model(FA4_MIN_CONTEXT // 2)) == "sdpa"  # not measured
+    # The Triton RoPE writes (B, H, T, D), which FA4 does not read.
+    assert resolve_attention(Kernels(rope="triton"), CUDA, model(2048)) == "sdpa"
+
+
+def test_auto_is_sdpa_where_fa4_cannot_run(monkeypatch):
+    reasons = []
+
+    def unavailable(device, head_dim):
+        reasons.append((device.type, head_dim))
+        return "no flash-attn-4 here"
+
+    monkeypatch.setattr(fa4_attention, "unavailable", unavailable)
+    assert resolve_attention(Kernels(), CUDA, model(2048, "model.head_dim=96")) == "sdpa"
+    assert reasons == [("cuda", 96)]  # asked for this device and this head size
+
+
+def test_explicit_choices_stand(fa4_runs):
+    for choice in ATTENTION[1:]:
+        assert resolve_attention(Kernels(attention=choice), CUDA, model(128)) == choice
+
+
+def test_the_model_and_the_result_record_what_ran(tmp_path):
+    """On this machine (no Hopper GPU, or a context below the rule's) "auto" is SDPA, and both
+    the built model and the worker's result say "sdpa", not "auto"."""
+    from tiny_llm.worker import WorkerOptions, run_worker
+
+    cfg = model(128)
+    assert build_model(cfg, CPU).kernels.attention == "sdpa"
+    recipe = load_recipe(
+        ROOT / "configs" / "tiny.yaml",
+        ["model.context_length=128", "training.micro_batch_size=1", "training.batch_tokens=128"],
+    )
+    quick = Protocol(
+        warmup=1, calibration_updates=1, windows=1, extra_windows=0, window_seconds=0.05, min_updates_per_window=1
+    )
+    result = run_worker(
+        recipe, tmp_path / "result.json", WorkerOptions(device="cpu", protocol=quick), log=lambda *_: None
+    )
+    assert result.kernels["attention"] == "sdpa"
+
+
+def test_sdpa_leaves_the_choice_to_pytorch():
+    assert Kernels(attention="sdpa").sdpa_backends() is None
+    assert Kernels(attention="auto").sdpa_backends() is None
+    assert Kernels(attention="cudnn").sdpa_backends() is not None
