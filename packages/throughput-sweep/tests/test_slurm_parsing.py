@@ -12,6 +12,7 @@ from throughput_sweep.schedulers.slurm import sbatch_argv
 from throughput_sweep.schedulers.slurm_text import (
     accounting_is_final,
     classify_sbatch_error,
+    launch_failure_note,
     normalize_state,
     parse_squeue,
     sbatch_job_id,
@@ -208,3 +209,26 @@ def test_captured_squeue_text():
         "35": "OUT_OF_MEMORY",
     }
     assert queue["35"].reason == "OutOfMemory" and queue["34"].name == "tok-sleep"
+
+
+# 22.05 local: `scontrol show job -o` of a job cancelled while it pended on `short` with --time=14.
+CANCELLED_PENDING_2205 = (
+    "JobId=13 JobName=lp-cap2 JobState=CANCELLED Reason=PartitionTimeLimit Dependency=(null) "
+    "SubmitTime=2026-12-01T20:31:08 StartTime=2026-12-01T20:31:10 EndTime=2026-12-01T20:31:10 "
+    "Partition=short ReqNodeList=(null) ExcNodeList=(null) NodeList= StdOut=/c/b1/attempt-1/slurm-13.out"
+)
+STARTED_2205 = (
+    "JobId=14 JobState=FAILED Reason=NonZeroExitCode StartTime=2026-12-01T20:31:10 "
+    "NodeList=node1 BatchHost=node1 StdOut=/gone/slurm-14.out"
+)
+
+
+def test_a_job_that_never_started_is_not_blamed_on_its_output_folder():
+    note = launch_failure_note(CANCELLED_PENDING_2205)
+    assert "PartitionTimeLimit" in note and "never reached a node" in note
+    assert "could not create" not in note
+
+
+def test_a_job_that_reached_a_node_without_a_log_names_the_folder():
+    note = launch_failure_note(STARTED_2205)
+    assert "/gone/slurm-14.out, which the node could not create" in note

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from throughput_schema import ClusterProfile
 from throughput_schema.sacct import slurm_minutes
 from throughput_schema.slurm_env import query_environment
-from throughput_sweep.schedulers.slurm_reasons import refusal_text
+from throughput_schema.slurm_reasons import refusal_text
 
 TIMEOUT = 60.0
 

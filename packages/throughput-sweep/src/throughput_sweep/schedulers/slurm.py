@@ -58,8 +58,8 @@ from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
 from throughput_schema.slurm_env import query_environment, slurm_environment
+from throughput_schema.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
     SQUEUE_FORMAT,
     QueueEntry,

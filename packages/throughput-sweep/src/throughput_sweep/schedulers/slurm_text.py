@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import AccountingRow
+from throughput_schema.slurm_reasons import WAITS, never_starts, refusal_kind
 from throughput_sweep.schedulers.base import TERMINAL_STATES
-from throughput_sweep.schedulers.slurm_reasons import WAITS, never_starts, refusal_kind
 
 __all__ = [
     "SQUEUE_FORMAT",
