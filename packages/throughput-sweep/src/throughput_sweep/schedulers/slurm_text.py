@@ -1,4 +1,4 @@
-"""What Slurm prints and how we read it: squeue/sacct output, sbatch errors, times.
+"""What squeue, sbatch and scontrol print and how the sweep reads it; sacct's state columns.
 
 Output is requested with `--parsable2`/fixed `--format` strings (`SQUEUE_FORMAT`, and
 sacct's `throughput_schema.sacct.FORMAT`, read by that module for the sweep and the
