@@ -24,8 +24,8 @@ from campaign_builder.complete import build_throughput
 from test_audit_slurm import local_profile, sbatch, submit_campaign_jobs, wait_accounted
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit
-from throughput_audit.query_windows import Window
 from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
+from throughput_schema.sacct import Window
 
 pytestmark = pytest.mark.slurm
 

@@ -91,7 +91,7 @@ class FakeSacct:
         self.calls: list[list[str]] = []
 
     def __call__(self, argv):
-        from throughput_audit.slurm import FIELDS
+        from throughput_schema.sacct import FIELDS
 
         argv = list(argv)
         self.calls.append(argv)

@@ -14,11 +14,10 @@ import pytest
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_optimizer, build_throughput
 from campaign_builder.energy import add_energy
-from throughput_audit import slurm
 from throughput_audit.campaign import load
 from throughput_audit.energy import check_job_energy, summary_line
 from throughput_audit.findings import Checks
-from throughput_schema import WorkerResult, read, write_atomic
+from throughput_schema import WorkerResult, read, sacct, write_atomic
 from throughput_schema.layout import RESULT
 
 ENERGY_CHECKS = (
@@ -105,7 +104,7 @@ def test_a_result_with_energy_on_a_cluster_without_it(tmp_path):
     assert {c.status for c in _by(out, "energy.joules_per_token")} == {"pass"}
 
 
-# sacct --parsable2 in the audit's field order (slurm.FIELDS), ConsumedEnergyRaw before the
+# sacct --parsable2 in the audit's field order (sacct.FIELDS), ConsumedEnergyRaw before the
 # Comment, as a cluster with an AcctGatherEnergyType plugin prints it; {energy} is filled in.
 RECORDED = (
     "1004|{token}|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|"
@@ -131,7 +130,7 @@ def test_job_energy_against_recorded_sacct_text(tmp_path, energy, status, says):
     assert record.attempt.result is not None
     windows = sum(w.energy.joules for w in record.attempt.result.windows if w.energy)
     assert 20_000 < windows < 45_230  # the recorded figures above lie either side of it
-    (row,) = slurm.parse(RECORDED.format(token=record.attempt.receipt.token, energy=energy))
+    (row,) = sacct.parse_rows(RECORDED.format(token=record.attempt.receipt.token, energy=energy))
     assert row.consumed_energy_raw == energy and row.comment == record.attempt.receipt.token
     checks = Checks()
     check_job_energy(record, row, checks)

@@ -12,8 +12,9 @@ import pytest
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_throughput
 from throughput_audit import query_windows, slurm
-from throughput_audit.allocation import mem_mib, timelimit_minutes
+from throughput_audit.allocation import mem_mib
 from throughput_audit.audit import write_outputs
+from throughput_schema.sacct import FIELDS, FORMAT, parse_rows
 
 
 def test_peak_concurrency_over_the_limit_is_caught(tmp_path):
@@ -96,7 +97,7 @@ def test_audit_of_200_points_is_fast_and_batches_sacct(tmp_path):
 
 
 def test_sacct_parsing_keeps_pipes_in_comments():
-    fields = [name for name, _ in slurm.FIELDS]
+    fields = [name for name, _ in FIELDS]
     line = "|".join(
         [
             "42",
@@ -116,10 +117,9 @@ def test_sacct_parsing_keeps_pipes_in_comments():
             "a|b",
         ]
     )
-    (row,) = slurm.parse(line + "\n")
+    (row,) = parse_rows(line + "\n")
     assert row.comment == "a|b" and row.job_id == "42" and len(fields) == 15
     assert row.node_list == "n1" and row.consumed_energy_raw == ""
-    assert timelimit_minutes("1-00:00:00") == 1440 and timelimit_minutes("14:00") == 14
     assert mem_mib("65536M") == mem_mib("64G")
 
 
@@ -210,7 +210,7 @@ def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
     )
     (argv,) = sacct.by_name()
     assert argv[:3] == ["sacct", "-X", "--allusers"] and "--parsable2" in argv and "--noheader" in argv
-    assert f"--format={','.join(name for name, _ in slurm.FIELDS)}" in argv
+    assert f"--format={FORMAT}" in argv
     # In UTC, as sacct reads it under the audit's TZ=UTC, whatever the auditor's zone.
     assert argv[-3:-1] == ["--starttime=2026-10-08T11:00:00", "--endtime=2026-10-08T13:05:01"]
     names = next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(",")

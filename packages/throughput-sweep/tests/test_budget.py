@@ -9,12 +9,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import AccountingRow, ClusterProfile
-from throughput_sweep.ended_early import elapsed_and_limit, exit_code_pending, message, slurm_says
-from throughput_sweep.preflight_budget import Budget, _records, billing, check_budgets
-from throughput_sweep.preflight_cluster import Findings
-from throughput_sweep.progress import pending_text
-from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.schedulers.slurm_reasons import (
+from throughput_schema.slurm_reasons import (
     BUDGET_FIX,
     budget_used_up,
     budget_wait,
@@ -22,6 +17,11 @@ from throughput_sweep.schedulers.slurm_reasons import (
     pending_fix,
     pending_reason,
 )
+from throughput_sweep.ended_early import elapsed_and_limit, exit_code_pending, message, slurm_says
+from throughput_sweep.preflight_budget import Budget, _records, billing, check_budgets
+from throughput_sweep.preflight_cluster import Findings
+from throughput_sweep.progress import pending_text
+from throughput_sweep.schedulers.base import JobStatus
 
 ASSOC_MGR = """Current Association Manager state
 

@@ -7,16 +7,15 @@ from pathlib import Path
 import pytest
 
 from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema.sacct import FIELDS, rows_by_job
 from throughput_sweep.schedulers.slurm import sbatch_argv
 from throughput_sweep.schedulers.slurm_text import (
-    SACCT_FIELDS,
     accounting_is_final,
     classify_sbatch_error,
+    launch_failure_note,
     normalize_state,
-    parse_sacct,
     parse_squeue,
     sbatch_job_id,
-    slurm_minutes,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -117,27 +116,11 @@ def test_normalize_state():
     assert normalize_state("RUNNING") == "RUNNING"
 
 
-def test_slurm_minutes():
-    assert slurm_minutes("00:14:00") == 14
-    assert slurm_minutes("1-00:00:00") == 1440
-    assert slurm_minutes("UNLIMITED") is None
-
-
 def test_squeue_parsing_keeps_odd_names_whole():
     text = "101|RUNNING|None|tok-a\n102|PENDING|Resources|name|with|bars\n\n103|COMPLETED|None|tok-c\n"
     rows = parse_squeue(text)
     assert rows["101"].state == "RUNNING" and rows["102"].reason == "Resources"
     assert rows["102"].name == "name|with|bars" and rows["103"].state == "COMPLETED"
-
-
-def test_sacct_parsing_rejoins_a_comment_with_bars_and_skips_steps():
-    line = (
-        "7|tok|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|"
-        "2026-01-01T00:00:00|2026-01-01T00:00:02|00:00:02|a|b|c|node1|5310"
-    )
-    rows = parse_sacct(line + "\n7.batch|batch|COMPLETED|0:0||throughput||cpu=8|||||||node1|5310\n")
-    assert list(rows) == ["7"] and rows["7"].comment == "a|b|c" and rows["7"].node_list == "node1"
-    assert rows["7"].consumed_energy_raw == "5310"
 
 
 def test_accounting_final_needs_the_late_fields():
@@ -168,18 +151,30 @@ def test_accounting_final_needs_the_late_fields():
         assert not accounting_is_final(msgspec.structs.replace(full, **change)), change
 
 
-def test_sacct_fields_match_the_row_type():
-    assert len(SACCT_FIELDS) == len(AccountingRow.__struct_fields__)
+# The columns the files of data/ were captured with (see data/README.md): Comment before
+# NodeList and ConsumedEnergyRaw.
+CAPTURED = (*(name for name, _ in FIELDS[:12]), "Comment", "NodeList", "ConsumedEnergyRaw")
 
 
-def _without_energy_column(name: str) -> str:
-    """A capture from before ConsumedEnergyRaw was asked, with the field as this Slurm prints it
-    (empty: `sacct-no-energy.txt`)."""
-    return "".join(line + "|\n" for line in (DATA / name).read_text().splitlines())
+def _recorded(name: str, *, energy_column: bool = True) -> str:
+    """A capture of data/ in today's column order (`FIELDS`), its values untouched.
+
+    Without `energy_column` the capture is from before ConsumedEnergyRaw was asked, and
+    gets the field as this Slurm prints it (empty: `sacct-no-energy.txt`). Comment holds
+    no '|' in these captures, so the columns can be told apart by position."""
+    lines = []
+    for line in (DATA / name).read_text().splitlines():
+        values = dict(zip(CAPTURED, line.split("|") + ([] if energy_column else [""]), strict=True))
+        lines.append("|".join(values[field] for field, _ in FIELDS) + "\n")
+    return "".join(lines)
+
+
+def test_captured_order_holds_every_field():
+    assert sorted(CAPTURED) == sorted(name for name, _ in FIELDS)
 
 
 def test_captured_sacct_text_without_an_energy_plugin():
-    rows = parse_sacct((DATA / "sacct-no-energy.txt").read_text())
+    rows = rows_by_job(_recorded("sacct-no-energy.txt"))
     assert set(rows) == {"1001", "1002"}
     assert all(accounting_is_final(r) and r.consumed_energy_raw == "" for r in rows.values())
     assert rows["1001"].node_list == "vm" and rows["1001"].comment == rows["1001"].job_name
@@ -187,12 +182,12 @@ def test_captured_sacct_text_without_an_energy_plugin():
 
 def test_captured_sacct_text():
     """Text captured from the local Slurm 22.05 (see data/README.md)."""
-    lagging = parse_sacct(_without_energy_column("sacct-lagging.txt"))
+    lagging = rows_by_job(_recorded("sacct-lagging.txt", energy_column=False))
     assert set(lagging) == {"32", "33", "34", "35"}
     assert lagging["32"].job_name == "allocation" and lagging["32"].partition == ""
     assert not any(accounting_is_final(r) for r in lagging.values())
     assert normalize_state(lagging["34"].state) == "PENDING"  # running, but the database lags
-    final = parse_sacct(_without_energy_column("sacct-states.txt"))
+    final = rows_by_job(_recorded("sacct-states.txt", energy_column=False))
     assert all(accounting_is_final(r) for r in final.values())
     assert {k: normalize_state(r.state) for k, r in final.items()} == {
         "32": "COMPLETED",
@@ -216,15 +211,24 @@ def test_captured_squeue_text():
     assert queue["35"].reason == "OutOfMemory" and queue["34"].name == "tok-sleep"
 
 
-def test_sacct_windows_are_no_wider_than_the_span():
-    from datetime import datetime, timedelta
+# 22.05 local: `scontrol show job -o` of a job cancelled while it pended on `short` with --time=14.
+CANCELLED_PENDING_2205 = (
+    "JobId=13 JobName=lp-cap2 JobState=CANCELLED Reason=PartitionTimeLimit Dependency=(null) "
+    "SubmitTime=2026-12-01T20:31:08 StartTime=2026-12-01T20:31:10 EndTime=2026-12-01T20:31:10 "
+    "Partition=short ReqNodeList=(null) ExcNodeList=(null) NodeList= StdOut=/c/b1/attempt-1/slurm-13.out"
+)
+STARTED_2205 = (
+    "JobId=14 JobState=FAILED Reason=NonZeroExitCode StartTime=2026-12-01T20:31:10 "
+    "NodeList=node1 BatchHost=node1 StdOut=/gone/slurm-14.out"
+)
 
-    from throughput_sweep.schedulers.slurm import query_windows
 
-    now, day = datetime(2026, 12, 10, 12), timedelta(days=1)
-    assert query_windows(now - timedelta(hours=2), now, day) == [(now - timedelta(hours=2), None)]
-    windows = query_windows(now - timedelta(days=30, hours=1), now, day)
-    assert len(windows) == 31 and windows[-1][1] is None
-    assert all(end - start == day for start, end in windows[:-1])
-    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))  # consecutive, no gap
-    assert now - windows[-1][0] <= day
+def test_a_job_that_never_started_is_not_blamed_on_its_output_folder():
+    note = launch_failure_note(CANCELLED_PENDING_2205)
+    assert "PartitionTimeLimit" in note and "never reached a node" in note
+    assert "could not create" not in note
+
+
+def test_a_job_that_reached_a_node_without_a_log_names_the_folder():
+    note = launch_failure_note(STARTED_2205)
+    assert "/gone/slurm-14.out, which the node could not create" in note

@@ -16,7 +16,6 @@ from campaign_helpers import scripted_run
 from throughput_schema import AccountingRow, ClusterProfile, Receipt
 from throughput_schema.layout import Attempt
 from throughput_sweep.attempt_status import AttemptInfo
-from throughput_sweep.frozen_profile import profile_fields
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
 from throughput_sweep.usage import gpu_hours
 
@@ -77,36 +76,6 @@ def test_the_lock_names_a_live_holder_and_a_stale_one(tmp_path):
     (tmp_path / "watcher.lock").write_text("4321 login9\n")  # a SIGKILLed watcher's file
     stale = watcher_line(probe(tmp_path), "RESUME", done=False)
     assert stale.startswith("no watcher is running (stale lock of pid 4321 on login9") and stale.endswith("RESUME")
-
-
-@pytest.mark.parametrize(
-    "stderr, fields",
-    [
-        (
-            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
-            "account, partition",
-        ),
-        ("sbatch: error: Batch job submission failed: Invalid partition name specified", "partition"),
-        ("sbatch: error: Batch job submission failed: Invalid qos specification", "account (its QOS)"),
-        (
-            "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
-            "time_limit_minutes",
-        ),
-        (
-            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
-            "gpus_per_job, cpus_per_task, mem",
-        ),
-        (
-            "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's "
-            "size and/or time limits)",
-            "",
-        ),  # a limit: waiting helps, the profile is not the cause
-        ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", ""),
-    ],
-)
-def test_refusals_that_come_from_the_profile(stderr, fields):
-    assert profile_fields(f"sbatch refused the job: sbatch exit 1: {stderr}").startswith(fields)
-    assert bool(profile_fields(stderr)) == bool(fields)
 
 
 def _sweep(*args, plan: Path) -> subprocess.CompletedProcess:

@@ -17,6 +17,7 @@ import re
 
 from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.local_jobs import slurm_duration
+from throughput_schema.sacct import slurm_minutes
 
 
 def parse_tres(tres: str) -> dict[str, str]:
@@ -58,15 +59,6 @@ def allocated_mem(row: AccountingRow, tres: dict[str, str]) -> tuple[float | Non
     return each * int(times), f"ReqMem {req}" + (f" x {times} CPUs" if per == "c" else "")
 
 
-def timelimit_minutes(text: str) -> float | None:
-    """Slurm's [D-]HH:MM:SS (or MM:SS) -> minutes; None for UNLIMITED or unreadable."""
-    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", (text or "").strip())
-    if not m:
-        return None
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
-    return days * 1440 + hours * 60 + minutes + seconds / 60
-
-
 def _gpus(tres: dict[str, str]) -> str | None:
     gpus = tres.get("gres/gpu")
     if gpus is None:
@@ -91,7 +83,10 @@ def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tup
         if want is None or got is None or got < want - 0.5:
             problems.append(("mem", f"at least {profile.mem}", text or None))
     limit_text = (row.timelimit or "").strip()
-    limit = timelimit_minutes(limit_text)
+    try:
+        limit = slurm_minutes(limit_text)
+    except ValueError:
+        limit = None  # unreadable: falls short of any limit the profile asks
     if limit_text != "UNLIMITED" and (limit is None or limit < profile.time_limit_minutes - 1e-9):
         problems.append(("timelimit", f"at least {slurm_duration(profile.time_limit_minutes * 60)}", row.timelimit))
     if profile.account and row.account != profile.account:

@@ -15,12 +15,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from throughput_audit import receipt_zone, slurm
-from throughput_audit.allocation import timelimit_minutes
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
 from throughput_schema import AccountingRow, WorkerResult, slurm_states
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 from throughput_schema.outcomes import SCHEDULER_PHASE
+from throughput_schema.sacct import slurm_minutes
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)
@@ -160,7 +160,10 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
     source = _source(prefix)
     bad = slurm.time_problems(row)
     start, end = slurm.parse_time(row.start), slurm.parse_time(row.end)
-    elapsed = timelimit_minutes(row.elapsed)
+    try:
+        elapsed = slurm_minutes(row.elapsed)
+    except ValueError:
+        elapsed = None  # unreadable: the run's length is not compared
     for file, res in found:
         problems = [f"job {row.job_id}'s {p} in {source}" for p in bad]
         if not bad and (start is None or end is None):

@@ -3,8 +3,9 @@
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
 one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
 within each of the time windows around the intents (`query_windows`).
-Rows are kept as Slurm printed them (`AccountingRow`), their times in UTC with the offset
-(`slurm_instant`), and written to accounting.txt.
+Rows are read by the schema's sacct layer (`throughput_schema.sacct`) and kept as Slurm
+printed them (`AccountingRow`), their times in UTC with the offset, and written to
+accounting.txt.
 """
 
 from __future__ import annotations
@@ -17,28 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from throughput_audit.query_windows import DEFAULT_SPAN, Window, windows
 from throughput_schema import AccountingRow, slurm_states
-from throughput_schema.slurm_env import query_environment, slurm_instant
+from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, Window, parse_rows, windows
+from throughput_schema.sacct import format_rows as format_rows  # accounting.txt is sacct's text
+from throughput_schema.slurm_env import query_environment
 
-# sacct columns, in order; Comment is last because it is free text and may hold "|".
-FIELDS: tuple[tuple[str, str], ...] = (
-    ("JobID", "job_id"),
-    ("JobName", "job_name"),
-    ("State", "state"),
-    ("ExitCode", "exit_code"),
-    ("Partition", "partition"),
-    ("Account", "account"),
-    ("Timelimit", "timelimit"),
-    ("AllocTRES", "alloc_tres"),
-    ("ReqMem", "req_mem"),
-    ("Start", "start"),
-    ("End", "end"),
-    ("Elapsed", "elapsed"),
-    ("NodeList", "node_list"),
-    ("ConsumedEnergyRaw", "consumed_energy_raw"),
-    ("Comment", "comment"),
-)
 BATCH = 100
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -67,15 +51,7 @@ class Query:
 
 
 def _argv(selection: list[str], sacct: str = "sacct", *, users: tuple[str, ...] = ()) -> list[str]:
-    return [
-        sacct,
-        "-X",
-        *users,
-        "--parsable2",
-        "--noheader",
-        "--format=" + ",".join(name for name, _ in FIELDS),
-        *selection,
-    ]
+    return [sacct, "-X", *users, "--parsable2", "--noheader", "--format=" + FORMAT, *selection]
 
 
 def sacct_argv(job_ids: Sequence[str], sacct: str = "sacct") -> list[str]:
@@ -142,7 +118,7 @@ def _batched(
         chunk = keys[start : start + batch]
         q = _call(argv_of(chunk), runner or _run)
         queries.append(q)
-        for row in parse(q.output):
+        for row in parse_rows(q.output):
             if keep(row, chunk):
                 rows.setdefault(row.job_id, row)
     return rows, queries
@@ -169,22 +145,6 @@ def _call(argv: list[str], run: Runner) -> Query:
 
 
 _ERROR = re.compile(r"\b(error|fatal)\b", re.IGNORECASE)
-
-
-def parse(text: str) -> list[AccountingRow]:
-    out = []
-    n = len(FIELDS)
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) < n:
-            parts += [""] * (n - len(parts))
-        parts = parts[: n - 1] + ["|".join(parts[n - 1 :])]
-        values = {attr: value for (_, attr), value in zip(FIELDS, parts)}
-        values.update(start=slurm_instant(values["start"]), end=slurm_instant(values["end"]))
-        out.append(AccountingRow(**values))
-    return out
 
 
 def _job_sort_key(job_id: str) -> tuple[int, str]:
@@ -321,11 +281,3 @@ def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = No
         else:
             running.discard(job)
     return Peak(best.jobs, best.at, best.job_ids, counted=len(events) // 2, unreadable=tuple(unreadable))
-
-
-def format_rows(rows: Iterable[AccountingRow]) -> str:
-    header = "|".join(name for name, _ in FIELDS)
-    lines = [header]
-    for row in rows:
-        lines.append("|".join(getattr(row, attr) for _, attr in FIELDS))
-    return "\n".join(lines) + "\n"

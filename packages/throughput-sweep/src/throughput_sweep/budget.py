@@ -21,10 +21,10 @@ import shlex
 from pathlib import Path
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
+from throughput_schema.slurm_reasons import BUDGET_FIX, budget_used_up
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed
-from throughput_sweep.schedulers.slurm_reasons import BUDGET_FIX, budget_used_up
 from throughput_sweep.submission import write_missing_result
 
 # run's and status's exit status: the campaign stopped because its allocation budget is used up.

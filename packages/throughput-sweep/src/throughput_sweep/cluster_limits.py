@@ -24,10 +24,10 @@ from datetime import UTC, datetime
 
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
+from throughput_schema.slurm_reasons import budget_used_up, never_starts
 from throughput_sweep import budget
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
-from throughput_sweep.schedulers.slurm_reasons import budget_used_up, never_starts
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 from throughput_schema import WorkerResult, read
 from throughput_schema.layout import RESULT, job_log
 from throughput_schema.outcomes import SCHEDULER_PHASE, Timeout
+from throughput_schema.sacct import slurm_minutes
 from throughput_schema.slurm_states import state_word, time_limit_slack
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.progress import fmt_seconds
 from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.schedulers.slurm_text import slurm_minutes
 from throughput_sweep.submission import write_missing_result
 
 _SLURM_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CANCELLED AT ... DUE TO TIME LIMIT"

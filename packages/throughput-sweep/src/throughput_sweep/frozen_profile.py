@@ -4,7 +4,8 @@ replacement by `run --resume --profile FIXED` while nothing of the campaign has 
 A campaign freezes its cluster profile in the manifest at creation, so every point of a
 curve runs with the same account, partition and resources. A refusal that comes from the
 profile itself (a wrong account, partition or QOS, a time limit or resources the cluster
-does not offer) then repeats for every submission: `--retry-failed` would only fail again.
+does not offer: `throughput_schema.slurm_reasons.profile_fields`) then repeats for every
+submission: `--retry-failed` would only fail again.
 The advice is to fix the profile and start a new `--output`. While no job of the campaign
 was ever accepted (every submission refused), nothing ran under the old profile, so
 `--resume --profile FIXED` may replace it instead; the manifest records each replacement
@@ -23,37 +24,11 @@ import msgspec
 from throughput_schema import ClusterProfile, write_atomic
 from throughput_schema.campaigns import ProfileReplacement
 from throughput_schema.layout import MANIFEST
+from throughput_schema.slurm_reasons import profile_fields
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, CampaignError, now
 from throughput_sweep.curves import Curve, last_failure
 from throughput_sweep.locking import CampaignLock
-
-# sbatch's refusals that come from the profile (Slurm 22.05's texts, lower case), and the
-# profile fields each one points at. The same submission is refused again on every retry.
-PROFILE_REFUSALS: tuple[tuple[str, str], ...] = (
-    ("invalid account or account/partition combination", "account, partition"),
-    ("invalid account", "account"),
-    ("invalid partition name", "partition"),
-    ("not permitted to use this partition", "account, partition"),
-    ("invalid qos specification", "account (its QOS) or a --qos in extra_sbatch_args"),
-    ("requested time limit is invalid", "time_limit_minutes"),
-    ("requested node configuration is not available", "gpus_per_job, cpus_per_task, mem"),
-    ("invalid generic resource", "gpus_per_job"),
-    ("memory specification can not be satisfied", "mem"),
-    ("more processors requested than permitted", "cpus_per_task"),
-    # squeue's reasons for a job that can never start (a point settled as refused by them)
-    ("partitiontimelimit", "time_limit_minutes"),
-    ("maxwalldurationperjob", "time_limit_minutes"),
-    ("invalidaccount", "account"),
-    ("invalidqos", "account (its QOS) or a --qos in extra_sbatch_args"),
-    ("badconstraints", "gpus_per_job, cpus_per_task, mem"),
-)
-
-
-def profile_fields(message: str) -> str:
-    """The profile fields a refusal's message points at ('' when the profile is not the cause)."""
-    text = message.lower()
-    return next((fields for pattern, fields in PROFILE_REFUSALS if pattern in text), "")
 
 
 def profile_refused(curve: Curve) -> str:

@@ -35,10 +35,10 @@ from pathlib import Path
 
 from throughput_schema.campaigns import CURVE_ENDED
 from throughput_schema.layout import JOB_SCRIPT, attempt_dir
+from throughput_schema.slurm_reasons import refusal_kind, refusal_text
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 from throughput_sweep.preflight_cluster import Findings, ask, check_accounting, check_gpus, check_partition
-from throughput_sweep.schedulers.slurm_reasons import refusal_kind, refusal_text
 
 __all__ = ["Findings", "Verdict", "check", "gate", "worst_case"]
 

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import ClusterProfile
+from throughput_schema.slurm_reasons import refusal_text
 from throughput_sweep.preflight_cluster import Findings, ask
-from throughput_sweep.schedulers.slurm_reasons import refusal_text
 
 TRES = ("gres/gpu", "cpu", "billing")
 _ITEM = re.compile(r"([\w/:.-]+)=(N|\d+)\((\d+)\)")

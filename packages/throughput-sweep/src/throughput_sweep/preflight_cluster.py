@@ -13,9 +13,9 @@ import subprocess
 from dataclasses import dataclass, field
 
 from throughput_schema import ClusterProfile
+from throughput_schema.sacct import slurm_minutes
 from throughput_schema.slurm_env import query_environment
-from throughput_sweep.schedulers.slurm_reasons import refusal_text
-from throughput_sweep.schedulers.slurm_text import slurm_minutes
+from throughput_schema.slurm_reasons import refusal_text
 
 TIMEOUT = 60.0
 
@@ -46,8 +46,17 @@ def _fields(line: str) -> dict[str, str]:
 
 
 def _minutes(text: str) -> str:
-    value = slurm_minutes(text)
+    value = _limit_minutes(text)
     return f"{value:g} minutes" if value is not None else text
+
+
+def _limit_minutes(text: str) -> float | None:
+    """A time limit in minutes; None for no limit, and for text that is no duration: a limit
+    the preflight cannot read is left to sbatch, which refuses what exceeds it."""
+    try:
+        return slurm_minutes(text)
+    except ValueError:
+        return None
 
 
 # ------------------------------------------------------------------ partition
@@ -83,7 +92,7 @@ def check_partition(profile: ClusterProfile, found: Findings) -> dict[str, str] 
         )
     elif state != "UP":
         found.notes.append(f"partition {name} is {state}: jobs wait in the queue until it is UP")
-    limit = slurm_minutes(part.get("MaxTime", "UNLIMITED"))
+    limit = _limit_minutes(part.get("MaxTime", "UNLIMITED"))
     if limit is not None and profile.time_limit_minutes > limit:
         found.problems.append(
             f"profile time_limit_minutes={profile.time_limit_minutes} exceeds partition {name}'s MaxTime of {limit:g} minutes: "
@@ -233,7 +242,7 @@ _LIMIT_NAMES = {
 
 def _limits(profile: ClusterProfile, whose: str, row: dict[str, str], keys: tuple[str, ...], found: Findings) -> None:
     wall_key, tres_key, submit_key, run_key = keys
-    wall = slurm_minutes(row.get(wall_key, ""))
+    wall = _limit_minutes(row.get(wall_key, ""))
     if wall is not None and profile.time_limit_minutes > wall:
         found.problems.append(
             f"profile time_limit_minutes={profile.time_limit_minutes} exceeds the MaxWall of {whose} ({wall:g} minutes): "

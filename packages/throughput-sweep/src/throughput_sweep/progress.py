@@ -15,10 +15,10 @@ import math
 import sys
 from collections import Counter
 
+from throughput_schema.sacct import slurm_minutes
+from throughput_schema.slurm_reasons import budget_wait
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
-from throughput_sweep.schedulers.slurm_reasons import budget_wait
-from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
 
 def _reason(reason: str) -> str:

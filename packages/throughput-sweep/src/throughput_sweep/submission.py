@@ -38,13 +38,13 @@ from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
 from throughput_schema.recipe import parameter_count
+from throughput_schema.slurm_reasons import pending_fix
 from throughput_schema.slurm_states import outcome_of_state
 from throughput_sweep.attempt import point_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.faults import should_crash
 from throughput_sweep.schedulers.base import QueryFailed, Scheduler
-from throughput_sweep.schedulers.slurm_reasons import pending_fix
 
 
 def parse_time(text: str) -> datetime:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.energy import JOULES_PER_KWH, counted_joules
+from throughput_schema.sacct import slurm_minutes
 from throughput_sweep.attempt_status import AttemptInfo
-from throughput_sweep.schedulers.slurm_text import slurm_minutes
 
 _GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 

@@ -2,7 +2,7 @@
 
 Every command is an argv list; no shell is ever involved, so a profile value can only
 ever be an argument. The output is read by the pure functions of `slurm_text`
-(`parse_squeue`, `parse_sacct`, ...) and the lists of `slurm_reasons` (`refusal_kind`).
+(`parse_squeue`, ...), of the schema's sacct layer (`throughput_schema.sacct`) and the lists of `slurm_reasons` (`refusal_kind`).
 Every command runs in `throughput_schema.slurm_env.slurm_environment`: the shell's
 environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
 SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell; every
@@ -26,7 +26,7 @@ Polling (one cycle = one `poll()` call):
     assert "at most one squeue and one sacct per cycle".
 
 Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at
-most `query_span` (default a day) from the oldest intent (less `since_margin`) to now, so
+most `query_span` (default a day, `throughput_schema.sacct.windows`) from the oldest intent (less `since_margin`) to now, so
 no query is wider than slurmdbd's MaxQueryTimeRange allows when the span is set below it.
 
 Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch script has
@@ -56,37 +56,22 @@ import anyio
 from throughput_schema import ClusterProfile
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
-from throughput_schema.slurm_env import query_environment, slurm_environment, slurm_time
+from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
+from throughput_schema.slurm_env import query_environment, slurm_environment
+from throughput_schema.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_sweep.schedulers.slurm_text import (
-    SACCT_FIELDS,
     SQUEUE_FORMAT,
     QueueEntry,
     _queue_state,
     accounting_is_final,
     launch_failure_note,
     normalize_state,
-    parse_sacct,
     parse_squeue,
     sbatch_job_id,
 )
 
-__all__ = ["CommandResult", "SlurmScheduler", "query_windows", "sbatch_argv"]
-
-
-def query_windows(start: datetime, now: datetime, span: timedelta) -> list[tuple[datetime, datetime | None]]:
-    """[start, now] cut into windows of at most `span`, oldest first; the last ends at None ('now').
-
-    sacct selects the jobs that were pending or running at some time in its window, so a
-    job is found in every window its life overlaps; consecutive windows share their edge.
-    """
-    windows: list[tuple[datetime, datetime | None]] = []
-    while now - start > span:
-        windows.append((start, start + span))
-        start += span
-    windows.append((start, None))
-    return windows
+__all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
 
 
 _ERROR = re.compile(r"\berror\b", re.IGNORECASE)
@@ -152,7 +137,7 @@ class SlurmScheduler:
         backoff_seconds: float = 2.0,
         command_timeout: float = 60.0,
         since_margin: timedelta = timedelta(hours=1),
-        query_span: timedelta = timedelta(days=1),
+        query_span: timedelta = DEFAULT_SPAN,
         commands: dict[str, str] | None = None,
     ) -> None:
         self.profile = profile
@@ -163,7 +148,7 @@ class SlurmScheduler:
         self.since_margin = since_margin
         # sacct --name is asked in windows no wider than this: slurmdbd's MaxQueryTimeRange
         # refuses wider ones from ordinary users, and an old campaign's window would grow forever.
-        self.query_span = max(query_span, timedelta(minutes=1))
+        self.query_span = max(query_span, MIN_SPAN)
         self._cmd = {
             "sbatch": "sbatch",
             "squeue": "squeue",
@@ -294,10 +279,10 @@ class SlurmScheduler:
         if ask:
             self.commands_last_poll.append("sacct")
             sa = await self._run(
-                "sacct", ["--parsable2", "--noheader", "-X", "-j", ",".join(ask), f"--format={','.join(SACCT_FIELDS)}"]
+                "sacct", ["--parsable2", "--noheader", "-X", "-j", ",".join(ask), f"--format={FORMAT}"]
             )
             sacct_ok = sa.ok
-            rows = parse_sacct(sa.stdout) if sa.ok else {}
+            rows = rows_by_job(sa.stdout) if sa.ok else {}
             for job_id in ask:
                 row = rows.get(job_id)
                 known = statuses.get(job_id)
@@ -337,22 +322,22 @@ class SlurmScheduler:
             raise QueryFailed(f"cannot look up jobs by token: {sq.describe()}")
         rows: dict = {}
         since = since.astimezone(UTC)  # a naive time is local
-        for start, end in query_windows(since - self.since_margin, datetime.now(UTC), self.query_span):
+        found_in = windows([(since - self.since_margin, datetime.now(UTC))], self.query_span)
+        for window in found_in:
             sa = await self._run(
                 "sacct",
                 [
                     "--parsable2",
                     "--noheader",
                     "-X",
-                    f"--starttime={slurm_time(start)}",
-                    f"--endtime={'now' if end is None else slurm_time(end)}",
+                    *window.sacct_args(until_now=window is found_in[-1]),
                     f"--name={','.join(tokens)}",
-                    f"--format={','.join(SACCT_FIELDS)}",
+                    f"--format={FORMAT}",
                 ],
             )
             if not sa.ok:
                 raise QueryFailed(f"cannot look up jobs by token: {sa.describe()}")
-            rows.update(parse_sacct(sa.stdout))
+            rows.update(rows_by_job(sa.stdout))
         for entry in parse_squeue(sq.stdout).values():
             if entry.name in wanted and entry.job_id not in found[entry.name]:
                 found[entry.name].append(entry.job_id)

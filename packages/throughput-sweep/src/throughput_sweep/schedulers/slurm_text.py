@@ -1,10 +1,10 @@
-"""What Slurm prints and how we read it: squeue/sacct output, sbatch errors, times.
+"""What squeue, sbatch and scontrol print and how the sweep reads it; sacct's state columns.
 
-Output is requested with `--parsable2`/fixed `--format` strings (`SACCT_FIELDS`,
-`SQUEUE_FORMAT`), which are stable across Slurm releases (unlike `--json`), and parsed by
-the pure functions here (tested on captured text, no Slurm needed):
-  * `parse_squeue` / `parse_sacct`: one entry per job id; sacct step rows are skipped and
-    a '|' inside the Comment is rejoined.
+Output is requested with `--parsable2`/fixed `--format` strings (`SQUEUE_FORMAT`, and
+sacct's `throughput_schema.sacct.FORMAT`, read by that module for the sweep and the
+audit alike), which are stable across Slurm releases (unlike `--json`), and parsed by the
+pure functions here (tested on captured text, no Slurm needed):
+  * `parse_squeue`: one entry per job id.
   * `normalize_state` / `_queue_state`: 'CANCELLED by 0' -> 'CANCELLED', and the many
     squeue states folded into PENDING, RUNNING or a terminal state.
   * `accounting_is_final`: sacct lags ~5 s after a job ends and shows JobName
@@ -15,8 +15,6 @@ the pure functions here (tested on captured text, no Slurm needed):
   * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or a wait
     (submit limit, rate limit, controller unreachable, busy), from the explicit lists of
     `slurm_reasons`.
-  * `slurm_minutes`: Slurm's durations. Times are read and written in UTC
-    (`throughput_schema.slurm_env`): `parse_sacct` gives them their offset.
 """
 
 from __future__ import annotations
@@ -25,58 +23,20 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import AccountingRow
-from throughput_schema.slurm_env import slurm_instant
+from throughput_schema.slurm_reasons import WAITS, never_starts, refusal_kind
 from throughput_sweep.schedulers.base import TERMINAL_STATES
-from throughput_sweep.schedulers.slurm_reasons import WAITS, never_starts, refusal_kind
 
 __all__ = [
-    "SACCT_FIELDS",
     "SQUEUE_FORMAT",
     "QueueEntry",
     "accounting_is_final",
     "classify_sbatch_error",
     "normalize_state",
     "launch_failure_note",
-    "parse_sacct",
     "parse_squeue",
     "sbatch_job_id",
-    "slurm_minutes",
 ]
 
-SACCT_FIELDS = (
-    "JobID",
-    "JobName",
-    "State",
-    "ExitCode",
-    "Partition",
-    "Account",
-    "Timelimit",
-    "AllocTRES",
-    "ReqMem",
-    "Start",
-    "End",
-    "Elapsed",
-    "Comment",
-    "NodeList",
-    "ConsumedEnergyRaw",
-)
-_ROW_FIELDS = (
-    "job_id",
-    "job_name",
-    "state",
-    "exit_code",
-    "partition",
-    "account",
-    "timelimit",
-    "alloc_tres",
-    "req_mem",
-    "start",
-    "end",
-    "elapsed",
-    "comment",
-    "node_list",
-    "consumed_energy_raw",
-)
 # squeue: job id, state, reason, name; the name goes last (it may hold any character
 # but a newline; our tokens are plain, but a foreign job's name must not break parsing).
 SQUEUE_FORMAT = "%i|%T|%r|%j"
@@ -109,33 +69,6 @@ def normalize_state(raw: str) -> str:
     """'CANCELLED by 0' -> 'CANCELLED'; '' -> 'UNKNOWN'."""
     word = raw.strip().split(" ")[0].rstrip("+") if raw.strip() else ""
     return word or "UNKNOWN"
-
-
-def parse_sacct(text: str) -> dict[str, AccountingRow]:
-    """Rows of `sacct --parsable2 --noheader -X --format=<SACCT_FIELDS>` keyed by job id.
-
-    Step rows (`123.batch`, `123.extern`) are skipped if present; when a job id appears
-    twice (requeue) the last row wins. A Comment containing '|' is rejoined. Start and
-    End get their offset (`slurm_instant`: the query ran in UTC).
-    """
-    rows: dict[str, AccountingRow] = {}
-    n = len(SACCT_FIELDS)
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) < n:
-            continue
-        if len(parts) > n:  # a '|' inside the Comment (index 12): rejoin it
-            extra = len(parts) - n
-            parts = parts[:12] + ["|".join(parts[12 : 13 + extra])] + parts[13 + extra :]
-        values = dict(zip(_ROW_FIELDS, parts))
-        job_id = values["job_id"]
-        if "." in job_id:
-            continue
-        values.update(start=slurm_instant(values["start"]), end=slurm_instant(values["end"]))
-        rows[job_id] = AccountingRow(**values)
-    return rows
 
 
 @dataclass(frozen=True)
@@ -178,22 +111,6 @@ def _queue_state(state: str) -> str:
     if state in TERMINAL_STATES or state == "UNKNOWN":
         return state
     return "RUNNING"  # RUNNING, COMPLETING, CONFIGURING, SUSPENDED, SIGNALING, STAGE_OUT...
-
-
-def slurm_minutes(text: str) -> float | None:
-    """'00:14:00', '1-00:00:00', '14:00' (mm:ss), 'UNLIMITED' -> minutes (None if unknown)."""
-    text = text.strip()
-    if not text or text in ("UNLIMITED", "Partition_Limit", "INVALID"):
-        return None
-    days = 0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        days = int(d)
-    parts = [int(p) for p in text.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts[-3:]
-    return days * 1440 + h * 60 + m + s / 60
 
 
 def launch_failure_note(scontrol_text: str) -> str:

@@ -2,7 +2,7 @@
 
 Every entry is Slurm's own text (src/common/slurm_errno.c and job_reason_string in
 src/common/slurm_protocol_defs.c, the same in 22.05.8 and 24.11.5 unless noted), checked
-against what the local Slurm 22.05 prints (packages/throughput-sweep/tests/test_slurm_parsing.py).
+against what the local Slurm 22.05 prints (packages/throughput-schema/tests/test_slurm_reasons.py).
 
 sbatch refusals (`refusal_kind`) are one of:
   * "limit": a submit limit; the job was not created and a later submission succeeds once
@@ -11,6 +11,8 @@ sbatch refusals (`refusal_kind`) are one of:
     communication failure may hide an accepted job (`may_hide_a_job`).
   * "permanent": retrying the same job cannot help (bad account, partition, QOS, time
     limit...). A message on no list is permanent too; the record quotes it whole.
+    `profile_fields` names the profile fields a permanent refusal (or a pending reason
+    of `NEVER_STARTS`) points at, from the same table.
 
 ESLURM_ACCOUNTING_POLICY ("Job violates accounting/QOS policy (job submit limit, user's
 size and/or time limits)") covers both a submit limit and a job too large for the QOS or
@@ -41,6 +43,7 @@ __all__ = [
     "BUDGET_USED_UP",
     "BUDGET_WAITS",
     "NEVER_STARTS",
+    "NEVER_STARTS_FIELDS",
     "PERMANENT_MESSAGES",
     "TRANSIENT_MESSAGES",
     "budget_used_up",
@@ -49,6 +52,7 @@ __all__ = [
     "never_starts",
     "pending_reason",
     "pending_fix",
+    "profile_fields",
     "refusal_kind",
     "refusal_text",
 ]
@@ -86,7 +90,7 @@ _COMMUNICATION = (
     "slurm_persist_conn",
     "Slurm backup controller in standby mode",
     "Controller is in standby mode, try a different controller",
-    "did not answer within",  # our own time-out (SlurmScheduler._run)
+    "did not answer within",  # the sweep's own time-out of a Slurm command
 )
 TRANSIENT_MESSAGES = (
     *_COMMUNICATION,
@@ -106,37 +110,40 @@ TRANSIENT_MESSAGES = (
 # the job itself is too large for the QOS or association.
 _JOB_TOO_LARGE = ("PerJob", "PerNode", "QOSMin", "TimeLimit", "WallLimit")
 
-PERMANENT_MESSAGES = (
-    "Invalid account or account/partition combination specified",
-    "Invalid partition name specified",
-    "invalid partition specified",
-    "Invalid qos specification",
-    "Invalid wckey specification",
-    "Requested node configuration is not available",
-    "Requested time limit is invalid",
-    "Invalid generic resource (gres) specification",
-    "Invalid Trackable RESource (TRES) specification",
-    "Invalid feature specification",
-    "Memory specification can not be satisfied",
-    "Memory required by task is not available",
-    "More processors requested than permitted",
-    "Node count specification invalid",
-    "CPU count specification invalid",
-    "Access/permission denied",
-    "User's group not permitted to use this partition",
-    "Access denied to requested reservation",
-    "Requested reservation is invalid",
-    "Required partition not available (inactive or drain)",
-    "Invalid user id",
-    "Job cannot be submitted without the current working directory specified.",
+# Each with the profile fields it points at ("" where the profile is not the cause):
+# the same submission is refused again on every retry until they change.
+PERMANENT_MESSAGES: dict[str, str] = {
+    "Invalid account or account/partition combination specified": "account, partition",
+    "Invalid account": "account",
+    "Invalid partition name": "partition",
+    "invalid partition specified": "",
+    "Invalid qos specification": "account (its QOS) or a --qos in extra_sbatch_args",
+    "Invalid wckey specification": "",
+    "Requested node configuration is not available": "gpus_per_job, cpus_per_task, mem",
+    "Requested time limit is invalid": "time_limit_minutes",
+    "Invalid generic resource": "gpus_per_job",
+    "Invalid Trackable RESource (TRES) specification": "",
+    "Invalid feature specification": "",
+    "Memory specification can not be satisfied": "mem",
+    "Memory required by task is not available": "",
+    "More processors requested than permitted": "cpus_per_task",
+    "Node count specification invalid": "",
+    "CPU count specification invalid": "",
+    "Access/permission denied": "",
+    "not permitted to use this partition": "account, partition",
+    "Access denied to requested reservation": "",
+    "Requested reservation is invalid": "",
+    "Required partition not available (inactive or drain)": "",
+    "Invalid user id": "",
+    "Job cannot be submitted without the current working directory specified.": "",
     # sbatch's own checks of its command line and script.
-    "Invalid --",
-    "unrecognized option",
-    "invalid option",
-    "Unable to open file",
-    "Batch script is empty",
-    "This does not look like a batch script",
-)
+    "Invalid --": "",
+    "unrecognized option": "",
+    "invalid option": "",
+    "Unable to open file": "",
+    "Batch script is empty": "",
+    "This does not look like a batch script": "",
+}
 
 
 def _has(text: str, needles: tuple[str, ...]) -> bool:
@@ -157,7 +164,7 @@ def refusal_kind(stderr: str, returncode: int | None = 1) -> str:
         if any(any(p in w for p in _JOB_TOO_LARGE) for w in words if w not in SUBMIT_LIMIT_REASONS):
             return "permanent"
         return "limit"
-    if _has(text, PERMANENT_MESSAGES):
+    if _has(text, tuple(PERMANENT_MESSAGES)):
         return "permanent"
     if _has(text, LIMIT_MESSAGES):
         return "limit"
@@ -210,6 +217,16 @@ NEVER_STARTS: dict[str, str] = {
     "QOSMinGRES": "gpus_per_job is below the QOS's MinTRES gres/gpu: raise it",
     "QOSMinCpuNotSatisfied": "cpus_per_task is below the QOS's MinTRES cpu: raise it",
     "QOSMinMemory": "mem is below the QOS's MinTRES mem: raise it",
+}
+
+# The profile fields a reason of `NEVER_STARTS` points at, where the profile is the cause.
+NEVER_STARTS_FIELDS: dict[str, str] = {
+    "PartitionTimeLimit": "time_limit_minutes",
+    "AssocMaxWallDurationPerJobLimit": "time_limit_minutes",
+    "QOSMaxWallDurationPerJobLimit": "time_limit_minutes",
+    "InvalidAccount": "account",
+    "InvalidQOS": "account (its QOS) or a --qos in extra_sbatch_args",
+    "BadConstraints": "gpus_per_job, cpus_per_task, mem",
 }
 
 # Allocation budgets: the association's or QOS's GrpTRESMins per TRES (job_reason_string; the
@@ -297,3 +314,11 @@ def pending_fix(reason: str) -> str:
     if budget_used_up(word):
         return BUDGET_FIX
     return f"{NEVER_STARTS.get(word, 'the job cannot start as asked')}; {_FIX_PROFILE}"
+
+
+def profile_fields(message: str) -> str:
+    """The profile fields a refusal's message (sbatch's, or a pending reason of
+    `NEVER_STARTS` quoted in it) points at; '' when the profile is not the cause."""
+    text = message.lower()
+    table = (*PERMANENT_MESSAGES.items(), *NEVER_STARTS_FIELDS.items())
+    return next((fields for pattern, fields in table if fields and pattern.lower() in text), "")

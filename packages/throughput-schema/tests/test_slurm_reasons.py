@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import pytest
 
-from throughput_sweep.schedulers.slurm_reasons import (
+from throughput_schema.slurm_reasons import (
     LIMIT_MESSAGES,
     NEVER_STARTS,
+    NEVER_STARTS_FIELDS,
     PERMANENT_MESSAGES,
     TRANSIENT_MESSAGES,
     WAITS,
     may_hide_a_job,
     never_starts,
     pending_fix,
+    profile_fields,
     refusal_kind,
     refusal_text,
 )
-from throughput_sweep.schedulers.slurm_text import launch_failure_note
 
 FAILED = "sbatch: error: Batch job submission failed: "
 POLICY = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
@@ -137,24 +138,57 @@ def test_reasons_that_are_waits(reason):
     assert not never_starts(reason)
 
 
-# 22.05 local: `scontrol show job -o` of a job cancelled while it pended on `short` with --time=14.
-CANCELLED_PENDING_2205 = (
-    "JobId=13 JobName=lp-cap2 JobState=CANCELLED Reason=PartitionTimeLimit Dependency=(null) "
-    "SubmitTime=2026-12-01T20:31:08 StartTime=2026-12-01T20:31:10 EndTime=2026-12-01T20:31:10 "
-    "Partition=short ReqNodeList=(null) ExcNodeList=(null) NodeList= StdOut=/c/b1/attempt-1/slurm-13.out"
+@pytest.mark.parametrize(
+    "stderr, fields",
+    [
+        (
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            "account, partition",
+        ),
+        ("sbatch: error: Batch job submission failed: Invalid partition name specified", "partition"),
+        ("sbatch: error: Batch job submission failed: Invalid qos specification", "account (its QOS)"),
+        (
+            "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
+            "time_limit_minutes",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "gpus_per_job, cpus_per_task, mem",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's "
+            "size and/or time limits)",
+            "",
+        ),  # a limit: waiting helps, the profile is not the cause
+        ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", ""),
+    ],
 )
-STARTED_2205 = (
-    "JobId=14 JobState=FAILED Reason=NonZeroExitCode StartTime=2026-12-01T20:31:10 "
-    "NodeList=node1 BatchHost=node1 StdOut=/gone/slurm-14.out"
+def test_refusals_that_come_from_the_profile(stderr, fields):
+    assert profile_fields(f"sbatch refused the job: sbatch exit 1: {stderr}").startswith(fields)
+    assert bool(profile_fields(stderr)) == bool(fields)
+
+
+@pytest.mark.parametrize(
+    "stderr, fields",
+    [
+        (INVALID_PARTITION_2205, "partition"),
+        (INVALID_ACCOUNT_2205, "account, partition"),
+        (INVALID_QOS_2205, "account (its QOS) or a --qos in extra_sbatch_args"),
+        (TOO_MANY_GPUS_2205, "gpus_per_job, cpus_per_task, mem"),
+        (TOO_MUCH_MEMORY_2205, "gpus_per_job, cpus_per_task, mem"),
+        (TEST_ONLY_PARTITION_2205, "partition"),
+        (TEST_ONLY_ACCOUNT_2205, "account, partition"),
+        (SUBMIT_LIMIT_2205, ""),
+        (INVALID_FEATURE_2205, ""),
+    ],
 )
+def test_captured_refusals_name_the_profile_fields_they_come_from(stderr, fields):
+    assert profile_fields(stderr) == fields
+    assert refusal_kind(stderr) == ("limit" if stderr == SUBMIT_LIMIT_2205 else "permanent")
 
 
-def test_a_job_that_never_started_is_not_blamed_on_its_output_folder():
-    note = launch_failure_note(CANCELLED_PENDING_2205)
-    assert "PartitionTimeLimit" in note and "never reached a node" in note
-    assert "could not create" not in note
-
-
-def test_a_job_that_reached_a_node_without_a_log_names_the_folder():
-    note = launch_failure_note(STARTED_2205)
-    assert "/gone/slurm-14.out, which the node could not create" in note
+def test_pending_reasons_that_come_from_the_profile_name_its_fields():
+    assert set(NEVER_STARTS_FIELDS) <= set(NEVER_STARTS)
+    for reason, fields in NEVER_STARTS_FIELDS.items():
+        assert profile_fields(f"Slurm keeps the job pending for {reason}: {pending_fix(reason)}") == fields
+    assert profile_fields("Slurm keeps the job pending for PartitionNodeLimit") == ""

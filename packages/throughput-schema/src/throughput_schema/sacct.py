@@ -1,0 +1,177 @@
+"""How sacct is asked and how its text is read: the field list, the row parser, Slurm's
+durations, and the time windows a query by name is cut into.
+
+The sweep (its Slurm backend) and the audit both query sacct with `--parsable2
+--noheader -X --format=<FIELDS>` and read the answer here, so both read the same text
+the same way; what each does with a row (the sweep's state machine, the audit's checks)
+stays with it.
+
+  * `FIELDS`: sacct's columns in order, with the `AccountingRow` attribute each fills.
+    Comment is last because it is free text and may hold '|': everything after the
+    fourteenth '|' is the Comment.
+  * `parse_rows` / `rows_by_job`: every row, or one per job id (step rows skipped, the
+    last row of a requeued job winning). Start and End get their offset
+    (`slurm_instant`: queries run in UTC).
+  * `format_rows`: the rows as sacct printed them, under a header (accounting.txt).
+  * `slurm_minutes`: a Slurm duration in minutes; None where Slurm says there is no
+    limit; ValueError, naming the text, for text that is not a duration.
+  * `Window` / `windows`: sacct without `-j` finds jobs only inside a time window, and
+    slurmdbd's MaxQueryTimeRange refuses a window wider than the site allows, so the
+    times to search are covered by the fewest windows no wider than a span.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from throughput_schema.campaigns import AccountingRow
+from throughput_schema.slurm_env import slurm_instant, slurm_time
+
+__all__ = [
+    "FIELDS",
+    "DEFAULT_SPAN",
+    "FORMAT",
+    "MIN_SPAN",
+    "NO_LIMIT",
+    "Window",
+    "format_rows",
+    "parse_rows",
+    "rows_by_job",
+    "slurm_minutes",
+    "windows",
+]
+
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("JobID", "job_id"),
+    ("JobName", "job_name"),
+    ("State", "state"),
+    ("ExitCode", "exit_code"),
+    ("Partition", "partition"),
+    ("Account", "account"),
+    ("Timelimit", "timelimit"),
+    ("AllocTRES", "alloc_tres"),
+    ("ReqMem", "req_mem"),
+    ("Start", "start"),
+    ("End", "end"),
+    ("Elapsed", "elapsed"),
+    ("NodeList", "node_list"),
+    ("ConsumedEnergyRaw", "consumed_energy_raw"),
+    ("Comment", "comment"),
+)
+# sacct's --format argument.
+FORMAT = ",".join(name for name, _ in FIELDS)
+
+
+def parse_rows(text: str) -> list[AccountingRow]:
+    """Every row of `sacct --parsable2 --noheader --format=FORMAT`, in order.
+
+    A row with fewer fields than asked gets the rest empty, so that a check of the row
+    names what is missing instead of the row vanishing.
+    """
+    out = []
+    n = len(FIELDS)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < n:
+            parts += [""] * (n - len(parts))
+        parts = parts[: n - 1] + ["|".join(parts[n - 1 :])]
+        values = {attr: value for (_, attr), value in zip(FIELDS, parts)}
+        values.update(start=slurm_instant(values["start"]), end=slurm_instant(values["end"]))
+        out.append(AccountingRow(**values))
+    return out
+
+
+def rows_by_job(text: str) -> dict[str, AccountingRow]:
+    """`parse_rows` keyed by job id: step rows (`123.batch`) skipped, and the last row of a
+    job id that appears twice (a requeue) kept."""
+    return {row.job_id: row for row in parse_rows(text) if "." not in row.job_id}
+
+
+def format_rows(rows: Iterable[AccountingRow]) -> str:
+    """The rows as sacct printed them, one a line, under a header of `FIELDS`."""
+    lines = ["|".join(name for name, _ in FIELDS)]
+    lines += ["|".join(getattr(row, attr) for _, attr in FIELDS) for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------ durations
+
+# What Slurm prints where a duration has no limit or no value.
+NO_LIMIT = ("", "UNLIMITED", "Partition_Limit", "INVALID")
+_DURATION = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
+
+
+def slurm_minutes(text: str) -> float | None:
+    """Slurm's [D-]HH:MM:SS or MM:SS (as sacct, scontrol and sacctmgr print Elapsed,
+    Timelimit, MaxTime and MaxWall) in minutes; None for `NO_LIMIT`.
+
+    ValueError, naming the text, for anything else: an unreadable duration is never read
+    as no limit, so each caller says what it does with one.
+    """
+    text = (text or "").strip()
+    if text in NO_LIMIT:
+        return None
+    m = _DURATION.fullmatch(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a Slurm duration ([D-]HH:MM:SS)")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+    return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+# -------------------------------------------------------------------------- windows
+
+# Slurm's MaxQueryTimeRange is commonly a day or more; sites with less ask for a narrower span.
+DEFAULT_SPAN = timedelta(days=1)
+MIN_SPAN = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Window:
+    """[start, end] of one sacct query, UTC."""
+
+    start: datetime
+    end: datetime
+
+    def sacct_args(self, *, until_now: bool = False) -> list[str]:
+        """--starttime and --endtime; `until_now` writes the end as sacct's `now`, so a
+        window that reaches the present also holds what happened while it was asked."""
+        end = "now" if until_now else slurm_time(self.end)
+        return [f"--starttime={slurm_time(self.start)}", f"--endtime={end}"]
+
+    def overlaps(self, start: datetime, end: datetime) -> bool:
+        return start <= self.end and end >= self.start
+
+    def __str__(self) -> str:
+        return f"{self.start.isoformat()} to {self.end.isoformat()}"
+
+
+def windows(intervals: Iterable[tuple[datetime, datetime]], span: timedelta = DEFAULT_SPAN) -> list[Window]:
+    """The fewest windows, none wider than `span`, that together cover every interval:
+    each starts at the first time not yet covered and reaches as far as the span allows,
+    ending early where nothing after it needs covering (a gap between intervals is covered
+    when that saves a window). Consecutive windows that cut one interval share their edge.
+
+    sacct selects a job into a window when it was eligible before the window's end and had
+    not ended before its start, so a job is found in every window its life overlaps.
+    """
+    pieces = sorted(intervals)
+    out: list[Window] = []
+    i = 0
+    while i < len(pieces):
+        start = pieces[i][0]
+        if out and start < out[-1].end:
+            start = out[-1].end  # the rest of an interval the last window cut
+        limit = start + span
+        end = start
+        while i < len(pieces) and pieces[i][0] <= limit:
+            end = max(end, min(pieces[i][1], limit))
+            if pieces[i][1] > limit:
+                break
+            i += 1
+        out.append(Window(start, end))
+    return out
