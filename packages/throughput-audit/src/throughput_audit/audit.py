@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_audit import __version__, energy, optimizer, provenance, query_windows, slurm, spot_check
-from throughput_audit.accounting import check_slurm
+from throughput_audit.accounting_readers import READERS, AccountingOptions
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import (
     AttemptRecord,
@@ -26,12 +26,11 @@ from throughput_audit.campaign import (
 )
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import Checks
-from throughput_audit.local_registry import check_local
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
-from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding, SlurmAccounting
+from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECEIPT, RECIPES, RESULT
 
 
@@ -66,6 +65,7 @@ def run_audit(
         manifest = load_manifest(root)
     except SchemaError as exc:
         raise NotACampaign(str(exc)) from None
+    read_accounting = READERS.get(manifest.profile.scheduler)
     is_opt = manifest.kind == "optimizer-timing"
     loaded = load(root, checks, optimizer=is_opt)
 
@@ -99,24 +99,9 @@ def run_audit(
     check_summary(root, checks, curves, loaded, is_opt)
     check_published_accounting(root, loaded, checks)
 
-    slurm_state: SlurmAccounting
-    if manifest.profile.scheduler == "local" or not slurm_checks:
-        checks.not_applicable(
-            "slurm",
-            f"{MANIFEST}: profile {manifest.profile.name!r} uses the local scheduler: Slurm accounting is not applicable"
-            if manifest.profile.scheduler == "local"
-            else "Slurm accounting checks were skipped",
-            MANIFEST,
-        )
-        accounting = f"# {manifest.name}: scheduler {manifest.profile.scheduler}; Slurm accounting not applicable\n"
-        if manifest.profile.scheduler == "local":
-            accounting += check_local(loaded, checks)
-        slurm_state = "not_applicable"
-    else:
-        accounting, available = check_slurm(
-            loaded, checks, runner=runner, settle_seconds=settle_seconds, sacct_window=sacct_window
-        )
-        slurm_state = "checked" if available else "not_available"
+    options = AccountingOptions(runner, slurm_checks, settle_seconds, sacct_window)
+    read = read_accounting(loaded, checks, options)
+    accounting = read.text
 
     notes = provenance.notes(loaded, test_worker)
     if test_worker:
@@ -128,8 +113,8 @@ def run_audit(
         kind=manifest.kind,
         audited_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tool_version=__version__,
-        slurm=slurm_state,
-        local_registry="checked" if manifest.profile.scheduler == "local" else "not_applicable",
+        slurm=read.slurm,
+        local_registry=read.local_registry,
         summary=checks.summary(),
         curves=curves,
         checks=checks.items,

@@ -8,6 +8,7 @@ from pathlib import Path
 from throughput_schema import SchemaError
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.provenance import ALLOW_TEST_WORKER
+from throughput_schema.scheduler_names import UnknownScheduler
 
 SHOWN_FAILURES = 8
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    from throughput_audit.accounting_readers import READERS
     from throughput_audit.audit import NotACampaign, run_audit, write_outputs
     from throughput_audit.energy import summary_line
     from throughput_audit.query_windows import parse_span
@@ -46,13 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
     try:
+        READERS.check()
         outcome = run_audit(
             args.output, slurm_checks=not args.no_slurm, allow_test_worker=args.allow_test_worker, sacct_window=span
         )
     except NotACampaign as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
-    except SchemaError as exc:
+    except (SchemaError, UnknownScheduler) as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
         return 2
     try:

@@ -19,6 +19,7 @@ from throughput_schema.configs import (
 )
 from throughput_schema.curve_names import curve_name
 from throughput_schema.provenance import PRODUCTION_WORKER
+from throughput_schema.scheduler_names import check_name
 
 # ------------------------------------------------------------------------ submission
 
@@ -32,6 +33,9 @@ class SubmissionIntent(_Record, frozen=True):
     script_sha256: str
     created_at: str
     scheduler: SchedulerName
+
+    def __post_init__(self) -> None:
+        check_name(self.scheduler)
 
 
 class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +74,9 @@ class Receipt(_Record, frozen=True):
     # Why Slurm's accounting is not in this receipt although the job was settled (sacct
     # failing or accounting disabled while squeue no longer knew the job); '' otherwise.
     accounting_missing: str = ""
+
+    def __post_init__(self) -> None:
+        check_name(self.scheduler)
 
 
 # -------------------------------------------------------------------------- campaign

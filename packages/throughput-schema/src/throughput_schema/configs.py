@@ -9,6 +9,7 @@ import msgspec
 from msgspec import Meta
 
 from throughput_schema.curve_names import curve_name
+from throughput_schema.scheduler_names import SchedulerName, check_name
 from throughput_schema.version import SCHEMA_VERSION
 
 PositiveInt = Annotated[int, Meta(gt=0)]
@@ -103,8 +104,6 @@ class Recipe(_Record, frozen=True):
 
 # ------------------------------------------------------------------- cluster, protocol
 
-SchedulerName = Literal["slurm", "local"]
-
 
 class ClusterProfile(_Config, frozen=True):
     """Where and how jobs run. `scheduler: local` runs them as child processes."""
@@ -121,6 +120,9 @@ class ClusterProfile(_Config, frozen=True):
     python: str = ".venv-aarch64/bin/python"
     max_concurrent_jobs: PositiveInt = 12
     extra_sbatch_args: list[str] = []
+
+    def __post_init__(self) -> None:
+        check_name(self.scheduler)
 
 
 class Protocol(_Config, frozen=True):

@@ -17,6 +17,7 @@ from throughput_schema import Protocol, SchemaError
 from throughput_schema.argparsing import command_line
 from throughput_schema.layout import MANIFEST, SPOT_CHECK
 from throughput_schema.recipe import RecipeError
+from throughput_schema.scheduler_names import UnknownScheduler
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
 from throughput_sweep.flags import PROG, build_parser
 from throughput_sweep.freezing import create
@@ -25,6 +26,7 @@ from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
+from throughput_sweep.schedulers import BACKENDS
 
 
 @command_line
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     os.umask(os.umask(0o022) | 0o022)  # campaign files: never writable by group or others
     args = build_parser().parse_args(argv)
     try:
+        BACKENDS.check()
         return {
             "run": cmd_run,
             "status": cmd_status,
@@ -39,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             "reconcile": cmd_reconcile,
             "close-curve": cmd_close_curve,
         }[args.command](args)
-    except (CampaignError, SchemaError, RecipeError) as exc:
+    except (CampaignError, SchemaError, RecipeError, UnknownScheduler) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
