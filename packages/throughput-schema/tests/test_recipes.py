@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
 from throughput_schema.recipe import RecipeError, at_point, load_recipe, override_args, parameter_count, with_point
-from throughput_schema.records import Protocol, Recipe, TrainingConfig
+from throughput_schema.records import OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
@@ -105,6 +106,11 @@ def test_the_protocol_sets_the_seven_recipe_fields_and_starts_from_their_default
         "training": ("seed", "grad_clip"),
         "optimizer": ("lr", "beta1", "beta2", "eps", "weight_decay"),
     }
+    protocol_types = {f.name: f.type for f in msgspec.structs.fields(Protocol)}
+    for section, config in (("training", TrainingConfig), ("optimizer", OptimizerConfig)):
+        for f in msgspec.structs.fields(config):
+            if f.name in PROTOCOL_RECIPE_FIELDS[section]:
+                assert protocol_types[f.name] == f.type, f"{section}.{f.name}: the protocol accepts other values"
     recipe = load_recipe(CONFIGS / "20m.yaml")
     plain = Recipe(
         name="plain",
