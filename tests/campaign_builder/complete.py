@@ -22,7 +22,7 @@ from subprocess import CompletedProcess
 import msgspec
 
 from campaign_builder.files import sha256, write_attempt_files
-from campaign_builder.results import at_point, bursts_for, failed_result, optimizer_timing, preset, throughput_result
+from campaign_builder.results import bursts_for, failed_result, optimizer_timing, preset, throughput_result
 from throughput_schema import (
     AccountingRow,
     BurstSample,
@@ -53,6 +53,7 @@ from throughput_schema.layout import (
     job_log,
 )
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
+from throughput_schema.recipe import at_point
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0, tzinfo=UTC)
@@ -288,7 +289,7 @@ def build_throughput(
         best = None
         unstable_here = (unstable or {}).get(name, [])
         while batch <= oom:
-            point = at_point(recipe, context, batch, protocol)
+            point = at_point(recipe, context_length=context, batch_size=batch, protocol=protocol)
             start = T0 + timedelta(seconds=ci + stagger_seconds * k)
             if batch < oom:
                 res = throughput_result(point, protocol, batch, context, unstable=batch in unstable_here)
@@ -363,7 +364,7 @@ def build_optimizer(
     for ci, (model, context) in enumerate((m, c) for m in pm.models for c in pm.contexts):
         name = curve_name(model, context)
         for k, batch in enumerate(inherited.get(name, [])):
-            point = at_point(preset(model), context, batch, protocol)
+            point = at_point(preset(model), context_length=context, batch_size=batch, protocol=protocol)
             base = throughput_result(point, protocol, batch, context)
             inst = throughput_result(point, protocol, batch, context, mode="optimizer-timing", slower=1.02)
             bursts = bursts_for(inst, optimizer_ms=0.5 + 0.1 * batch)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import statistics
 
-import msgspec
-
 from throughput_schema import (
     BurstSample,
     Calibration,
@@ -30,29 +28,6 @@ PRESETS = {
 
 def preset(model: str) -> Recipe:
     return Recipe(name=model, model=PRESETS[model], training=TrainingConfig(micro_batch_size=8, batch_tokens=4096))
-
-
-def at_point(recipe: Recipe, context: int, batch: int, protocol: Protocol) -> Recipe:
-    r = msgspec.structs
-    return r.replace(
-        recipe,
-        model=r.replace(recipe.model, context_length=context),
-        training=r.replace(
-            recipe.training,
-            micro_batch_size=batch,
-            batch_tokens=batch * context,
-            seed=protocol.seed,
-            grad_clip=protocol.grad_clip,
-        ),
-        optimizer=r.replace(
-            recipe.optimizer,
-            lr=protocol.lr,
-            beta1=protocol.beta1,
-            beta2=protocol.beta2,
-            eps=protocol.eps,
-            weight_decay=protocol.weight_decay,
-        ),
-    )
 
 
 def window_seconds(batch: int, n: int, *, jitter: float) -> list[float]:

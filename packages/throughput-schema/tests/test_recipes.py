@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from throughput_schema.recipe import RecipeError, load_recipe, override_args, parameter_count, with_point
-from throughput_schema.records import Protocol
+from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
+from throughput_schema.recipe import RecipeError, at_point, load_recipe, override_args, parameter_count, with_point
+from throughput_schema.records import OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
@@ -97,3 +99,35 @@ def test_with_point_applies_the_campaign_protocol_and_round_trips_through_overri
     point = with_point(base, context_length=1024, batch_size=32, protocol=Protocol(lr=0.002))
     assert point.training.batch_tokens == 32 * 1024 and point.optimizer.lr == 0.002
     assert load_recipe(CONFIGS / "90m.yaml", override_args(point)) == point
+
+
+def test_the_protocol_sets_the_seven_recipe_fields_and_starts_from_their_defaults():
+    assert PROTOCOL_RECIPE_FIELDS == {
+        "training": ("seed", "grad_clip"),
+        "optimizer": ("lr", "beta1", "beta2", "eps", "weight_decay"),
+    }
+    protocol_types = {f.name: f.type for f in msgspec.structs.fields(Protocol)}
+    for section, config in (("training", TrainingConfig), ("optimizer", OptimizerConfig)):
+        for f in msgspec.structs.fields(config):
+            if f.name in PROTOCOL_RECIPE_FIELDS[section]:
+                assert protocol_types[f.name] == f.type, f"{section}.{f.name}: the protocol accepts other values"
+    recipe = load_recipe(CONFIGS / "20m.yaml")
+    plain = Recipe(
+        name="plain",
+        model=recipe.model,
+        training=TrainingConfig(micro_batch_size=1, batch_tokens=recipe.model.context_length),
+    )
+    # A campaign with the default protocol measures a plain recipe as written.
+    assert at_point(plain, context_length=512, batch_size=1, protocol=Protocol()) == at_point(
+        plain, context_length=512, batch_size=1
+    )
+
+
+def test_at_point_sets_every_field_the_protocol_names_without_validating():
+    protocol = Protocol(lr=0.5, beta1=0.5, beta2=0.5, eps=0.5, weight_decay=0.5, grad_clip=0.5, seed=5)
+    # Context 300 is no supported context: the audit compares such a point, it does not refuse it.
+    point = at_point(load_recipe(CONFIGS / "20m.yaml"), context_length=300, batch_size=3, protocol=protocol)
+    assert (point.model.context_length, point.training.batch_tokens) == (300, 900)
+    for section, names in PROTOCOL_RECIPE_FIELDS.items():
+        for name in names:
+            assert getattr(getattr(point, section), name) == getattr(protocol, name), f"{section}.{name}"

@@ -13,6 +13,8 @@ from throughput_audit.findings import Checks
 from throughput_audit.roofline import check_roofline
 from throughput_audit.stats import GUIDE_PARAMETERS, first_difference, flops_per_token, median, parameters, sample_cv
 from throughput_schema import Protocol, Recipe, WorkerResult
+from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
+from throughput_schema.recipe import at_point
 
 RATE_REL = 1e-9
 CV_REL = 1e-6
@@ -271,7 +273,7 @@ def check_point_recipe(
             model=model,
         )
     else:
-        expected = _at_point(frozen, batch=batch, context=context, protocol=protocol)
+        expected = at_point(frozen, context_length=context, batch_size=batch, protocol=protocol)
         diffs = _differences(expected, r)
         checks.expect(
             "recipe.frozen",
@@ -285,13 +287,9 @@ def check_point_recipe(
             frozen_file=frozen_file,
         )
     proto = {
-        "training.seed": (protocol.seed, t.seed),
-        "training.grad_clip": (protocol.grad_clip, t.grad_clip),
-        "optimizer.lr": (protocol.lr, r.optimizer.lr),
-        "optimizer.beta1": (protocol.beta1, r.optimizer.beta1),
-        "optimizer.beta2": (protocol.beta2, r.optimizer.beta2),
-        "optimizer.eps": (protocol.eps, r.optimizer.eps),
-        "optimizer.weight_decay": (protocol.weight_decay, r.optimizer.weight_decay),
+        f"{section}.{name}": (getattr(protocol, name), getattr(getattr(r, section), name))
+        for section, names in PROTOCOL_RECIPE_FIELDS.items()
+        for name in names
     }
     wrong = {k: v for k, v in proto.items() if v[0] != v[1]}
     checks.expect(
@@ -315,31 +313,6 @@ def check_point_recipe(
         suffix=f", the guide says {anchor:,} for {r.name}" if anchor is not None else "",
         same=result.parameters == count and (anchor is None or anchor == count),
         guide=anchor,
-    )
-
-
-def _at_point(frozen: Recipe, *, batch: int, context: int, protocol: Protocol) -> Recipe:
-    """The frozen preset at this point, with the campaign's common protocol applied."""
-    import msgspec
-
-    return msgspec.structs.replace(
-        frozen,
-        model=msgspec.structs.replace(frozen.model, context_length=context),
-        training=msgspec.structs.replace(
-            frozen.training,
-            micro_batch_size=batch,
-            batch_tokens=batch * context,
-            seed=protocol.seed,
-            grad_clip=protocol.grad_clip,
-        ),
-        optimizer=msgspec.structs.replace(
-            frozen.optimizer,
-            lr=protocol.lr,
-            beta1=protocol.beta1,
-            beta2=protocol.beta2,
-            eps=protocol.eps,
-            weight_decay=protocol.weight_decay,
-        ),
     )
 
 

@@ -125,8 +125,17 @@ class ClusterProfile(_Config, frozen=True):
         check_name(self.scheduler)
 
 
+# Read only for their defaults: the protocol's recipe settings start where a recipe's do.
+_TRAINING = TrainingConfig(micro_batch_size=1, batch_tokens=1)
+_OPTIMIZER = OptimizerConfig()
+
+
 class Protocol(_Config, frozen=True):
-    """The campaign's measurement protocol, applied to every model alike."""
+    """The campaign's measurement protocol, applied to every model alike.
+
+    A field named as a training or optimizer field of the recipe sets that field at every
+    point (`PROTOCOL_RECIPE_FIELDS`); its default is the recipe's.
+    """
 
     warmup: NonNegInt = 20
     calibration_updates: PositiveInt = 5
@@ -135,15 +144,29 @@ class Protocol(_Config, frozen=True):
     window_seconds: PositiveFloat = 10.0
     min_updates_per_window: PositiveInt = 20
     cv_threshold: PositiveFloat = 0.05
-    lr: NonNegFloat = 1e-3
-    beta1: Fraction = 0.9
-    beta2: Fraction = 0.99
-    eps: PositiveFloat = 1e-8
-    weight_decay: NonNegFloat = 0.1
-    grad_clip: PositiveFloat = 1.0
-    seed: int = 42
+    lr: NonNegFloat = _OPTIMIZER.lr
+    beta1: Fraction = _OPTIMIZER.beta1
+    beta2: Fraction = _OPTIMIZER.beta2
+    eps: PositiveFloat = _OPTIMIZER.eps
+    weight_decay: NonNegFloat = _OPTIMIZER.weight_decay
+    grad_clip: PositiveFloat = _TRAINING.grad_clip
+    seed: int = _TRAINING.seed
     # Optimizer timing only: each synchronised burst of graph replays targets this.
     burst_seconds: PositiveFloat = 0.1
+
+
+# The recipe fields the protocol sets, by recipe section, in the section's field order.
+PROTOCOL_RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
+    section: tuple(name for name in config.__struct_fields__ if name in Protocol.__struct_fields__)
+    for section, config in (("training", TrainingConfig), ("optimizer", OptimizerConfig))
+}
+
+
+def protocol_settings(protocol: Protocol | None, section: str) -> dict[str, object]:
+    """The values `protocol` sets in one recipe section (none without a protocol)."""
+    if protocol is None:
+        return {}
+    return {name: getattr(protocol, name) for name in PROTOCOL_RECIPE_FIELDS[section]}
 
 
 # ----------------------------------------------------------------------------- points

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from throughput_schema.codec import SchemaError, not_text, read_bytes
-from throughput_schema.configs import Protocol
+from throughput_schema.configs import Protocol, protocol_settings
 from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name, reduced_model_name
 from throughput_schema.hf_model_types import HEADS, MODEL_TYPES, ModelType
 
@@ -192,19 +192,9 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
     raw = {
         "name": model_name,
         "model": model,
-        "training": {
-            "micro_batch_size": DEFAULT_MICRO_BATCH,
-            "batch_tokens": DEFAULT_MICRO_BATCH * DEFAULT_CONTEXT,
-            "seed": protocol.seed,
-            "grad_clip": protocol.grad_clip,
-        },
-        "optimizer": {
-            "lr": protocol.lr,
-            "beta1": protocol.beta1,
-            "beta2": protocol.beta2,
-            "eps": protocol.eps,
-            "weight_decay": protocol.weight_decay,
-        },
+        "training": {"micro_batch_size": DEFAULT_MICRO_BATCH, "batch_tokens": DEFAULT_MICRO_BATCH * DEFAULT_CONTEXT}
+        | protocol_settings(protocol, "training"),
+        "optimizer": protocol_settings(protocol, "optimizer"),
     }
     return Imported(
         raw=raw,

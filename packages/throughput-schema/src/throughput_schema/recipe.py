@@ -16,7 +16,8 @@ import msgspec
 
 from throughput_schema import hf_config
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
-from throughput_schema.records import ModelConfig, OptimizerConfig, Recipe, TrainingConfig
+from throughput_schema.configs import protocol_settings
+from throughput_schema.records import ModelConfig, OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 # Re-exported (the `as` form) for callers that load a recipe and count it in one place.
 from throughput_schema.shape import flops_per_token as flops_per_token
@@ -71,24 +72,23 @@ def check_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
         )
 
 
-def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol: Any | None = None) -> Recipe:
-    """The recipe for one campaign point: context, batch, and the campaign's protocol."""
+def at_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol: Protocol | None = None) -> Recipe:
+    """The recipe laid over one campaign point: context, batch, and the recipe fields the
+    campaign's protocol sets. Not validated: the audit compares it, the sweep checks it."""
     model = msgspec.structs.replace(recipe.model, context_length=context_length)
     training = msgspec.structs.replace(
-        recipe.training, micro_batch_size=batch_size, batch_tokens=batch_size * context_length
+        recipe.training,
+        micro_batch_size=batch_size,
+        batch_tokens=batch_size * context_length,
+        **protocol_settings(protocol, "training"),
     )
-    optimizer = recipe.optimizer
-    if protocol is not None:
-        training = msgspec.structs.replace(training, seed=protocol.seed, grad_clip=protocol.grad_clip)
-        optimizer = msgspec.structs.replace(
-            optimizer,
-            lr=protocol.lr,
-            beta1=protocol.beta1,
-            beta2=protocol.beta2,
-            eps=protocol.eps,
-            weight_decay=protocol.weight_decay,
-        )
-    result = msgspec.structs.replace(recipe, model=model, training=training, optimizer=optimizer)
+    optimizer = msgspec.structs.replace(recipe.optimizer, **protocol_settings(protocol, "optimizer"))
+    return msgspec.structs.replace(recipe, model=model, training=training, optimizer=optimizer)
+
+
+def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol: Protocol | None = None) -> Recipe:
+    """The recipe for one campaign point (`at_point`), validated."""
+    result = at_point(recipe, context_length=context_length, batch_size=batch_size, protocol=protocol)
     check_recipe(result, source=f"{recipe.name} at context {context_length}, batch {batch_size}")
     return result
 

@@ -41,6 +41,7 @@ import msgspec
 
 from throughput_schema import BurstSample, Calibration, Recipe, Window
 from throughput_schema import Protocol as ProtocolRecord
+from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
 from throughput_schema.energy import derive_window
 from tiny_llm import stats
 from tiny_llm.energy_meter import Meter
@@ -69,16 +70,13 @@ class CounterMismatch(RuntimeError):
 def protocol_record(recipe: Recipe, protocol: ProtocolRecord) -> ProtocolRecord:
     """The protocol a result records: the measurement settings given, with the recipe's
     optimizer settings (a recipe's own values are what the update ran with)."""
-    o = recipe.optimizer
     return msgspec.structs.replace(
         protocol,
-        lr=o.lr,
-        beta1=o.beta1,
-        beta2=o.beta2,
-        eps=o.eps,
-        weight_decay=o.weight_decay,
-        grad_clip=recipe.training.grad_clip,
-        seed=recipe.training.seed,
+        **{
+            name: getattr(getattr(recipe, section), name)
+            for section, names in PROTOCOL_RECIPE_FIELDS.items()
+            for name in names
+        },
     )
 
 
