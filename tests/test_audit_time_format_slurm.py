@@ -17,6 +17,7 @@ import pytest
 
 from campaign_helpers import profile, sweep, write_plan
 from throughput_audit.audit import run_audit
+from throughput_schema.outcomes import SCHEDULER_PHASE
 
 pytestmark = pytest.mark.slurm
 
@@ -26,7 +27,7 @@ CONTEXTS = ("512", "1024")
 def _worker_results(campaign: Path) -> list[str]:
     found = []
     for result in sorted(campaign.glob("curves/*/b*/attempt-*/result.json")):
-        if json.loads(result.read_text())["outcome"].get("phase") != "slurm":
+        if json.loads(result.read_text())["outcome"].get("phase") != SCHEDULER_PHASE:
             found.append(str(result.relative_to(campaign)))
     return found
 

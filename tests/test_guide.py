@@ -122,6 +122,10 @@ def _needs_a_cluster(command: Command, argv: list[str]) -> bool:
     return command.env.get(PROFILE_ENV, "local") != "local" and "run" in argv[:3] and "--dry-run" not in argv
 
 
+# The walk-through's optimizer follow-up audits the instrumented worker's optimizer time over
+# its baseline's update time, measured one after the other in 1 s windows: work beside it on the
+# same cores can land on one and not the other and push the ratio past 100%.
+@pytest.mark.alone
 @pytest.mark.slow
 def test_every_command_of_the_guide_runs(tmp_path):
     commands = guide_commands(GUIDE.read_text())

@@ -15,7 +15,7 @@ import pytest
 
 from throughput_schema import ClusterProfile, read
 from throughput_schema.local_jobs import LocalJob
-from throughput_sweep.node.local_registry import proc_start_time
+from throughput_sweep.node.host import proc_start_time
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
 

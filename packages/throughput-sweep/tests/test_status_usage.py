@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from campaign_helpers import scripted_run
-from throughput_schema import AccountingRow, ClusterProfile, Receipt
+from throughput_schema import AccountingRow, ClusterProfile, Receipt, WorkerResult
 from throughput_schema.layout import Attempt
+from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
+from throughput_schema.recipe import load_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
 from throughput_sweep.usage import gpu_hours
@@ -161,3 +163,15 @@ def test_resume_profile_while_nothing_ran_replaces_a_profile_edited_in_place(tmp
     assert entry.old == before and entry.new_name == "local" and entry.old_sha256 != entry.new_sha256
     assert resume_profile(done, "local", ROOT, write=True) == (done, False)  # the same again: nothing to do
     assert resume_profile(done, None, ROOT, write=True) == (done, False)
+
+
+# A result the controller wrote carries SCHEDULER_PHASE; one written before that name carries
+# "slurm", a local job's too: status names the scheduler the job ran on for both.
+@pytest.mark.parametrize("phase", [SCHEDULER_PHASE, "slurm"])
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+def test_a_result_the_controller_wrote_names_the_scheduler_the_job_ran_on(phase, scheduler):
+    receipt = Receipt(token="t", job_id="3", submitted_at="2026-01-01T00:00:00+00:00", scheduler=scheduler)
+    recipe = load_recipe(ROOT / "configs/tiny.yaml")
+    result = WorkerResult(outcome=Crashed(phase=phase, message="job 3 ended FAILED"), recipe=recipe, parameters=1)
+    shown = AttemptInfo(Attempt(Path("b1"), "tiny", 128, 1, 1, None, receipt, result, None)).message
+    assert shown == f"{scheduler} job 3 ended FAILED"

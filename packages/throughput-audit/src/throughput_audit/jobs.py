@@ -19,7 +19,7 @@ from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
 from throughput_schema import AccountingRow, WorkerResult, slurm_states
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
-from throughput_schema.outcomes import SCHEDULER_PHASE
+from throughput_schema.outcomes import written_by_scheduler
 from throughput_schema.sacct import slurm_minutes
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
@@ -146,9 +146,9 @@ def _same(field: str, recorded: str, now: str) -> bool:
 
 def _worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
     """Results written inside the job. One the controller wrote from the final accounting
-    for a job that left none (`SCHEDULER_PHASE`, whatever the scheduler) is dated after it."""
+    for a job that left none (`written_by_scheduler`, whatever the scheduler) is dated after it."""
     found = [(r.file(RESULT), r.attempt.result), (r.file(BASELINE), r.attempt.baseline)]
-    return [(file, res) for file, res in found if res is not None and res.outcome.phase != SCHEDULER_PHASE]
+    return [(file, res) for file, res in found if res is not None and not written_by_scheduler(res.outcome)]
 
 
 def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> int:

@@ -12,7 +12,7 @@ from typing import Literal
 
 from throughput_schema import Settlement, WorkerResult, outcome_kind
 from throughput_schema.layout import Attempt, is_void
-from throughput_schema.outcomes import SCHEDULER_PHASE
+from throughput_schema.outcomes import Outcome, written_by_scheduler
 
 Status = Literal["unsettled", "ambiguous", "abandoned", "refused", "submitted", "ok", "oom", "failed"]
 
@@ -78,17 +78,17 @@ class AttemptInfo:
             out = a.result.outcome
             if self.optimizer and outcome_kind(out) == "ok" and a.baseline is not None:
                 out = a.baseline.outcome
-            text = " ".join(x for x in (self._phase(out.phase), out.message) if x)
+            text = " ".join(x for x in (self._phase(out), out.message) if x)
             return text.replace("\n", " ")[:300]
         if self.settlement is not None:
             return self.settlement.reason
         return ""
 
-    def _phase(self, phase: str) -> str:
-        """A result the controller wrote from the scheduler's word (`SCHEDULER_PHASE`), shown,
-        names the scheduler the job ran on."""
+    def _phase(self, outcome: Outcome) -> str:
+        """A result the controller wrote from the scheduler's word, shown, names the scheduler
+        the job ran on."""
         ran_on = self.attempt.receipt or self.attempt.intent
-        return ran_on.scheduler if phase == SCHEDULER_PHASE and ran_on is not None else phase
+        return ran_on.scheduler if written_by_scheduler(outcome) and ran_on is not None else outcome.phase
 
     @property
     def measured(self) -> WorkerResult | None:

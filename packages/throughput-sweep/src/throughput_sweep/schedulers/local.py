@@ -13,7 +13,7 @@ Each job runs the same batch script as on Slurm (`bash job.sh` in `workdir`, out
 `workdir/slurm-<id>.out`, like Slurm's `--output=slurm-%j.out`) under a tiny wrapper,
 `python -m throughput_sweep.node.local_job run-job JOBS_DIR ID` (`local_job`),
 started in its own session, so Ctrl-C of the watcher or its death leaves jobs running.
-Job ids are 1, 2, 3... per registry. The registry (`local_registry`) survives the
+Job ids are 1, 2, 3... per registry. The registry (`throughput_schema.local_jobs`) survives the
 watcher: `submit` records each job, the wrapper records how it ended.
 
 States, as in Slurm: RUNNING, COMPLETED (exit 0), FAILED (non-zero exit, or a signal),
@@ -53,7 +53,7 @@ from throughput_schema.local_jobs import (
     stamp,
 )
 from throughput_sweep.node import local_job
-from throughput_sweep.node.local_registry import _alive, machine_cpus, machine_mem, proc_start_time
+from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
 
 __all__ = ["LocalScheduler", "detect_gpus"]

@@ -1,4 +1,4 @@
-"""The local scheduler's process helpers and what the machine really gives a job.
+"""This host, as the local scheduler sees it: its processes and what it really gives a job.
 
 The registry's records and its reader live in `throughput_schema.local_jobs`, since the
 audit reads them too. The scheduler (`local`) and the wrapper (`local_job`) share what
