@@ -121,9 +121,12 @@ def _edit_frozen(w: Path) -> None:
 
 def _profile(**fields):
     def change(w: Path) -> None:
+        import msgspec
         import yaml
 
-        raw = yaml.safe_load((ROOT / "configs/clusters/local.yaml").read_text())
+        from throughput_sweep.profiles import embedded_local_profile
+
+        raw = msgspec.to_builtins(embedded_local_profile())
         raw.update(fields)
         (w / "p.yaml").write_text(yaml.safe_dump(raw))
 
