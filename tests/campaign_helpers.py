@@ -16,12 +16,12 @@ from pathlib import Path
 import yaml
 
 from throughput_schema import outcome_kind
+from throughput_sweep.exit_statuses import EXIT_BLOCKED
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = [sys.executable, str(ROOT / "scripts/throughput_sweep.py")]
 LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
-# run's and status's exit status when every curve has ended and at least one is blocked
-BLOCKED = 3
+BLOCKED = EXIT_BLOCKED
 
 
 def watching(poll_max: int = 2) -> list[str]:
@@ -59,13 +59,34 @@ def sweep_env(plan: Path | None, crash: str | None = None) -> dict:
     return env
 
 
-def sweep(
-    *args, plan: Path | None = None, crash: str | None = None, timeout: float = 400
+def run_program(
+    program: list[str],
+    *args,
+    plan: Path | None = None,
+    crash: str | None = None,
+    cwd: Path = ROOT,
+    env: dict | None = None,
+    timeout: float = 400,
+    rc: int | None = None,
 ) -> subprocess.CompletedProcess:
-    """`throughput-sweep ARGS` through the driver script, to completion."""
-    return subprocess.run(
-        [*SWEEP, *map(str, args)], cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True, timeout=timeout
+    """`PROGRAM ARGS` in `cwd` to completion, with the scripted worker importable and following
+    `plan` (and `env`'s variables on top); with `rc`, its exit status must be that."""
+    proc = subprocess.run(
+        [*program, *map(str, args)],
+        cwd=cwd,
+        env={**sweep_env(plan, crash), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
+    if rc is not None:
+        assert proc.returncode == rc, proc.stdout + proc.stderr
+    return proc
+
+
+def sweep(*args, **options) -> subprocess.CompletedProcess:
+    """`throughput-sweep ARGS` through the driver script, to completion (options: run_program's)."""
+    return run_program(SWEEP, *args, **options)
 
 
 def scripted_campaign(out: Path, profile: str | Path, plan: Path) -> Path:
@@ -115,11 +136,17 @@ def scripted_run(
     return [*where, *grid, *_scripted(poll_max)]
 
 
-def start_sweep(*args, plan: Path | None = None, log: Path, crash: str | None = None) -> subprocess.Popen:
+def start_sweep(
+    *args, plan: Path | None = None, log: Path, crash: str | None = None, env: dict | None = None
+) -> subprocess.Popen:
     """`throughput-sweep ARGS` in the background (stdout+stderr to `log`), for faults mid-run."""
     with open(log, "w") as out:
         return subprocess.Popen(
-            [*SWEEP, *map(str, args)], cwd=ROOT, env=sweep_env(plan, crash), stdout=out, stderr=subprocess.STDOUT
+            [*SWEEP, *map(str, args)],
+            cwd=ROOT,
+            env={**sweep_env(plan, crash), **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
 
 

@@ -11,7 +11,6 @@ then fail for a second job submitted under one of its tokens.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import msgspec
 import pytest
 
 from campaign_builder.complete import build_throughput
+from campaign_helpers import run_program
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
@@ -188,10 +188,10 @@ def test_job_unknown_to_accounting_is_a_finding(real_campaign):
 # ------------------------------------------------------------------ a controller campaign
 
 
-def sweep(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+def sweep(*args: str, plan: Path) -> subprocess.CompletedProcess[str]:
+    """The installed `throughput-sweep` entry point, where there is one."""
     exe = Path(sys.executable).parent / "throughput-sweep"
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "throughput_sweep.cli"]
-    return subprocess.run([*argv, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, check=False)
+    return run_program([str(exe)] if exe.exists() else [sys.executable, "-m", "throughput_sweep.cli"], *args, plan=plan)
 
 
 def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
@@ -202,7 +202,6 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
         )
     )
     camp = tmp_path / "camp"
-    env = {**os.environ, "SCRIPTED_WORKER_PLAN": str(plan)}
     run = sweep(
         "run",
         "--output",
@@ -219,12 +218,12 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
         "--poll-max-seconds",
         "1",
         "--no-progress",
-        env=env,
+        plan=plan,
     )
     if run.returncode == 2 and "not implemented" in run.stderr:
         pytest.skip("throughput-sweep run is not implemented yet")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert sweep("collect", "--output", str(camp), env=env).returncode == 0
+    assert sweep("collect", "--output", str(camp), plan=plan).returncode == 0
 
     out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     write_outputs(camp, out)
@@ -279,7 +278,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     )
     row = wait_accounted([other])[other]
     point_at(folder, receipt, row)
-    assert sweep("collect", "--output", str(camp), env=env).returncode == 0  # publishing the other job
+    assert sweep("collect", "--output", str(camp), plan=plan).returncode == 0  # publishing the other job
     out = run_audit(camp, settle_seconds=20, allow_test_worker=True)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted", "slurm.unreceipted"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_helpers import ROOT, sweep_env
+from campaign_helpers import ROOT, run_program
 
 pytestmark = pytest.mark.slow  # every command line against campaigns built on disk
 
@@ -32,9 +32,7 @@ FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seco
 
 
 def run(argv, plan: Path | None = None, crash: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*map(str, argv)], cwd=ROOT, env=sweep_env(plan, crash), capture_output=True, text=True, timeout=timeout
-    )
+    return run_program([], *argv, plan=plan, crash=crash, timeout=timeout)
 
 
 def tree_hash(folder: Path) -> dict[str, str]:
@@ -123,9 +121,12 @@ def _edit_frozen(w: Path) -> None:
 
 def _profile(**fields):
     def change(w: Path) -> None:
+        import msgspec
         import yaml
 
-        raw = yaml.safe_load((ROOT / "configs/clusters/local.yaml").read_text())
+        from throughput_sweep.profiles import embedded_local_profile
+
+        raw = msgspec.to_builtins(embedded_local_profile())
         raw.update(fields)
         (w / "p.yaml").write_text(yaml.safe_dump(raw))
 

@@ -27,11 +27,11 @@ import pytest
 
 from campaign_helpers import FAST, profile, receipts, slurm_tool, sweep, write_plan
 from optimizer_campaigns import audit
+from throughput_sweep.exit_statuses import EXIT_BUDGET
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 ACCOUNT = "budget"
-EXIT_BUDGET = 6
 
 
 def _sacctmgr(*args: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign_helpers import BLOCKED, ROOT, SWEEP, sweep_env, write_plan
+from campaign_helpers import BLOCKED, ROOT, SWEEP, run_program, write_plan
 from optimizer_campaigns import audit, local_profile
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -24,15 +24,11 @@ FAST = ["--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
 
 
 def in_folder(cwd: Path, program: list[str], *args, plan: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*program, *map(str, args)], cwd=cwd, env=sweep_env(plan), capture_output=True, text=True, timeout=600
-    )
+    return run_program(program, *args, plan=plan, cwd=cwd, timeout=600)
 
 
 def sweep(cwd: Path, *args, plan: Path | None = None, rc: int = 0) -> subprocess.CompletedProcess:
-    proc = in_folder(cwd, SWEEP, *args, plan=plan)
-    assert proc.returncode == rc, f"{args}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+    return run_program(SWEEP, *args, plan=plan, cwd=cwd, timeout=600, rc=rc)
 
 
 @pytest.mark.slurm2411

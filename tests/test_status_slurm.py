@@ -15,7 +15,6 @@ import pytest
 
 from campaign_helpers import (
     BLOCKED,
-    ROOT,
     SWEEP,
     job_state,
     profile,
@@ -27,13 +26,13 @@ from campaign_helpers import (
     write_plan,
 )
 from throughput_sweep.campaign import open_campaign
+from throughput_sweep.exit_statuses import EXIT_INCOMPLETE as INCOMPLETE
 from throughput_sweep.live import ask
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 FAST = ["--worker", "scripted_worker", "--window-seconds", "1", "--poll-max-seconds", "1", "--no-progress"]
-INCOMPLETE = 4
 
 
 def receipt_job(out: Path, attempt: int) -> str:
@@ -43,14 +42,7 @@ def receipt_job(out: Path, attempt: int) -> str:
 
 
 def status(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [*SWEEP, "status", "--output", str(out), *extra],
-        cwd=ROOT,
-        env=env or sweep_env(None),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = sweep("status", "--output", out, *extra, env=env, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

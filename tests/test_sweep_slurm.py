@@ -21,6 +21,7 @@ from campaign_helpers import (
     wait_for,
     write_plan,
 )
+from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm2411]
 
@@ -174,7 +175,7 @@ def test_ctrl_c_leaves_the_jobs_running_and_resume_finishes_every_point_once(loc
             what="both curves' first jobs",
         )
         watcher.send_signal(signal.SIGINT)
-        assert watcher.wait(timeout=60) == 130, log.read_text()
+        assert watcher.wait(timeout=60) == EXIT_INTERRUPTED, log.read_text()
     finally:
         watcher.kill()
     text = log.read_text()

@@ -24,18 +24,19 @@ import pytest
 
 from campaign_helpers import (
     ROOT,
-    SWEEP,
     WATCH,
     check_campaign,
     profile,
     receipts,
     sacct_jobs,
     scripted_run,
-    sweep_env,
+    start_sweep,
+    sweep,
     wait_for,
     write_plan,
 )
 from test_accounting_faults_slurm import min_job_age, wait_until_squeue_forgets
+from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
 
 pytestmark = [pytest.mark.slurm]
 
@@ -45,21 +46,11 @@ LOS_ANGELES = "America/Los_Angeles"
 
 def in_zone(tz: str, *args, plan: Path, crash: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`throughput-sweep ARGS` in a shell whose TZ is `tz`."""
-    return subprocess.run(
-        [*SWEEP, *map(str, args)],
-        cwd=ROOT,
-        env={**sweep_env(plan, crash), "TZ": tz},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return sweep(*args, plan=plan, crash=crash, env={"TZ": tz}, timeout=timeout)
 
 
 def start_in_zone(tz: str, *args, plan: Path, log: Path) -> subprocess.Popen:
-    with open(log, "w") as out:
-        return subprocess.Popen(
-            [*SWEEP, *map(str, args)], cwd=ROOT, env={**sweep_env(plan), "TZ": tz}, stdout=out, stderr=subprocess.STDOUT
-        )
+    return start_sweep(*args, plan=plan, log=log, env={"TZ": tz})
 
 
 def audit_in_zone(campaign: Path, tz: str) -> tuple[int, list[dict], str]:
@@ -155,7 +146,7 @@ def test_a_campaign_stopped_in_kolkata_and_resumed_from_los_angeles_audits_clean
 
         wait_for(b1_final_while_b2_runs, 120, "b1's final accounting while b2 runs")
         watcher.send_signal(signal.SIGINT)
-        assert watcher.wait(timeout=60) == 130, (tmp_path / "watcher.log").read_text()
+        assert watcher.wait(timeout=60) == EXIT_INTERRUPTED, (tmp_path / "watcher.log").read_text()
     finally:
         watcher.kill()
     r = in_zone(LOS_ANGELES, "run", "--output", out, "--resume", *WATCH, plan=plan)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from campaign_helpers import scripted_run, watching
+from campaign_helpers import BLOCKED, scripted_run, sweep, watching
 
 pytestmark = pytest.mark.slow  # whole campaigns on the local scheduler
 
@@ -20,23 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 TESTS = ROOT / "tests"
 
 
-def run(*args, plan: Path | None = None, check_rc: int | None = 0, env_extra: dict | None = None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
-    if plan is not None:
-        env["SCRIPTED_WORKER_PLAN"] = str(plan)
-    env.update(env_extra or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    if check_rc is not None:
-        assert proc.returncode == check_rc, proc.stdout + proc.stderr
-    return proc
+# Each command here must exit 0 unless the test names another status (rc=...).
+run = functools.partial(sweep, rc=0)
 
 
 def snapshot(folder: Path) -> dict:
@@ -58,18 +42,15 @@ def plan(tmp_path) -> Path:
     return path
 
 
-BLOCKED = 3  # run's and status's exit status when every curve has ended and one is blocked
-
-
 def sweep(out, plan, *extra, rc=0):
-    return run(*scripted_run(out, 512, 1024, poll_max=1), *extra, plan=plan, check_rc=rc)
+    return run(*scripted_run(out, 512, 1024, poll_max=1), *extra, plan=plan, rc=rc)
 
 
 def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
     out = tmp_path / "camp"
     first = sweep(out, plan, rc=BLOCKED)
     assert "retry with: " in first.stderr and "--resume --retry-failed" in first.stderr
-    status = run("status", "--output", out, check_rc=BLOCKED).stdout
+    status = run("status", "--output", out, rc=BLOCKED).stdout
     assert "20m-c512           bounded" in status and "blocked: batch 2 attempt 1" in status
     assert "compile_error" in status and "ended with blocked curves" in status
     # Frozen copy with hashes; the scripted worker itself is frozen too.
@@ -89,7 +70,7 @@ def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
         assert not (p.stat().st_mode & 0o022), p
     # Resume with other contexts is refused and changes nothing.
     before = snapshot(out)
-    r = run("run", "--output", out, "--resume", "--contexts", "512", "2048", check_rc=2)
+    r = run("run", "--output", out, "--resume", "--contexts", "512", "2048", rc=2)
     assert "new campaign" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert snapshot(out) == before
     # Collect: INCOMPLETE at the top, the boundary and the failure in the README.
@@ -116,7 +97,7 @@ def test_local_campaign_end_to_end_status_collect_and_retry(tmp_path, plan):
     assert retried.returncode in (0, BLOCKED), retried.stderr
     assert (out / "curves/20m-c1024/b2/attempt-1/result.json").exists()
     assert json.loads((out / "curves/20m-c1024/b2/attempt-2/result.json").read_text())["outcome"]["kind"] == "ok"
-    status = run("status", "--output", out, check_rc=None).stdout
+    status = run("status", "--output", out, rc=None).stdout
     assert "20m-c1024          pending" in status or "20m-c1024          running" in status or "20m-c1024" in status
 
 
@@ -158,7 +139,7 @@ def test_second_watcher_refuses(tmp_path, plan):
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, words):
     out = tmp_path / "c"
-    r = run(*[a.format(o=out) for a in args], check_rc=2)
+    r = run(*[a.format(o=out) for a in args], rc=2)
     assert words in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not out.exists()
@@ -171,7 +152,7 @@ def test_corrupted_manifest_is_one_line(tmp_path, plan):
     (out / "manifest.json").write_text('{"kind": "throughput", "na')
     before = snapshot(out)
     for cmd in (["status", "--output", out], ["collect", "--output", out], ["run", "--output", out, "--resume"]):
-        r = run(*cmd, check_rc=2)
+        r = run(*cmd, rc=2)
         assert "manifest.json" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert snapshot(out) == before
 
@@ -204,8 +185,8 @@ def test_optimizer_follow_up_sequential_and_parallel(tmp_path, plan):
         json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c1024-b2:optimizer": "nonfinite"}})
     )
     par = tmp_path / "par"
-    run(*scripted_run(par, timing_from=parent, poll_max=1), "--parallel-optimizer-points", plan=plan, check_rc=BLOCKED)
-    status = run("status", "--output", par, check_rc=BLOCKED).stdout
+    run(*scripted_run(par, timing_from=parent, poll_max=1), "--parallel-optimizer-points", plan=plan, rc=BLOCKED)
+    status = run("status", "--output", par, rc=BLOCKED).stdout
     assert "20m-c512           complete" in status and "20m-c1024          blocked" in status
 
 
@@ -213,7 +194,6 @@ def test_printed_commands_name_the_way_we_were_started(monkeypatch):
     """Resume and collect hints repeat the invocation: `python -m throughput_sweep.cli`
     on a machine without the console script (seen on the GPU image, where argv[0] is
     the module's file), the console script otherwise."""
-    import sys
     import types
 
     from throughput_sweep.cli import PROG, driver_name
@@ -235,8 +215,7 @@ def test_crash_between_the_request_and_the_intent_submits_nothing_twice(tmp_path
     """SIGKILL after request.json and job.sh, before intent.json: that attempt never ran, and
     the resumed watcher measures the point in the next attempt."""
     out = tmp_path / "camp"
-    crash = {"THROUGHPUT_SWEEP_CRASH_AT": "after-request"}
-    run(*scripted_run(out, 512, max_batch=2, poll_max=1), plan=plan, check_rc=-9, env_extra=crash)
+    run(*scripted_run(out, 512, max_batch=2, poll_max=1), plan=plan, rc=-9, crash="after-request")
     first = out / "curves/20m-c512/b1/attempt-1"
     assert sorted(p.name for p in first.iterdir()) == ["job.sh", "request.json"]
     run("run", "--output", out, "--resume", *watching(1), plan=plan)
@@ -253,8 +232,7 @@ def test_a_job_that_finished_before_its_receipt_was_written_is_adopted_on_resume
     while no watcher runs. The result gives the point its status, and the resumed watcher still
     adopts the job by its token, so every job that ran has its receipt."""
     out = tmp_path / "camp"
-    crash = {"THROUGHPUT_SWEEP_CRASH_AT": "after-submit"}
-    run(*scripted_run(out, 512, max_batch=2, poll_max=1), plan=plan, check_rc=-9, env_extra=crash)
+    run(*scripted_run(out, 512, max_batch=2, poll_max=1), plan=plan, rc=-9, crash="after-submit")
     attempt = out / "curves/20m-c512/b1/attempt-1"
     assert not (attempt / "receipt.json").exists()
     deadline = time.monotonic() + 60

@@ -4,16 +4,14 @@ single-context parent, and the refusals of an incomplete parent (local scheduler
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from campaign_helpers import scripted_run
+from campaign_helpers import scripted_run, sweep
 from throughput_schema import BurstSample, OptimizerTiming, Throughput, Window, WorkerResult
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import Ok
@@ -26,23 +24,8 @@ pytestmark = pytest.mark.slow  # whole campaigns and their follow-ups
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def run(*args, plan: Path | None = None, check_rc: int | None = 0):
-    """`throughput-sweep ARGS` on the local scheduler, with the scripted worker importable."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "tests") + os.pathsep + env.get("PYTHONPATH", "")
-    if plan is not None:
-        env["SCRIPTED_WORKER_PLAN"] = str(plan)
-    proc = subprocess.run(
-        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    if check_rc is not None:
-        assert proc.returncode == check_rc, proc.stdout + proc.stderr
-    return proc
+# Each command here must exit 0 unless the test names another status (rc=...).
+run = functools.partial(sweep, rc=0)
 
 
 def snapshot(folder: Path) -> dict:
@@ -150,7 +133,7 @@ def test_single_context_parent_is_inherited_exactly(tmp_path):
 def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     plan = write_plan(tmp_path / "plan.json", {"20m-c512-b4": "cuda_oom", "20m-c1024-b2": "compile_error"})
     parent = tmp_path / "parent"
-    run(*scripted_run(parent, 512, 1024, poll_max=1), plan=plan, check_rc=3)
+    run(*scripted_run(parent, 512, 1024, poll_max=1), plan=plan, rc=3)
     # 20m-c512 bounded (1, 2; OOM at 4), 20m-c1024 blocked at batch 2 (run's exit status 3)
     before = snapshot(parent)
     opt = tmp_path / "opt"
@@ -158,7 +141,7 @@ def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
         ([], "an optimizer follow-up needs"),
         (["--parallel-optimizer-points"], "--parallel-optimizer-points needs"),
     ):
-        r = run(*scripted_run(opt, timing_from=parent, poll_max=1), *extra, plan=plan, check_rc=2)
+        r = run(*scripted_run(opt, timing_from=parent, poll_max=1), *extra, plan=plan, rc=2)
         line = r.stderr.strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert f"{words} a completed memory sweep" in line and "blocked curves (20m-c1024)" in line
@@ -168,7 +151,7 @@ def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):
     # A curve that has not ended (its last point removed: the sweep would go on) is refused in either mode.
     shutil.rmtree(parent / "curves/20m-c512/b4")
     for extra in ([], ["--parallel-optimizer-points"]):
-        r = run(*scripted_run(opt, timing_from=parent, poll_max=1), *extra, plan=plan, check_rc=2)
+        r = run(*scripted_run(opt, timing_from=parent, poll_max=1), *extra, plan=plan, rc=2)
         assert (
             "the throughput campaign is not complete" in r.stderr
             and "20m-c512" in r.stderr

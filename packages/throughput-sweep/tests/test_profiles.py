@@ -9,7 +9,14 @@ import msgspec
 import pytest
 
 from throughput_sweep.campaign import CampaignError
-from throughput_sweep.profiles import PROFILE_ENV, choose_profile, embedded_local_profile, load_profile, profile_problem
+from throughput_sweep.profiles import (
+    PROFILE_ENV,
+    available_profiles,
+    choose_profile,
+    embedded_local_profile,
+    load_profile,
+    profile_problem,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -99,3 +106,11 @@ def test_every_committed_profile_is_valid():
         assert profile_problem(profile, need_python=False) == "", path
     good = msgspec.structs.replace(embedded_local_profile(), watchdog_minutes=13.0, time_limit_minutes=14)
     assert profile_problem(good) == ""
+
+
+def test_local_is_built_in_and_nowhere_else(tmp_path):
+    """One `local` profile, the sweep's own: an installed sweep (no configs/ folder) and this
+    checkout find, list and run the same one."""
+    assert not (ROOT / "configs" / "clusters" / "local.yaml").exists(), "a second local profile"
+    assert "local" in available_profiles(tmp_path)
+    assert load_profile("local", tmp_path) == load_profile("local", ROOT) == embedded_local_profile()

@@ -9,20 +9,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from campaign_helpers import scripted_run
+from campaign_helpers import scripted_run, start_sweep
 from throughput_schema.layout import RECEIPT, RESULT, attempt_dir
 from throughput_sweep.campaign import open_campaign
+from throughput_sweep.exit_statuses import EXIT_COMPLETE
 from throughput_sweep.schedulers import make_scheduler
 from throughput_sweep.schedulers.base import QueryFailed
-from throughput_sweep.status import EXIT_COMPLETE, exit_status
+from throughput_sweep.status import exit_status
 from throughput_sweep.watcher import Watcher, WatchOptions
 
 pytestmark = pytest.mark.slow  # a whole campaign on the local scheduler
@@ -61,11 +60,7 @@ def test_a_job_that_ended_unwatched_is_retried_by_the_same_run(tmp_path, monkeyp
     monkeypatch.setenv("SCRIPTED_WORKER_PLAN", str(plan))
     out = tmp_path / "camp"
     args = scripted_run(out, 512, profile="local", poll_max=1)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    first = start_sweep(*args, plan=plan, log=tmp_path / "first.log")
     b2 = attempt_dir(out, "20m", 512, 2, 1)
     try:
         _wait_for(lambda: (b2 / RECEIPT).is_file(), "batch 2's job")

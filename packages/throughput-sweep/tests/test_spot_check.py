@@ -5,20 +5,18 @@ and nothing written. Also the batch recommendation in status and collect."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from campaign_helpers import scripted_run
+from campaign_helpers import scripted_run, sweep
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema.provenance import allowed_worker_banner
 from throughput_sweep.campaign import open_campaign
+from throughput_sweep.exit_statuses import EXIT_COMPLETE, EXIT_SPOT_CHECK_FAILED
 from throughput_sweep.spot_check import sample
-from throughput_sweep.status import EXIT_COMPLETE, EXIT_SPOT_CHECK_FAILED
 
 pytestmark = pytest.mark.slow  # whole campaigns and their spot checks
 
@@ -34,20 +32,8 @@ def write_plan(path: Path, **extra) -> Path:
     return path
 
 
-def run(*args, plan: Path, check_rc: int | None = 0) -> subprocess.CompletedProcess:
-    env = dict(os.environ, SCRIPTED_WORKER_PLAN=str(plan))
-    env["PYTHONPATH"] = str(ROOT / "tests") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    if check_rc is not None:
-        assert proc.returncode == check_rc, proc.stdout + proc.stderr
-    return proc
+# Each command here must exit 0 unless the test names another status (rc=...).
+run = functools.partial(sweep, rc=0)
 
 
 def audit(root: Path):
@@ -66,7 +52,7 @@ def source(tmp_path_factory) -> Path:
     return a
 
 
-def spot_check(a: Path, out: Path, *extra, plan: Path, check_rc: int | None = 0):
+def spot_check(a: Path, out: Path, *extra, plan: Path, rc: int | None = 0):
     return run(
         "run",
         "--spot-check-from",
@@ -78,7 +64,7 @@ def spot_check(a: Path, out: Path, *extra, plan: Path, check_rc: int | None = 0)
         "--no-progress",
         *extra,
         plan=plan,
-        check_rc=check_rc,
+        rc=rc,
     )
 
 
@@ -133,7 +119,7 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
     assert md.startswith(f"**{allowed_worker_banner('scripted_worker')}**")
     assert "B: a spot check of a sample (no boundary re-measured): A's recommendation stands" in md
     assert "first OOM at none" not in md
-    status = run("status", "--output", b, plan=tmp_path / "plan.json", check_rc=EXIT_COMPLETE).stdout
+    status = run("status", "--output", b, plan=tmp_path / "plan.json", rc=EXIT_COMPLETE).stdout
     assert f"spot check of {source}: 3 points, seed 7: PASSED" in status
     run("collect", "--output", b, plan=tmp_path / "plan.json")
     assert (
@@ -148,13 +134,13 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
 def test_spot_check_ten_percent_faster_fails_its_audit(source, tmp_path):
     b = tmp_path / "B"
     ran = spot_check(
-        source, b, "--points", "3", plan=write_plan(tmp_path / "plan.json", rate=1.1), check_rc=EXIT_SPOT_CHECK_FAILED
+        source, b, "--points", "3", plan=write_plan(tmp_path / "plan.json", rate=1.1), rc=EXIT_SPOT_CHECK_FAILED
     )
     assert "the spot check FAILED" in ran.stderr and "FAILED: 3 of 3 points" in ran.stdout
     comparison = json.loads((b / "spot-check" / "comparison.json").read_text())
     assert {p["verdict"] for p in comparison["points"]} == {"faster"}
     assert all(p["ratio"] == pytest.approx(1.1) for p in comparison["points"])
-    status = run("status", "--output", b, plan=tmp_path / "plan.json", check_rc=EXIT_SPOT_CHECK_FAILED)
+    status = run("status", "--output", b, plan=tmp_path / "plan.json", rc=EXIT_SPOT_CHECK_FAILED)
     assert "FAILED: 3 of 3 points changed beyond the noise threshold" in status.stdout
     report = audit(b)
     failed = [c for c in report.checks if c.status == "fail"]
@@ -182,7 +168,7 @@ def test_unaudited_spot_check_without_comparison_fails_its_audit(source, tmp_pat
 )
 def test_bad_requests_are_refused_with_one_line(source, tmp_path, args, words):
     out = tmp_path / "B"
-    r = spot_check(source, out, *args, plan=write_plan(tmp_path / "plan.json"), check_rc=2)
+    r = spot_check(source, out, *args, plan=write_plan(tmp_path / "plan.json"), rc=2)
     line = r.stderr.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line and words in line, line
     assert not out.exists()
@@ -199,14 +185,14 @@ def test_sources_that_cannot_be_spot_checked_are_refused(source, tmp_path):
     run(
         *scripted_run(blocked, 512, profile="local", poll_max=1),
         plan=write_plan(tmp_path / "blocked.json", points={"20m-c512-b4": "compile_error"}),
-        check_rc=3,
+        rc=3,
     )
     cases.append((blocked, "the campaign is not complete (20m-c512 blocked); finish it first"))
     spot = tmp_path / "spot"
     spot_check(source, spot, "--points", "2", plan=plan)
     cases.append((spot, "a spot check; spot-check a throughput campaign"))
     for a, words in cases:
-        r = spot_check(a, out, "--points", "2", plan=plan, check_rc=2)
+        r = spot_check(a, out, "--points", "2", plan=plan, rc=2)
         line = r.stderr.strip()
         assert len(line.splitlines()) == 1 and words in line, line
         assert not out.exists()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from campaign_helpers import scripted_run
+from campaign_helpers import scripted_run, sweep
 from throughput_schema import AccountingRow, ClusterProfile, Receipt, WorkerResult
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
@@ -80,37 +79,25 @@ def test_the_lock_names_a_live_holder_and_a_stale_one(tmp_path):
     assert stale.startswith("no watcher is running (stale lock of pid 4321 on login9") and stale.endswith("RESUME")
 
 
-def _sweep(*args, plan: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests"), SCRIPTED_WORKER_PLAN=str(plan))
-    return subprocess.run(
-        [sys.executable, "-m", "throughput_sweep.cli", *map(str, args)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-
-
 def test_resume_with_another_profile_once_jobs_ran_says_the_profile_is_frozen(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05}))
     out = tmp_path / "camp"
-    first = _sweep(*scripted_run(out, 512, max_batch=1, poll_max=1), plan=plan)
+    first = sweep(*scripted_run(out, 512, max_batch=1, poll_max=1), plan=plan)
     assert first.returncode == 0, first.stderr
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(dict(name="other", scheduler="local", python=sys.executable, mem="")))
     before = (out / "manifest.json").read_bytes()
-    refused = _sweep("run", "--output", out, "--resume", "--profile", other, plan=plan)
+    refused = sweep("run", "--output", out, "--resume", "--profile", other, plan=plan)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     line = refused.stderr.strip()
     assert "froze its profile 'local'" in line and "jobs have been submitted" in line and "new --output" in line
     assert (out / "manifest.json").read_bytes() == before
-    status = _sweep("status", "--output", out, plan=plan)
+    status = sweep("status", "--output", out, plan=plan)
     assert status.returncode == 0, status.stderr
     assert "GPU-hours so far: 0.00 over 1 job(s)" in status.stdout and "local job registry" in status.stdout
     assert "no watcher is running" in status.stdout and "resume with" not in status.stdout  # done: nothing to resume
-    readme = _sweep("collect", "--output", out, plan=plan)
+    readme = sweep("collect", "--output", out, plan=plan)
     assert readme.returncode == 0, readme.stderr
     assert "GPU-hours so far: 0.00 over 1 job(s)" in (out / "README.md").read_text()
 
@@ -119,13 +106,13 @@ def test_a_blocked_curve_gets_the_retry_command_in_status_and_the_readme(tmp_pat
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b1@1": "crash"}}))
     out = tmp_path / "camp"
-    first = _sweep(*scripted_run(out, 512, max_batch=1, poll_max=1), plan=plan)
+    first = sweep(*scripted_run(out, 512, max_batch=1, poll_max=1), plan=plan)
     assert first.returncode == 3, first.stderr
     retry = f"run --output {out} --resume --retry-failed"
-    shown = _sweep("status", "--output", out, plan=plan)
+    shown = sweep("status", "--output", out, plan=plan)
     assert shown.stdout.rstrip().splitlines()[-1].endswith(retry) and "blocked curves: 20m-c512" in shown.stdout
     assert "frozen profile" not in shown.stdout  # a crash is not the profile's fault
-    assert _sweep("collect", "--output", out, plan=plan).returncode == 0
+    assert sweep("collect", "--output", out, plan=plan).returncode == 0
     assert f"then retry with: throughput-sweep {retry}**" in (out / "README.md").read_text()
 
 

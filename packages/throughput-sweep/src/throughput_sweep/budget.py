@@ -27,9 +27,6 @@ from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed
 from throughput_sweep.submission import write_missing_result
 
-# run's and status's exit status: the campaign stopped because its allocation budget is used up.
-EXIT_BUDGET = 6
-
 
 def budget_reason(info: AttemptInfo) -> str:
     """The budget reason an attempt was refused for ('' when it was not)."""

@@ -19,6 +19,14 @@ from throughput_schema.layout import MANIFEST, SPOT_CHECK
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
+from throughput_sweep.exit_statuses import (
+    EXIT_BLOCKED,
+    EXIT_BUDGET,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_SPOT_CHECK_FAILED,
+    EXIT_USAGE,
+)
 from throughput_sweep.flags import PROG, build_parser
 from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
@@ -44,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         }[args.command](args)
     except (CampaignError, SchemaError, RecipeError, UnknownScheduler) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except BrokenPipeError:
         raise  # the reader has gone: command_line ends quietly
     except OSError as exc:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 # ---------------------------------------------------------------------------- run
@@ -178,17 +186,9 @@ def driver_name() -> str:
 def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
-    from throughput_sweep.budget import EXIT_BUDGET, budget_line, stopped_on
+    from throughput_sweep.budget import budget_line, stopped_on
     from throughput_sweep.schedulers import make_scheduler
-    from throughput_sweep.status import (
-        EXIT_BLOCKED,
-        EXIT_INCOMPLETE,
-        EXIT_SPOT_CHECK_FAILED,
-        campaign_exit_status,
-        exit_status,
-        receipt_advice,
-        render_status,
-    )
+    from throughput_sweep.status import campaign_exit_status, exit_status, receipt_advice, render_status
     from throughput_sweep.watcher import Watcher, WatchOptions, resume_command
 
     options = WatchOptions(
@@ -219,8 +219,8 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
                 f"{campaign.root}: the watcher stopped: {exc.strerror or exc}{where}; "
                 f"submitted jobs keep running; fix it, then resume with: {options.resume_command}"
             ) from None
-    if code == 130:
-        return 130
+    if code == EXIT_INTERRUPTED:
+        return code
     curves = campaign.curves()
     status = exit_status(curves)
     if campaign.manifest.spot_check is not None and status == 0:

@@ -7,19 +7,11 @@ from pathlib import Path
 
 from throughput_schema import Protocol
 from throughput_schema.argparsing import OneLineParser, positive_int
+from throughput_sweep.exit_statuses import EXIT_STATUSES
 
 DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns."
 
 PROG = "throughput-sweep"
-
-EXIT_STATUSES = """exit status of run and status: 0 every curve ended with a result (bounded, capped or
-complete); 2 bad input; 3 every curve has ended but at least one is blocked by a failure (investigate,
-then run --resume --retry-failed; refused for its profile: fix it, new --output); 4 jobs are still
-running or points are still to submit (status), or a job that ran has no receipt (run --resume looks
-it up again; reconcile records it); 5 a spot check ended and FAILED: a sampled point changed beyond
-the noise threshold, or its comparison cannot be read (see spot-check/comparison.md); 6 stopped
-on the allocation budget (GrpTRESMins used up; no job left pending): ask for more, then run
---resume; 130 run was interrupted (jobs keep running; run --resume)."""
 
 
 def _nonneg_int(text: str) -> int:

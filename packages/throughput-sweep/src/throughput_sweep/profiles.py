@@ -1,6 +1,6 @@
 """Cluster profiles: which scheduler runs the jobs, with what resources and which Python.
 
-    load_profile("local", root)                     # configs/clusters/local.yaml, else built in
+    load_profile("local", root)                     # built in (a configs/clusters/local.yaml of your own overrides it)
     load_profile("configs/clusters/x.yaml", root)   # a path
     choose_profile(args.profile, root)              # --profile, then $THROUGHPUT_SWEEP_PROFILE, then local
 
@@ -58,7 +58,7 @@ def load_profile(spec: str, root: Path, *, need_python: bool = True) -> ClusterP
 
 
 def available_profiles(root: Path) -> list[str]:
-    return sorted(p.stem for p in (root / "configs" / "clusters").glob("*.yaml"))
+    return sorted({"local", *(p.stem for p in (root / "configs" / "clusters").glob("*.yaml"))})
 
 
 def choose_profile(

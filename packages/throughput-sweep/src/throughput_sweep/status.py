@@ -7,9 +7,16 @@ import shlex
 from throughput_schema import CurveClosure
 from throughput_schema.provenance import protocol_deviation, worker_warning
 from throughput_schema.recommendation import recommendation_text
-from throughput_sweep.budget import EXIT_BUDGET, budget_line, stopped_on
+from throughput_sweep.budget import budget_line, stopped_on
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve, campaign_done, is_complete, unreceipted
+from throughput_sweep.exit_statuses import (
+    EXIT_BLOCKED,
+    EXIT_BUDGET,
+    EXIT_COMPLETE,
+    EXIT_INCOMPLETE,
+    EXIT_SPOT_CHECK_FAILED,
+)
 from throughput_sweep.flags import PROG
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
 from throughput_sweep.live import Live
@@ -17,16 +24,6 @@ from throughput_sweep.recommendations import recommendations
 from throughput_sweep.usage import gpu_energy, gpu_hours
 
 OFFLINE = Live(driver="", resume="", watcher="", watcher_alive=False, jobs=None)  # the files' view alone
-
-
-# Exit statuses of `run` and `status` (documented in the CLI's help and the README), so a
-# script can tell a finished campaign from one that needs a person without reading text.
-EXIT_COMPLETE = 0
-EXIT_BLOCKED = 3  # every curve has ended and at least one is blocked by a failure
-EXIT_INCOMPLETE = 4  # jobs still running or points still to submit (status); a job that ran has no receipt
-# A spot check compared with its source: a sampled point changed beyond the noise threshold.
-EXIT_SPOT_CHECK_FAILED = 5
-# EXIT_BUDGET (6, budget.py): stopped because the allocation budget is used up; raise it, then --resume.
 
 
 def exit_status(curves: list[Curve]) -> int:

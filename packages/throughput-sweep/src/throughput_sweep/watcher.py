@@ -28,6 +28,7 @@ from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.cluster_limits import SlotLimit, never_starts_now, refuse, settle_vanished
 from throughput_sweep.curves import Curve, derive, pick, retry_set
+from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
 from throughput_sweep.progress import progress_line, seconds, show
 from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
 from throughput_sweep.submission import late_intent, record_accounting, settle_intents, write_missing_result
@@ -134,14 +135,14 @@ class Watcher:
     # ----------------------------------------------------------------- main
 
     async def run(self) -> int:
-        """0 when every curve has ended (bounded, capped, complete or blocked), 130 on Ctrl-C."""
+        """0 when every curve has ended (bounded, capped, complete or blocked), EXIT_INTERRUPTED on Ctrl-C."""
         await self.startup()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._signals, tg.cancel_scope)
             tg.start_soon(self._poller)
             await self._submitter()
             tg.cancel_scope.cancel()
-        return 130 if self.st.interrupted else 0
+        return EXIT_INTERRUPTED if self.st.interrupted else 0
 
     async def startup(self) -> None:
         """Before anything is submitted: learn every recorded job's state, settle every intent."""
