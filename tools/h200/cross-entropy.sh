@@ -16,9 +16,7 @@ set -uo pipefail
 part=${1:?part: 1, 2 or 3}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out"
-gpu_txt "$out"
+prepare_gpu
 deadline 540
 case $part in
 1)

@@ -17,9 +17,7 @@ part=${1:?part: 1, 2 or 3}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-540}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out"
-gpu_txt "$out" power.limit
+prepare_gpu power.limit
 python3 -c 'import torch, pynvml; print("torch", torch.__version__, "nvidia-ml-py", getattr(pynvml, "__version__", "?"))' | tee -a "$out/gpu.txt"
 deadline "$seconds"
 guide() {  # the guide's worker command (250m@2048x8, 5 windows of 10 s), energy auto|off, round

@@ -7,6 +7,12 @@ B=packages/tiny-llm/benchmarks T=packages/tiny-llm/tests
 
 # gpu_txt OUT [FIELDS]: the GPU's name, memory and driver (and nvidia-smi's FIELDS) into OUT/gpu.txt.
 gpu_txt() { nvidia-smi --query-gpu="name,memory.total,driver_version${2:+,$2}" --format=csv,noheader | tee "$1/gpu.txt"; }
+# prepare_gpu [FIELDS]: the carried wheels and sources importable, $out made, its gpu.txt written.
+prepare_gpu() {
+  source tools/gpu-env.sh
+  mkdir -p "$out"
+  gpu_txt "$out" "${1:-}"
+}
 commit_txt() {  # OUT: the commit measured, into OUT/commit.txt
   local rev; rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "commit $rev (plus working tree)" > "$1/commit.txt"

@@ -18,9 +18,7 @@ out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-520}
 base=${4:-build/i32-base}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out"
-gpu_txt "$out"
+prepare_gpu
 python3 -c 'import torch, transformers, triton; print("torch", torch.__version__, "transformers", transformers.__version__, "triton", triton.__version__, "cudnn", torch.backends.cudnn.version())' | tee -a "$out/gpu.txt"
 deadline "$seconds"
 case $part in

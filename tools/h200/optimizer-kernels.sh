@@ -14,11 +14,9 @@
 set -uo pipefail
 out=${1:-${OUT:?output folder}}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out"
+prepare_gpu
 commands=$out/command.txt
 echo "tools/h200.sh optimizer-kernels $*" > "$commands"
-gpu_txt "$out"
 commit_txt "$out"
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' | tee -a "$out/gpu.txt"
 deadline 480

@@ -7,9 +7,7 @@
 set -uo pipefail
 out=${1:?output folder}; win=${2:-10}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out"
-gpu_txt "$out"
+prepare_gpu
 timeout 300 python3 -m pytest packages/tiny-llm -m cuda -q -p no:cacheprovider 2>&1 | tail -15 | tee "$out/pytest-cuda.txt"
 for model in 250m 500m; do
   common=(--config "configs/$model.yaml" --set model.context_length=2048 --set training.micro_batch_size=16

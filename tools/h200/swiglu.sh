@@ -14,9 +14,7 @@ set -uo pipefail
 kernel=swiglu
 out=${1:-${OUT:?output folder: an argument or \$OUT}}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out"
-gpu_txt "$out"
+prepare_gpu
 commit_txt "$out"
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 deadline 560

@@ -12,9 +12,8 @@
 set -uo pipefail
 out=${1:?output folder}
 source "$(dirname "$0")/lib.sh"
-source tools/gpu-env.sh
-mkdir -p "$out" runs
-gpu_txt "$out"
+prepare_gpu
+mkdir -p runs
 commit_txt "$out"
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 deadline 540
