@@ -1,4 +1,4 @@
-"""tools/h200-e2e.sh --cpu: the GPU end-to-end run's whole path on the CPU.
+"""tools/h200.sh e2e --cpu: the GPU end-to-end run's whole path on the CPU.
 
 Both campaigns on the local scheduler through the local-gpu profile (tools/compute-python),
 the scripted worker writing real records; a first call stopped at its time budget
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools/h200-e2e.sh"
+SCRIPT = ROOT / "tools/h200.sh"
 PUBLISH = ROOT / "tools/publish-example.sh"
 
 
@@ -25,7 +25,7 @@ def _run(tmp_path: Path, *args: str, timeout: float = 200) -> subprocess.Complet
     env = dict(os.environ, SCRIPTED_WORKER_PLAN=str(tmp_path / "plan.json"))
     env.pop("OUT", None)
     return subprocess.run(
-        ["bash", str(SCRIPT), "--cpu", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *args],
+        ["bash", str(SCRIPT), "e2e", "--cpu", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

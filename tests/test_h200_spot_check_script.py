@@ -1,4 +1,4 @@
-"""tools/h200-spot-check.sh as far as a CPU can take it: the committed H200 example is
+"""tools/h200.sh spot-check as far as a CPU can take it: the committed H200 example is
 restored from its state archive, found complete and audited, and the spot check's dry run
 shows the sample (six points, every curve's recommended batch among them) and the job
 script A's own frozen copy runs; nothing is measured or written."""
@@ -22,7 +22,7 @@ def test_dry_run_against_the_restored_example(tmp_path):
     runs, out = tmp_path / "runs", tmp_path / "out"
     env = dict(os.environ, THROUGHPUT_PYTHON=sys.executable)
     proc = subprocess.run(
-        [str(ROOT / "tools/h200-spot-check.sh"), "--dry-run", "--runs", str(runs), "--out", str(out)],
+        [str(ROOT / "tools/h200.sh"), "spot-check", "--dry-run", "--runs", str(runs), "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

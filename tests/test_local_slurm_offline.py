@@ -2,7 +2,7 @@
 
 Every test uses its own LOCAL_SLURM_DIR under tmp_path, so the shared local Slurm of the
 other tests (its state dir, /etc/slurm) is never touched. The daemons themselves are started
-only on the GPU machine (tools/h200-slurm-check.sh; docs/slurm-on-h200.md).
+only on the GPU machine (tools/h200.sh slurm-check; docs/slurm-on-h200.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Publishes a packed end-to-end run (tools/h200-e2e.sh's e2e-<mode>.tar.gz) as a worked
+# Publishes a packed end-to-end run (tools/h200.sh e2e's e2e-<mode>.tar.gz) as a worked
 # example: copies what a reader opens into DEST, and leaves what an auditor needs in the
 # tarball.
 #
@@ -20,13 +20,13 @@ set -euo pipefail
 die() { echo "publish-example: $*" >&2; exit 2; }
 [ $# -eq 2 ] || die "usage: tools/publish-example.sh TAR DEST"
 tar_in=$1 dest=${2%/}
-[ -f "$tar_in" ] || die "$tar_in: no such file (the e2e-<mode>.tar.gz that tools/h200-e2e.sh packed)"
+[ -f "$tar_in" ] || die "$tar_in: no such file (the e2e-<mode>.tar.gz that tools/h200.sh e2e packed)"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -xzf "$tar_in" -C "$work" 2>/dev/null || die "$tar_in: not a readable tar.gz"
 src=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'e2e-*' | head -1)
-[ -n "$src" ] && [ -f "$src/STATE.txt" ] || die "$tar_in: no e2e-<mode>/STATE.txt inside: not a tarball packed by tools/h200-e2e.sh"
+[ -n "$src" ] && [ -f "$src/STATE.txt" ] || die "$tar_in: no e2e-<mode>/STATE.txt inside: not a tarball packed by tools/h200.sh e2e"
 
 stage=$work/publish
 mkdir -p "$stage"

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# End to end on one GPU machine (issue 10): a throughput campaign for 20m and 250m at
+# e2e --window-seconds S [...] | --cpu | --slurm: both campaigns, audits and the report, packed.
+# End to end on one GPU machine: a throughput campaign for 20m and 250m at
 # contexts 512 and 2048, each curve doubling its batch until a confirmed CUDA OOM, on the
 # local scheduler; then its optimizer-timing follow-up, status, collect, throughput-audit on
 # both campaigns, throughput-report on the pair; everything packed into one tar.gz.
 #
-#   tools/h200-e2e.sh --window-seconds S [--budget SECONDS] [--parallel-optimizer-points]
+#   tools/h200.sh e2e --window-seconds S [--budget SECONDS] [--parallel-optimizer-points]
 #                     [--runs DIR] [--out DIR] [--state-in TAR] [--retry-failed]
-#   tools/h200-e2e.sh --cpu [--budget SECONDS] ...     # the same path on a CPU: tiny, contexts 128 256,
+#   tools/h200.sh e2e --cpu [--budget SECONDS] ...     # the same path on a CPU: tiny, contexts 128 256,
 #                                                       # --max-batch 4, 0.5 s windows, both campaigns
 #                                                       # with tests/scripted_worker.py (under a minute)
-#   tools/h200-e2e.sh --slurm --window-seconds S [--contexts "L ..."] ...
+#   tools/h200.sh e2e --slurm --window-seconds S [--contexts "L ..."] ...
 #                     # the production path: the offline local Slurm (tools/local-slurm.sh, the
 #                     # machine's GPUs as gres; carry .slurm-debs and .whl), the guide's drivers
 #                     # with THROUGHPUT_SWEEP_PROFILE=local-slurm-gpu, the real worker, 20m at
@@ -62,8 +63,8 @@
 # the throughput campaign in one session and the follow-up in the next (--state-in).
 set -uo pipefail
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-die() { echo "h200-e2e: $*" >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+die() { echo "h200.sh e2e: $*" >&2; exit 2; }
 
 cpu=0 slurm=0 contexts_arg="" window="" budget=540 parallel=0 runs="" out="${OUT:-}" state_in="" retry=0 max_batch=""
 while [ $# -gt 0 ]; do
@@ -86,8 +87,7 @@ while [ $# -gt 0 ]; do
 done
 [[ "$budget" =~ ^[0-9]+$ ]] || die "--budget $budget: seconds, a whole number"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+source "$(dirname "$0")/lib.sh"
 profile=local-gpu
 allow_test=()
 if [ "$slurm" = 1 ]; then

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Spot check of the committed worked example on the GPU machine (issue 19): restore the
+# spot-check [--points N] [--seed S] [--dry-run] ...: re-measure a sample of the worked example.
+# Spot check of the committed worked example on the GPU machine: restore the
 # throughput campaign A from docs/examples/h200-e2e-state/e2e-h200.tar.gz, re-measure a
 # seeded sample of its fitting points with the real worker on the local scheduler (no
 # network, no Slurm), each curve's recommended batch among them, with A's protocol and
 # frozen sources; then status, collect and the audit of the spot check, and its
 # comparison with A into $OUT.
 #
-#   tools/h200-spot-check.sh [--points N] [--seed S] [--budget SECONDS] [--runs DIR] [--out DIR]
-#   tools/h200-spot-check.sh --dry-run [--points N] [--seed S]   # on any machine: restore A and
-#                                                                 # print the sample; nothing measured
+#   tools/h200.sh spot-check [--points N] [--seed S] [--budget SECONDS] [--runs DIR] [--out DIR]
+#   tools/h200.sh spot-check --dry-run [--points N] [--seed S]   # on any machine: restore A and
+#                                                                   # print the sample; nothing measured
 #
 # Defaults: --points 6, --seed 0, --budget 540, --runs runs/spot-h200, --out $OUT (else
 # RUNS/out). Device call (nvidia-h200 or nvidia-h200-x2, carry .whl with msgspec and pypdf):
 #
-#   tools/h200-spot-check.sh --out $OUT
+#   tools/h200.sh spot-check --out $OUT
 #
-# Resumable like tools/h200-e2e.sh: the watcher stops at the budget with SIGINT (exit
+# Resumable like tools/h200.sh e2e: the watcher stops at the budget with SIGINT (exit
 # 75), the local scheduler's jobs keep running, and the same command within the 30 s the
 # machine stays warm resumes the spot check. Exit status: 0 the spot check passed its
 # audit; 1 a stage failed, or the audit failed (a sampled point changed beyond the noise
@@ -30,8 +31,8 @@
 # on one GPU, about half on two.
 set -uo pipefail
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-die() { echo "h200-spot-check: $*" >&2; exit 2; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+die() { echo "h200.sh spot-check: $*" >&2; exit 2; }
 
 points=6 seed=0 budget=540 runs="" out="${OUT:-}" dry=0
 while [ $# -gt 0 ]; do
@@ -50,8 +51,7 @@ done
 [[ "$budget" =~ ^[0-9]+$ ]] || die "--budget $budget: seconds, a whole number"
 [[ "$points" =~ ^[0-9]+$ && "$seed" =~ ^-?[0-9]+$ ]] || die "--points and --seed take whole numbers"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+source "$(dirname "$0")/lib.sh"
 state=docs/examples/h200-e2e-state/e2e-h200.tar.gz
 [ -s "$state" ] || die "no $state in this checkout"
 if [ "$dry" = 1 ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
+# llama-presets PART [OUTDIR [SECONDS [BASE]]]: the small Llama family's presets, and 250m against BASE.
 # On the lent H200 (no network, torch, triton and transformers from the image, .whl carried):
-# issue 32's GPU checks and measurements of the small Llama family, in calls of under 10 minutes
+# the GPU checks and measurements of the small Llama family, in calls of under 10 minutes
 # (results are written as each step ends, and a step cut short by the deadline loses only itself):
 #   part 1: the GPU test of the captured update's loss against transformers (SmolLM2-135M and
 #           Qwen3-0.6B shapes); benchmarks/attention.py on the presets' grouped-query shapes
@@ -10,23 +11,16 @@
 #   part 2: 250m@2048x16, ours, from this tree and from BASE (a copy of the code before the
 #           knobs, with its own peers.py: ours and peer A), alternated, twice each while time is
 #           left: a repeat of the same code is the yardstick for "not slower".
-# Usage: tools/h200-i32.sh PART [OUTDIR [SECONDS [BASE]]]   (default $OUT, 520 s, build/i32-base)
+# Usage: tools/h200.sh llama-presets PART [OUTDIR [SECONDS [BASE]]]   (default $OUT, 520 s, build/i32-base)
 set -uo pipefail
 part=${1:?part: 1 or 2}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-520}
-cd "$(dirname "$0")/.."
 base=${4:-build/i32-base}
-source tools/gpu-env.sh
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+source "$(dirname "$0")/lib.sh"
+prepare_gpu
 python3 -c 'import torch, transformers, triton; print("torch", torch.__version__, "transformers", transformers.__version__, "triton", triton.__version__, "cudnn", torch.backends.cudnn.version())' | tee -a "$out/gpu.txt"
-end=$((SECONDS + seconds))
-left() { echo $((end - SECONDS > 1 ? end - SECONDS : 1)); }
-log="$out/log.txt"
-# Each command is written beside its output, so the JSON can be committed with how it was made.
-run() { local name=$1; shift; echo "== $name: $*" >> "$log"; timeout "$(left)" "$@" >> "$log" 2>&1; echo "== $name rc=$? at ${SECONDS}s" >> "$log"; }
-T=packages/tiny-llm/tests B=packages/tiny-llm/benchmarks
+deadline "$seconds"
 case $part in
 1)
   run pytest timeout 200 python3 -m pytest $T/test_cuda_transformers.py -m cuda -q -s -p no:cacheprovider
@@ -45,4 +39,4 @@ case $part in
   done
   ;;
 esac
-grep -v '^\s*$' "$log" | grep -v '^SKIPPED' | tail -n 60
+grep -v '^\s*$' "$out/log.txt" | grep -v '^SKIPPED' | tail -n 60

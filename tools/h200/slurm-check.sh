@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Proof that the offline local Slurm runs on the lent GPU machine (issue 16, part 5), in one
+# slurm-check: the offline local Slurm on the GPU machine, its GPUs as gres, three jobs accounted.
+# Proof that the offline local Slurm runs on the lent GPU machine, in one
 # device call (kind nvidia-h200-x2, carry .slurm-debs and .whl):
 #
-#   tools/h200-slurm-check.sh            # writes check.log and slurm-check.tar.gz into $OUT
+#   tools/h200.sh slurm-check            # writes check.log and slurm-check.tar.gz into $OUT
 #
 # Steps: what the machine offers (OS, cgroups, /dev/nvidia*, nvidia-smi), the offline
 # unpack with its ldd check, `tools/local-slurm.sh start` from .slurm-debs, sinfo and
@@ -16,8 +17,7 @@
 # then `stop`. Exit status 0 when the jobs ran and were accounted, else 1.
 set -uo pipefail
 
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+source "$(dirname "$0")/lib.sh"
 out="${OUT:-/tmp/h200-slurm-check-out}"
 mkdir -p "$out"
 work=/tmp/h200-slurm-check

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On the lent H200 (no network, torch and triton from the image, .whl carried): issue 27's
-# measurements, in calls of under 10 minutes each (results are written as each step ends):
+# cross-entropy PART [OUTDIR]: the Triton cross-entropy: tests, attention, profiles, variants, peers (parts 1, 2, 3).
+# On the lent H200 (no network, torch and triton from the image, .whl carried): the Triton
+# cross-entropy's measurements, in calls of under 10 minutes each (results are written as each step ends):
 #   part 1: the Triton cross-entropy's GPU tests; benchmarks/attention.py (SDPA backends and
 #           layouts at head dim 64); profile_update.py at 20m@512x1 (kernels per update) with
 #           the default and the Triton cross-entropy; variants.py baseline/repeat/ce-triton at
@@ -8,22 +9,15 @@
 #   part 2: the kernel's GPU tests again (after a rounding change), the 20m@512x1 profiles, and
 #           variants.py baseline/repeat/ce-triton at 250m@2048x16, 500m@2048x16, 250m@4096x8;
 #   part 3: profile_update.py at 250m@2048x16 with each cross-entropy (bytes per kernel
-#           against copy speed), then benchmarks/peers.py at the issue's four target points with
+#           against copy speed), then benchmarks/peers.py at the four target points with
 #           ours running the Triton cross-entropy (a point cut short by the time limit is lost).
-# Usage: tools/h200-issue27.sh PART [OUTDIR]      (default $OUT; stops itself after ~540 s)
+# Usage: tools/h200.sh cross-entropy PART [OUTDIR]      (default $OUT; stops itself after ~540 s)
 set -uo pipefail
 part=${1:?part: 1, 2 or 3}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
-cd "$(dirname "$0")/.."
-source tools/gpu-env.sh
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-end=$((SECONDS + 540))
-left() { echo $((end - SECONDS > 1 ? end - SECONDS : 1)); }
-# Each command is written beside its output, so the JSON can be committed with how it was made.
-log="$out/log.txt"
-run() { local name=$1; shift; echo "== $name: $*" >> "$log"; timeout "$(left)" "$@" >> "$log" 2>&1; echo "== $name rc=$?" >> "$log"; }
-B=packages/tiny-llm/benchmarks
+source "$(dirname "$0")/lib.sh"
+prepare_gpu
+deadline 540
 case $part in
 1)
   run pytest python3 -m pytest packages/tiny-llm/tests/test_triton_kernels.py packages/tiny-llm/tests/test_variants.py \
@@ -51,4 +45,4 @@ case $part in
     --points 250m@2048x16 20m@512x1 500m@2048x16 250m@4096x8 --output "$out/peers-targets-ce-triton.json"
   ;;
 esac
-grep -v '^\s*$' "$log" | tail -n 60
+grep -v '^\s*$' "$out/log.txt" | tail -n 60

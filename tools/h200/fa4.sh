@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# fa4 PART [OUTDIR [SECONDS [POINTS]]]: FlashAttention-4 as the model's attention (parts a, b, c, d).
 # On the lent H200 (no network): FlashAttention-4 as the model's attention (Kernels(attention="fa4")).
 # flash-attn-4's CuTe DSL runtime wheel (92 MB) is larger than one call may carry (64 MiB with the
 # working tree), so it travels in two halves, in calls on the same warm machine (ignored folders:
@@ -14,13 +15,13 @@
 #           attention, setup time at 500m@4096x16 with the optimizer-timing worker with each, then
 #           the levers on top of fa4 (peers.py with fa4 and the Triton cross-entropy, then with fa4
 #           and the Triton norm, at POINTS).
-# Usage: tools/h200-fa4.sh PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
+# Usage: tools/h200.sh fa4 PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
 set -uo pipefail
 part=${1:?part: a, b, c or d}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-540}
 points=${4:-"250m@2048x16 250m@4096x8"}
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
 wheel=/tmp/fa4/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 if [[ $part == a ]]; then
@@ -36,18 +37,9 @@ if [[ -d .fa4w && ! -d /tmp/site/flash_attn ]]; then
 fi
 # --target skips the .pth file that puts the CuTe DSL on the path.
 export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
-nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv,noheader | tee "$out/gpu.txt"
+gpu_txt "$out" power.limit
 python3 -c 'import torch, importlib.metadata as m; print("torch", torch.__version__, "flash-attn-4", m.version("flash-attn-4"))' | tee -a "$out/gpu.txt"
-end=$((SECONDS + seconds))
-left() { echo $((end - SECONDS > 1 ? end - SECONDS : 1)); }
-log="$out/log.txt"
-# Each command is written beside its output, so the JSON can be committed with how it was made.
-run() { local name=$1; shift; echo "== $name: $*" >> "$log"; timeout "$(left)" "$@" >> "$log" 2>&1; echo "== $name rc=$? at ${SECONDS}s" >> "$log"; }
-B=packages/tiny-llm/benchmarks
-point() {  # model context batch: the recipe overrides of one point, as the campaign sets them
-  echo "--config configs/$1.yaml --set model.context_length=$2 --set training.micro_batch_size=$3" \
-    "--set training.batch_tokens=$(($2 * $3)) --set optimizer.lr=0.001 --set optimizer.beta2=0.99"
-}
+deadline "$seconds"
 # shellcheck disable=SC2086
 peers() {  # name, then --kernel choices
   local name=$1; shift
@@ -55,7 +47,7 @@ peers() {  # name, then --kernel choices
 }
 case $part in
 b)
-  run "GPU tests of fa4" timeout 240 python3 -m pytest packages/tiny-llm/tests/test_cuda_fa4.py -q -s -p no:cacheprovider
+  run "GPU tests of fa4" timeout 240 python3 -m pytest $T/test_cuda_fa4.py -q -s -p no:cacheprovider
   run "profile default 250m@2048x16" python3 $B/profile_update.py --point 250m@2048x16 --output "$out/profile-default.json"
   run "profile fa4 250m@2048x16" python3 $B/profile_update.py --point 250m@2048x16 --kernel attention=fa4 --output "$out/profile-fa4.json"
   peers default
@@ -85,4 +77,4 @@ d)
   peers fa4-norm-triton --kernel attention=fa4 --kernel norm=triton
   ;;
 esac
-grep -v '^\s*$' "$log" | tail -n 60
+grep -v '^\s*$' "$out/log.txt" | tail -n 60

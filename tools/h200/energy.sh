@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# energy PART [OUTDIR [SECONDS]]: the energy counter's figures (parts 1, 2, 3).
 # On the lent H200 (no network; torch, triton and nvidia-ml-py from the image; .whl carried):
 # the energy counter's figures, in calls of under 10 minutes (each step's output is written as
 # it ends, and a step cut short by the deadline loses only itself):
@@ -10,26 +11,15 @@
 #   part 3: a short real campaign on the local scheduler (20m at contexts 512 and 2048,
 #           --max-batch 16, 2 s windows) in /tmp/energy-campaign, then status, collect and the
 #           audit; run it again within the machine's warm time to resume a campaign cut short.
-# Usage: tools/h200-energy.sh PART [OUTDIR [SECONDS]]   (default $OUT, 540 s)
+# Usage: tools/h200.sh energy PART [OUTDIR [SECONDS]]   (default $OUT, 540 s)
 set -uo pipefail
 part=${1:?part: 1, 2 or 3}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-540}
-cd "$(dirname "$0")/.."
-source tools/gpu-env.sh
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv,noheader | tee "$out/gpu.txt"
+source "$(dirname "$0")/lib.sh"
+prepare_gpu power.limit
 python3 -c 'import torch, pynvml; print("torch", torch.__version__, "nvidia-ml-py", getattr(pynvml, "__version__", "?"))' | tee -a "$out/gpu.txt"
-end=$((SECONDS + seconds))
-left() { echo $((end - SECONDS > 1 ? end - SECONDS : 1)); }
-log="$out/log.txt"
-# Each command is written beside its output, so the JSON can be committed with how it was made.
-run() { local name=$1; shift; echo "== $name: $*" >> "$log"; timeout "$(left)" "$@" >> "$log" 2>&1; echo "== $name rc=$? at ${SECONDS}s" >> "$log"; }
-B=packages/tiny-llm/benchmarks
-point() {  # model context batch: the recipe overrides of one point, as the campaign sets them
-  echo "--config configs/$1.yaml --set model.context_length=$2 --set training.micro_batch_size=$3" \
-    "--set training.batch_tokens=$(($2 * $3)) --set optimizer.lr=0.001 --set optimizer.beta2=0.99"
-}
+deadline "$seconds"
 guide() {  # the guide's worker command (250m@2048x8, 5 windows of 10 s), energy auto|off, round
   # shellcheck disable=SC2046
   run "guide worker --energy $1, round $2" python3 -m tiny_llm benchmark-throughput-worker $(point 250m 2048 8) \
@@ -37,7 +27,7 @@ guide() {  # the guide's worker command (250m@2048x8, 5 windows of 10 s), energy
 }
 case $part in
 1)
-  run "GPU tests of the counter" timeout 120 python3 -m pytest packages/tiny-llm/tests/test_cuda_energy.py -q -p no:cacheprovider
+  run "GPU tests of the counter" timeout 120 python3 -m pytest $T/test_cuda_energy.py -q -p no:cacheprovider
   # shellcheck disable=SC2046
   run "energy check 250m@2048x16" python3 $B/energy_check.py $(point 250m 2048 16) --output "$out/energy-250m-c2048x16.json"
   # shellcheck disable=SC2046
@@ -64,4 +54,4 @@ case $part in
   tar -czf "$out/energy-campaign.tar.gz" -C /tmp --exclude='*.log' energy-campaign
   ;;
 esac
-grep -v '^\s*$' "$log" | grep -v '^SKIPPED' | tail -n 60
+grep -v '^\s*$' "$out/log.txt" | grep -v '^SKIPPED' | tail -n 60

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# swiglu [OUTDIR]: the Triton SwiGLU's tests, variants and profile (two GPUs in parallel).
 # On the lent H200 (no network, torch and triton from the image, .whl carried): the Triton
 # SwiGLU (Kernels(swiglu="triton"), tiny_llm/triton_swiglu.py), in one call of ~6 minutes:
 #   1. its GPU tests: the kernels against eager at BF16 and FP32, compiled with fullgraph,
@@ -8,31 +9,26 @@
 #   3. benchmarks/profile_update.py at 250m@2048x16 with the kernel on: its time against the
 #      bytes it moves, beside h200-20261130-elementwise (the same point without it).
 # With two GPUs, 1 and 3 run on GPU 0 while 2 runs alone on GPU 1.
-# Usage: tools/h200-swiglu.sh [OUTDIR]      (default $OUT; stops itself after ~560 s)
+# Usage: tools/h200.sh swiglu [OUTDIR]      (default $OUT; stops itself after ~560 s)
 set -uo pipefail
 kernel=swiglu
 out=${1:-${OUT:?output folder: an argument or \$OUT}}
-cd "$(dirname "$0")/.."
-source tools/gpu-env.sh
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown); echo "commit $git_rev (plus working tree)" > "$out/commit.txt"
+source "$(dirname "$0")/lib.sh"
+prepare_gpu
+commit_txt "$out"
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-end=$((SECONDS + 560))
-left() { echo $((end - SECONDS > 1 ? end - SECONDS : 1)); }
-# Each command is written next to its output, so the JSON can be committed with how it was made.
-run() { local name=$1; shift; echo "$*" > "$out/$name.command"; timeout "$(left)" "$@" > "$out/$name.txt" 2>&1; }
+deadline 560
 
 tests() {
-  run "pytest-$kernel" python3 -m pytest packages/tiny-llm/tests/test_triton_kernels.py \
-    packages/tiny-llm/tests/test_variants.py -m cuda -k "$kernel" -v -p no:cacheprovider
+  run_apart "pytest-$kernel" python3 -m pytest $T/test_triton_kernels.py \
+    $T/test_variants.py -m cuda -k "$kernel" -v -p no:cacheprovider
 }
 profile() {
-  run "profile-250m-$kernel" python3 packages/tiny-llm/benchmarks/profile_update.py --point 250m@2048x16 \
+  run_apart "profile-250m-$kernel" python3 $B/profile_update.py --point 250m@2048x16 \
     --kernel "$kernel=triton" --output "$out/profile-250m-c2048-b16-$kernel.json"
 }
 variants() {
-  run "variants-$kernel" python3 packages/tiny-llm/benchmarks/variants.py --quick \
+  run_apart "variants-$kernel" python3 $B/variants.py --quick \
     --points 250m@2048x16 500m@2048x16 --cases baseline repeat "$kernel-triton" --budget-seconds "$1" \
     --output "$out/variants-$kernel.json"
 }
