@@ -173,7 +173,8 @@ class ScriptedMeter:
         return EnergySource(counter=SCRIPTED_METER, device_index=0, device_name=TEST_HARDWARE)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The real worker's command line, as far as the scripted points read it."""
     parser = argparse.ArgumentParser(prog="scripted_worker")
     parser.add_argument("command", choices=["benchmark-throughput-worker"])
     parser.add_argument("--config")
@@ -186,18 +187,25 @@ def main(argv: list[str] | None = None) -> int:
         )
     parser.add_argument("--optimizer-timing", action="store_true")
     parser.add_argument("--energy", choices=("auto", "off"), default="auto")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _recipe_and_protocol(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The point to measure: from the request where one is given, else from the config and flags."""
     if args.request is not None:
         # As the real worker: the request's recipe and protocol, nothing from the flags.
         request = read(args.request, WorkerRequest)
-        recipe = request.recipe
-        opts = request.protocol
-    elif args.config:
+        return request.recipe, request.protocol
+    if args.config:
         recipe = load_recipe(args.config, args.overrides)
-        opts = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
-    else:
-        parser.error("give --config or --request")
+        return recipe, msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
+    parser.error("give --config or --request")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    recipe, opts = _recipe_and_protocol(parser, args)
     model, context, batch = recipe.name, recipe.model.context_length, recipe.training.micro_batch_size
     found = re.search(r"attempt-(\d+)", str(args.output))
     attempt = int(found.group(1)) if found else None

@@ -212,7 +212,7 @@ def best_kernels(cases: dict) -> tuple[Kernels | None, list[str]]:
     return k, chosen
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, required=True)
     ap.add_argument("--points", nargs="*", default=None, help="MODEL@CONTEXTxBATCH (default: the issue's five)")
@@ -221,20 +221,38 @@ def main(argv=None) -> int:
     ap.add_argument("--check-updates", type=int, default=4, help="graph replays compared with the baseline")
     ap.add_argument("--budget-seconds", type=float, default=450.0, help="skip the remaining cases after this")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test (eager, no graph)")
-    args = ap.parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("variants.py: needs a CUDA GPU (or --device cpu for a smoke test)", file=sys.stderr)
-        return 2
-    points = args.points or (DEFAULT_POINTS if device.type == "cuda" else ["tiny@128x2"])
-    cases = [c for c in args.cases if c != "baseline"]
+    return ap
+
+
+def _case_order(asked: list[str]) -> list[str]:
+    """The baseline first, then the cases asked for, "best" last."""
+    cases = [c for c in asked if c != "baseline"]
     # repeat right after the baseline: the variants after it are judged against its drift.
-    cases = [
+    return [
         "baseline",
         *(["repeat"] if "repeat" in cases else []),
         *[c for c in cases if c not in ("repeat", "best")],
         *(["best"] if "best" in cases else []),
     ]
+
+
+def _add_relative_rates(out: dict, point: dict, fpt: int, peak: float | None) -> None:
+    """The case's rate as a share of the GPU's peak and as a multiple of the point's baseline."""
+    if peak:
+        out["mfu"] = fpt * out["tokens_per_second"] / peak
+    base = point["cases"].get("baseline", {})
+    if base.get("ok"):
+        out["ratio"] = out["tokens_per_second"] / base["tokens_per_second"]
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("variants.py: needs a CUDA GPU (or --device cpu for a smoke test)", file=sys.stderr)
+        return 2
+    points = args.points or (DEFAULT_POINTS if device.type == "cuda" else ["tiny@128x2"])
+    cases = _case_order(args.cases)
     seconds, windows = (0.5, 3) if args.quick else (2.0, 5)
     opts = Protocol(
         warmup=3,
@@ -300,11 +318,7 @@ def main(argv=None) -> int:
                 out["ok"] = True
                 if name == "best":
                     out["combines"] = chosen
-                if peak:
-                    out["mfu"] = fpt * out["tokens_per_second"] / peak
-                base = point["cases"].get("baseline", {})
-                if base.get("ok"):
-                    out["ratio"] = out["tokens_per_second"] / base["tokens_per_second"]
+                _add_relative_rates(out, point, fpt, peak)
             except Exception as exc:  # noqa: BLE001 - record and continue with the next case
                 traceback.print_exc()
                 text_ = str(exc).strip().splitlines()

@@ -23,7 +23,7 @@ from throughput_report.pairing import Pair
 from throughput_schema import outcome_kind
 from throughput_schema.energy import derive_window
 from throughput_schema.layout import BASELINE, RESULT
-from throughput_schema.records import Manifest, WorkerResult
+from throughput_schema.records import Manifest, Protocol, Throughput, WorkerResult
 
 # Floats travel through JSON exactly; this only absorbs a different summation order.
 REL_TOL = 1e-6
@@ -83,6 +83,29 @@ def check_result(
 
     if _kind(result) != "ok":
         fail(f"outcome is {_kind(result)}, expected ok")
+    _check_recipe(result, batch, context, fail, tally)
+
+    protocol = manifest.protocol
+    if result.protocol != protocol:
+        fail("protocol differs from the campaign manifest's")
+    tp = result.throughput
+    if tp is None or not result.windows:
+        fail("fits but records no throughput windows")
+    n = len(result.windows)
+    first = window_rates(result, batch, context)
+    if n not in (protocol.windows, protocol.windows + protocol.extra_windows):
+        fail(f"{n} windows; the protocol measures {protocol.windows} or {protocol.windows + protocol.extra_windows}")
+    _check_update_counts(result, protocol, fail, tally)
+    _check_rates(result, tp, first, protocol, (batch, context), fail, tally)
+    if result.energy is not None:
+        check_energy(result, batch * context, fail, tally)
+    _check_memory(result, fail, tally)
+
+
+def _check_recipe(
+    result: WorkerResult, batch: int, context: int, fail: Callable[[str], NoReturn], tally: Tally
+) -> None:
+    """The recipe names the folder's point and its parameter count is the decoder's."""
     recipe = result.recipe
     if (recipe.model.context_length, recipe.training.micro_batch_size) != (context, batch):
         fail(
@@ -97,19 +120,12 @@ def check_result(
         fail(f"parameters {result.parameters:,} but the recipe has {expected_params:,}")
     tally.add("parameter counts")
 
-    protocol = manifest.protocol
-    if result.protocol != protocol:
-        fail("protocol differs from the campaign manifest's")
-    tp = result.throughput
-    if tp is None or not result.windows:
-        fail("fits but records no throughput windows")
-    n = len(result.windows)
-    first = window_rates(result, batch, context)
-    if n not in (protocol.windows, protocol.windows + protocol.extra_windows):
-        fail(f"{n} windows; the protocol measures {protocol.windows} or {protocol.windows + protocol.extra_windows}")
 
-    # Update counts: every window ran the calibrated count, and the optimizer's counter
-    # after window i is exactly setup + warm-up + calibration + (i+1)·N.
+def _check_update_counts(
+    result: WorkerResult, protocol: Protocol, fail: Callable[[str], NoReturn], tally: Tally
+) -> None:
+    """Every window ran the calibrated count, and the optimizer's counter after window i is
+    exactly setup + warm-up + calibration + (i+1)·N."""
     # Without a calibration record, N is the first window's count and calibration ran the protocol's.
     calibration = result.calibration
     if calibration is not None and calibration.updates != protocol.calibration_updates:
@@ -128,9 +144,21 @@ def check_result(
                 f"{result.setup_updates} setup + {protocol.warmup} warm-up + {calibration_updates} calibration "
                 f"+ {i + 1}×{per_window} = {start + (i + 1) * per_window}"
             )
-    tally.add("update counts", n)
+    tally.add("update counts", len(result.windows))
 
-    # Raw timing arithmetic.
+
+def _check_rates(
+    result: WorkerResult,
+    tp: Throughput,
+    first: list[float],
+    protocol: Protocol,
+    point: tuple[int, int],
+    fail: Callable[[str], NoReturn],
+    tally: Tally,
+) -> None:
+    """Window rates, their median and CV, and the stability flags, from each window's updates and seconds."""
+    batch, context = point
+    n = len(result.windows)
     if len(tp.window_tokens_per_second) != n:
         fail(f"{len(tp.window_tokens_per_second)} recorded window rates for {n} windows")
     for i, (mine, theirs) in enumerate(zip(first, tp.window_tokens_per_second)):
@@ -158,9 +186,10 @@ def check_result(
     if not _close(tp.update_ms, 1000.0 * batch * context / median):
         fail(f"update_ms {tp.update_ms:.6g}, but the median rate gives {1000.0 * batch * context / median:.6g}")
     tally.add("CV and stability flags")
-    if result.energy is not None:
-        check_energy(result, batch * context, fail, tally)
 
+
+def _check_memory(result: WorkerResult, fail: Callable[[str], NoReturn], tally: Tally) -> None:
+    """A GPU point records its setup and measurement peaks, each with reserved at least allocated."""
     if result.memory is None and not result.hardware.gpu_name and not result.hardware.gpu_count:
         return  # a point measured on the CPU has no GPU memory to record
     if result.memory is None or result.memory.measurement is None:
@@ -207,14 +236,7 @@ def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: 
     if attempt.bursts is not None and attempt.bursts != timing.bursts:
         fail("bursts.jsonl differs from the bursts recorded in result.json")
     n = len(result.windows)
-    windows_seen = {b.window for b in bursts}
-    if windows_seen != set(range(n)):
-        fail(f"burst samples cover windows {sorted(windows_seen)}, expected 0..{n - 1}")
-    for i, w in enumerate(result.windows):
-        burst_updates = sum(b.updates for b in bursts if b.window == i)
-        if burst_updates != w.updates:
-            fail(f"window {i} bursts total {burst_updates} updates, the window ran {w.updates}")
-    tally.add("burst update counts", n)
+    _check_burst_updates(result, bursts, fail, tally)
     for attr, recorded in (("optimizer_ms", timing.window_optimizer_ms), ("graph_ms", timing.window_graph_ms)):
         mine = weighted_window_ms(result, bursts, attr)
         if len(recorded) != n:
@@ -242,6 +264,19 @@ def check_optimizer_timing(result: WorkerResult, attempt: ReportAttempt, tally: 
     if not _close(timing.share_of_wall, share):
         fail(f"share_of_wall {timing.share_of_wall:.6g}, but optimizer ms / wall ms per update give {share:.6g}")
     tally.add("optimizer medians and shares")
+
+
+def _check_burst_updates(result: WorkerResult, bursts, fail: Callable[[str], NoReturn], tally: Tally) -> None:
+    """The bursts cover every window, and each window's bursts add up to its update count."""
+    n = len(result.windows)
+    windows_seen = {b.window for b in bursts}
+    if windows_seen != set(range(n)):
+        fail(f"burst samples cover windows {sorted(windows_seen)}, expected 0..{n - 1}")
+    for i, w in enumerate(result.windows):
+        burst_updates = sum(b.updates for b in bursts if b.window == i)
+        if burst_updates != w.updates:
+            fail(f"window {i} bursts total {burst_updates} updates, the window ran {w.updates}")
+    tally.add("burst update counts", n)
 
 
 def check_pair(pair: Pair, tally: Tally) -> None:

@@ -299,15 +299,8 @@ def readme(
     out.append("|---" * (11 if efficient else 9) + "|")
     for c in curves:
         fast = c.fastest_stable
-        state = c.state
-        if state == "capped":
-            state = f"capped: no OOM up to the cap ({c.cap})"
-        elif state == "blocked":
-            state = "blocked"
-        elif state == "closed" and c.closure is not None:  # closed together with its closure
-            state = f"closed by hand at batch {c.closure.batch_size}"
         out.append(
-            f"| {c.name} | {state} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
+            f"| {c.name} | {_state_cell(c)} | {' '.join(map(str, c.fitting)) or '-'} | {c.largest_fitting or '-'} | "
             f"{c.first_oom or '-'} | {fast[0] if fast else '-'} | {f'{fast[1]:,.0f}' if fast else '-'} | "
             f"{recommended[c.name].recommended_batch or '-'} | "
             + (f"{_efficient_cells(c)} | " if efficient else "")
@@ -344,34 +337,11 @@ def readme(
             )
     else:
         out.append("None.")
-    if opt_rows:
-        out.append("\n## Optimizer time\n")
-        out.append("| curve | batch | optimizer ms | % of baseline update | share of wall | wall change | flags |")
-        out.append("|---|---|---|---|---|---|---|")
-        for r in opt_rows:
-            flags = ", ".join(
-                x
-                for x, on in (("unstable", r["flag_unstable"]), ("wall change > 5%", r["flag_wall_change_over_5pct"]))
-                if on
-            )
-            out.append(
-                f"| {r['curve']} | {r['batch_size']} | {r['optimizer_ms']:.3f} | {r['optimizer_percent']:.1f} | "
-                f"{r['share_of_wall']:.3f} | {r['wall_change']:+.1%} | {flags or '-'} |"
-            )
+    out += _optimizer_section(opt_rows)
     out.append("\n## Submission receipts\n")
     out.append("| point | attempt | job id | adopted | state | elapsed | exit | final accounting | result |")
     out.append("|---|---|---|---|---|---|---|---|---|")
-    for i in infos:
-        rec = i.attempt.receipt
-        if rec is None:
-            out.append(f"| {i.attempt.curve} b{i.batch} | {i.number} | - | - | - | - | - | - | {i.status} |")
-            continue
-        acc = rec.accounting
-        out.append(
-            f"| {i.attempt.curve} b{i.batch} | {i.number} | {rec.job_id} | {'yes' if rec.adopted else 'no'} | "
-            f"{acc.state if acc else '-'} | {acc.elapsed if acc else '-'} | {acc.exit_code if acc else '-'} | "
-            f"{'yes' if rec.accounting_final else 'no'} | {i.outcome} |"
-        )
+    out += [_receipt_row(i) for i in infos]
     out.append("\n## Files\n")
     out.append("- `results.csv`, `results.json`: every attempt, curve summaries and receipts")
     out.append("- `throughput.png`: tokens/s against batch; `memory.png`: peak GPU memory against batch")
@@ -384,6 +354,43 @@ def readme(
     if energy_png:
         out.append("![energy](energy.png)\n")
     return "\n".join(out)
+
+
+def _state_cell(c: Curve) -> str:
+    if c.state == "capped":
+        return f"capped: no OOM up to the cap ({c.cap})"
+    if c.state == "closed" and c.closure is not None:  # closed together with its closure
+        return f"closed by hand at batch {c.closure.batch_size}"
+    return c.state
+
+
+def _optimizer_section(opt_rows: list[dict]) -> list[str]:
+    if not opt_rows:
+        return []
+    out = [
+        "\n## Optimizer time\n",
+        "| curve | batch | optimizer ms | % of baseline update | share of wall | wall change | flags |",
+    ]
+    out.append("|---|---|---|---|---|---|---|")
+    for r in opt_rows:
+        flags = {"unstable": r["flag_unstable"], "wall change > 5%": r["flag_wall_change_over_5pct"]}
+        out.append(
+            f"| {r['curve']} | {r['batch_size']} | {r['optimizer_ms']:.3f} | {r['optimizer_percent']:.1f} | "
+            f"{r['share_of_wall']:.3f} | {r['wall_change']:+.1%} | {', '.join(x for x, on in flags.items() if on) or '-'} |"
+        )
+    return out
+
+
+def _receipt_row(i: AttemptInfo) -> str:
+    rec = i.attempt.receipt
+    if rec is None:
+        return f"| {i.attempt.curve} b{i.batch} | {i.number} | - | - | - | - | - | - | {i.status} |"
+    acc = rec.accounting
+    return (
+        f"| {i.attempt.curve} b{i.batch} | {i.number} | {rec.job_id} | {'yes' if rec.adopted else 'no'} | "
+        f"{acc.state if acc else '-'} | {acc.elapsed if acc else '-'} | {acc.exit_code if acc else '-'} | "
+        f"{'yes' if rec.accounting_final else 'no'} | {i.outcome} |"
+    )
 
 
 def _efficient_cells(c: Curve) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from throughput_schema import CurveClosure
+from throughput_schema.comparison import Recommendation
 from throughput_schema.provenance import protocol_deviation, worker_warning
 from throughput_schema.recommendation import recommendation_text
 from throughput_sweep.budget import budget_line, stopped_on
@@ -96,43 +97,7 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     ]
     recommended = recommendations(curves)
     for c in curves:
-        fastest = c.fastest_stable
-        fast = f"b{fastest[0]} {fastest[1]:,.0f} tok/s" if fastest else "-"
-        lines.append(
-            f"{c.name:<18} {c.state:<9} {' '.join(map(str, c.fitting)) or '-':<24} "
-            f"{c.largest_fitting or '-':>7} {c.first_oom or '-':>7} {fast:>22}"
-        )
-        if c.state == "capped":
-            lines.append(f"    no OOM up to the cap (batch {c.cap}); not a memory boundary")
-        efficient = c.most_efficient
-        if efficient:
-            lines.append(f"    most energy-efficient stable batch: b{efficient[0]} {efficient[1]:.4g} J/token")
-        if c.state == "blocked":
-            lines.append(f"    blocked: {c.blocked_reason}")
-            if profile_refused(c):
-                lines.append(
-                    f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying"
-                )
-        if c.state == "closed" and c.closure is not None:  # a curve is closed together with its closure
-            lines.append(f"    {closed_line(c.closure)}; not a memory boundary")
-        if c.done and c.fitting and m.spot_check is None:  # a sample recommends nothing
-            lines.append(f"    recommended: {recommendation_text(recommended[c.name])}")
-        if c.unstable:
-            lines.append(
-                f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}"
-            )
-        for r in c.running:
-            lines.append(f"    {(live or OFFLINE).job_line(r)}")
-        if c.next and c.state == "pending":
-            lines.append(f"    next: batch {' '.join(str(n.batch_size) for n in c.next)}")
-        for f in c.failed:
-            job = f" job {f.job_id}" if f.job_id else ""
-            token = f" token {f.attempt.token}" if f.status == "ambiguous" else ""
-            msg = f": {f.message}" if f.message else ""
-            lines.append(f"    failed: batch {f.batch} attempt {f.number}{job}{token} {f.outcome}{msg}")
-        jobs = [f"b{i.batch}/a{i.number}={i.job_id}" for i in c.attempts if i.job_id]
-        if jobs:
-            lines.append(f"    jobs: {' '.join(jobs)}")
+        lines += _curve_lines(c, m.spot_check is None, recommended, live)
     if m.spot_check is not None:
         from throughput_sweep.spot_check import verdict_lines
 
@@ -142,3 +107,44 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     elif live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
         lines += ["", blocked_advice(campaign, curves, live.driver)]
     return "\n".join(lines) + "\n"
+
+
+def _curve_lines(c: Curve, recommends: bool, recommended: dict[str, Recommendation], live: Live | None) -> list[str]:
+    """One curve's row of the table and the indented notes under it."""
+    out: list[str] = []
+    fastest = c.fastest_stable
+    fast = f"b{fastest[0]} {fastest[1]:,.0f} tok/s" if fastest else "-"
+    out.append(
+        f"{c.name:<18} {c.state:<9} {' '.join(map(str, c.fitting)) or '-':<24} "
+        f"{c.largest_fitting or '-':>7} {c.first_oom or '-':>7} {fast:>22}"
+    )
+    if c.state == "capped":
+        out.append(f"    no OOM up to the cap (batch {c.cap}); not a memory boundary")
+    efficient = c.most_efficient
+    if efficient:
+        out.append(f"    most energy-efficient stable batch: b{efficient[0]} {efficient[1]:.4g} J/token")
+    if c.state == "blocked":
+        out.append(f"    blocked: {c.blocked_reason}")
+        if profile_refused(c):
+            out.append(
+                f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying"
+            )
+    if c.state == "closed" and c.closure is not None:  # a curve is closed together with its closure
+        out.append(f"    {closed_line(c.closure)}; not a memory boundary")
+    if c.done and c.fitting and recommends:  # a sample recommends nothing
+        out.append(f"    recommended: {recommendation_text(recommended[c.name])}")
+    if c.unstable:
+        out.append(f"    unstable (CV above threshold after extra windows): batch {' '.join(map(str, c.unstable))}")
+    for r in c.running:
+        out.append(f"    {(live or OFFLINE).job_line(r)}")
+    if c.next and c.state == "pending":
+        out.append(f"    next: batch {' '.join(str(n.batch_size) for n in c.next)}")
+    for f in c.failed:
+        job = f" job {f.job_id}" if f.job_id else ""
+        token = f" token {f.attempt.token}" if f.status == "ambiguous" else ""
+        msg = f": {f.message}" if f.message else ""
+        out.append(f"    failed: batch {f.batch} attempt {f.number}{job}{token} {f.outcome}{msg}")
+    jobs = [f"b{i.batch}/a{i.number}={i.job_id}" for i in c.attempts if i.job_id]
+    if jobs:
+        out.append(f"    jobs: {' '.join(jobs)}")
+    return out

@@ -294,9 +294,7 @@ class Watcher:
             receipt = info.attempt.receipt
             assert receipt is not None, "to_poll keeps only attempts with a receipt"
             status = statuses.get(receipt.job_id)
-            self._note_pending(receipt.job_id, status)
-            if status is not None and not status.finished and status.state != "UNKNOWN":
-                self.st.seen_out.add(receipt.job_id)
+            self._note_status(receipt.job_id, status)
             if never_starts_now(self, receipt.job_id, status, clock):
                 assert status is not None, "a job never starts only by its pending reason"
                 changed |= await refuse(self, info, status.reason)
@@ -343,11 +341,14 @@ class Watcher:
                 changed = True
         return changed
 
-    def _note_pending(self, job_id: str, status) -> None:
+    def _note_status(self, job_id: str, status) -> None:
+        """Note the scheduler's word: pending (the progress line) and seen out (not retried as ended unwatched)."""
         if status is not None and status.state == "PENDING":
             self.st.pending[job_id] = status.reason
         else:
             self.st.pending.pop(job_id, None)
+        if status is not None and not status.finished and status.state != "UNKNOWN":
+            self.st.seen_out.add(job_id)
 
     # -------------------------------------------------------------- signals
 

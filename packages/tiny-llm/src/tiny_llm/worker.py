@@ -252,18 +252,7 @@ def run_worker(
             print(f"tiny_llm: {exc}", file=sys.stderr)  # a refusal: one line, no traceback
         elif outcome_kind(outcome) in ("crashed", "compile_error"):
             traceback.print_exc(file=sys.stderr)
-        if cuda and setup_peaks is not None:
-            try:
-                memory = MemoryReport(
-                    setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes
-                )
-            except Exception:  # noqa: BLE001 - the device may be unusable after the failure
-                pass
-        elif cuda and memory is None:
-            try:
-                memory = MemoryReport(setup=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
-            except Exception:  # noqa: BLE001
-                pass
+        memory = _memory_after_failure(device, hw, setup_peaks, memory)
     kind = outcome_kind(outcome)
     if kind != "ok":
         energy = None
@@ -297,6 +286,20 @@ def run_worker(
         write_bursts(output, timing)
     write_atomic(output, result)
     return result
+
+
+def _memory_after_failure(device: torch.device, hw, setup_peaks, memory: MemoryReport | None) -> MemoryReport | None:
+    """The memory a failed point reports: the peaks read so far, where the device still answers."""
+    if device.type != "cuda":
+        return memory
+    try:
+        if setup_peaks is not None:
+            return MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
+        if memory is None:
+            return MemoryReport(setup=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
+    except Exception:  # noqa: BLE001 - the device may be unusable after the failure
+        pass
+    return memory
 
 
 def _kernels_record(options: WorkerOptions, built, device: torch.device, cfg) -> dict[str, str]:

@@ -61,14 +61,10 @@ def _signal_session(sid: int, sig: int) -> None:
             pass
 
 
-def run_job(jobs_dir: Path, job_id: str) -> int:
-    """The wrapper: handshake, run `bash script`, enforce the time limit, record the end."""
-    stop: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _f: stop.append(signum))
+def _await_handshake(jobs_dir: Path, job_id: str) -> LocalJob | None:
+    """The job's record once it names this wrapper; None (said on stdout) where the job must not run."""
     record_path = job_path(jobs_dir, job_id)
     deadline = time.monotonic() + HANDSHAKE_SECONDS
-    job: LocalJob | None = None
     while time.monotonic() < deadline:
         if record_path.exists():
             try:
@@ -78,12 +74,44 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
             if candidate is not None:
                 if candidate.wrapper_pid != os.getpid():
                     print(f"job {job_id}: the registry names another process; not running", flush=True)
-                    return 3
-                job = candidate
-                break
+                    return None
+                return candidate
         time.sleep(0.05)
+    print(f"job {job_id}: never recorded by the submitter; not running", flush=True)
+    return None
+
+
+def _supervise(child: subprocess.Popen, job: LocalJob, limit: float, stop: list[int]) -> str | None:
+    """Wait for the job; at its time limit or on a stop signal end its session: why it was ended, if it was."""
+    reason = None
+    while True:
+        try:
+            child.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if stop:
+            reason = "CANCELLED"
+        elif time.time() >= limit:
+            reason = "TIMEOUT"
+        if reason:
+            _signal_session(child.pid, signal.SIGTERM)
+            try:
+                child.wait(timeout=job.kill_wait_seconds)
+            except subprocess.TimeoutExpired:
+                _signal_session(child.pid, signal.SIGKILL)
+                child.wait()
+            break
+    return reason
+
+
+def run_job(jobs_dir: Path, job_id: str) -> int:
+    """The wrapper: handshake, run `bash script`, enforce the time limit, record the end."""
+    stop: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _f: stop.append(signum))
+    job = _await_handshake(jobs_dir, job_id)
     if job is None:
-        print(f"job {job_id}: never recorded by the submitter; not running", flush=True)
         return 3
     end_file = end_path(jobs_dir, job_id)
     started = time.time()
@@ -121,26 +149,7 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
         except OSError as exc:
             out.write(f"local job {job_id}: cannot start: {exc}\n".encode())
             return finish("FAILED", "127:0", str(exc))
-    limit = started + job.time_limit_seconds
-    reason = None
-    while True:
-        try:
-            child.wait(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        if stop:
-            reason = "CANCELLED"
-        elif time.time() >= limit:
-            reason = "TIMEOUT"
-        if reason:
-            _signal_session(child.pid, signal.SIGTERM)
-            try:
-                child.wait(timeout=job.kill_wait_seconds)
-            except subprocess.TimeoutExpired:
-                _signal_session(child.pid, signal.SIGKILL)
-                child.wait()
-            break
+    reason = _supervise(child, job, started + job.time_limit_seconds, stop)
     _signal_session(child.pid, signal.SIGKILL)  # leftovers of the job, as Slurm's cgroup would
     rc = child.returncode
     exit_code = f"{rc}:0" if rc >= 0 else f"0:{-rc}"
