@@ -48,6 +48,10 @@ def campaign(finished, tmp_path) -> Path:
     return Path(shutil.copytree(finished, tmp_path / finished.name))
 
 
+def _profile_mem(root: Path) -> str:
+    return json.loads((root / "manifest.json").read_text())["profile"]["mem"]
+
+
 def audited(root: Path):
     return run_audit(root, settle_seconds=0, allow_test_worker=True).report.checks
 
@@ -75,7 +79,8 @@ def test_untouched_local_campaign_passes_against_its_registry(campaign):
     assert registry["machine_cpus"] == cpus and registry["cpus"] == 8 and registry["machine_mem"].endswith("M")
     receipt = json.loads((campaign / "curves/20m-c512/b1/attempt-1/receipt.json").read_text())
     assert receipt["accounting"]["alloc_tres"].startswith(f"cpu={cpus},mem={registry['machine_mem']}")
-    assert receipt["accounting"]["req_mem"] == "64G"
+    # The memory the campaign's profile asked for, as the local scheduler records it.
+    assert receipt["accounting"]["req_mem"] == _profile_mem(campaign)
     allocation = next(c for c in out.report.checks if c.name == "local.allocation")
     assert f"not enforced by the local scheduler: it shared the machine's {cpus} CPUs" in allocation.message
     assert f"cpu={cpus}," in (campaign / "accounting.txt").read_text()
@@ -129,7 +134,7 @@ def test_published_receipt_differing_from_the_receipt_file_is_caught(campaign):
     bad = only_failure(audited(campaign), "published.receipt", "results.json")
     assert bad.message == (
         f"results.json: the receipt published for {POINT} differs from its receipt.json: "
-        "accounting.req_mem '512G', receipt.json '64G'"
+        f"accounting.req_mem '512G', receipt.json '{_profile_mem(campaign)}'"
     )
 
 

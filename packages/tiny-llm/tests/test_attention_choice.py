@@ -30,11 +30,11 @@ def fa4_runs(monkeypatch):
 
 
 def test_auto_is_fa4_from_the_shortest_measured_context(fa4_runs):
-    assert resolve_attention(Kernels(), CUDA, model(FA4_MIN_CONTEXT)) == "fa4"
-    assert resolve_attention(Kernels(), CUDA, model(4096)) == "fa4"
-    assert resolve_attention(Kernels(), CUDA, model(FA4_MIN_CONTEXT // 2)) == "sdpa"  # not measured
+    assert resolve_attention("auto", CUDA, model(FA4_MIN_CONTEXT)) == "fa4"
+    assert resolve_attention("auto", CUDA, model(4096)) == "fa4"
+    assert resolve_attention("auto", CUDA, model(FA4_MIN_CONTEXT // 2)) == "sdpa"  # not measured
     # The Triton RoPE writes (B, H, T, D), which FA4 does not read.
-    assert resolve_attention(Kernels(rope="triton"), CUDA, model(2048)) == "sdpa"
+    assert resolve_attention("auto", CUDA, model(2048), rope="triton") == "sdpa"
 
 
 def test_auto_is_sdpa_where_fa4_cannot_run(monkeypatch):
@@ -45,13 +45,13 @@ def test_auto_is_sdpa_where_fa4_cannot_run(monkeypatch):
         return "no flash-attn-4 here"
 
     monkeypatch.setattr(fa4_attention, "unavailable", unavailable)
-    assert resolve_attention(Kernels(), CUDA, model(2048, "model.head_dim=96")) == "sdpa"
+    assert resolve_attention("auto", CUDA, model(2048, "model.head_dim=96")) == "sdpa"
     assert reasons == [("cuda", 96)]  # asked for this device and this head size
 
 
 def test_explicit_choices_stand(fa4_runs):
     for choice in ATTENTION[1:]:
-        assert resolve_attention(Kernels(attention=choice), CUDA, model(128)) == choice
+        assert resolve_attention(choice, CUDA, model(128)) == choice
 
 
 def test_the_model_and_the_result_record_what_ran(tmp_path):

@@ -22,7 +22,6 @@ import torch
 
 if TYPE_CHECKING:
     from throughput_schema import ModelConfig
-    from tiny_llm.kernels import Kernels
 
 # What the SM90 kernels take (flash_attn.cute.interface._validate_head_dims): 8-256, a multiple
 # of 8 for BF16's 16-byte alignment.
@@ -64,14 +63,14 @@ def unavailable(device: torch.device, head_dim: int) -> str | None:
 FA4_MIN_CONTEXT = 512
 
 
-def resolve_attention(kernels: Kernels, device: torch.device, cfg: ModelConfig) -> str:
-    """`kernels.attention` as it runs for this model on `device`: "auto" is "fa4" on a Hopper GPU
+def resolve_attention(choice: str, device: torch.device, cfg: ModelConfig, rope: str = "default") -> str:
+    """`Kernels.attention` as it runs for this model on `device`: "auto" is "fa4" on a Hopper GPU
     where flash-attn-4 imports, for a head size it takes and a context of at least
     `FA4_MIN_CONTEXT` (and not beside rope="triton", which writes another layout), else "sdpa"
     (PyTorch's choice among its SDPA kernels, cuDNN on Hopper)."""
-    if kernels.attention != "auto":
-        return kernels.attention
-    if kernels.rope == "triton" or cfg.context_length < FA4_MIN_CONTEXT:
+    if choice != "auto":
+        return choice
+    if rope == "triton" or cfg.context_length < FA4_MIN_CONTEXT:
         return "sdpa"
     return "sdpa" if unavailable(torch.device(device), cfg.head_dim) is not None else "fa4"
 

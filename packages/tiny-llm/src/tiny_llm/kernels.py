@@ -10,7 +10,7 @@ The worker records `Kernels.record()` in its result (`WorkerResult.kernels`), wi
 says how it was produced.
 
 - `attention`: which attention kernel runs. "auto" (the default, resolved by
-  `tiny_llm.fa4_attention.resolve_attention`) is "fa4" on a Hopper GPU where the
+  `tiny_llm.fa4_attention.resolve_attention`, through `tiny_llm.model.resolve_kernels`) is "fa4" on a Hopper GPU where the
   `tiny-llm[fa4]` extra imports, for contexts of at least `FA4_MIN_CONTEXT` (512), else "sdpa";
   results record the resolved name, and a result's "auto" from before "fa4" existed means
   "sdpa". "sdpa" lets PyTorch choose among its SDPA kernels (cuDNN on Hopper in torch 2.11).
@@ -64,7 +64,7 @@ Torch-free at import (the CLI's parser reads the choices without importing torch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -132,24 +132,6 @@ class Kernels:
         if self.cross_entropy == "chunked":
             out["ce_chunk_tokens"] = str(self.ce_chunk_tokens)
         return out
-
-    def resolved(self, device, cfg: ModelConfig) -> Kernels:
-        """These choices with "auto" resolved as they run for this model on `device` (a
-        torch.device): the attention (`tiny_llm.fa4_attention.resolve_attention`), SwiGLU
-        (`tiny_llm.model.resolve_swiglu`) and optimizer (`tiny_llm.arena_adamw.default_kernel`,
-        for the FP32 arenas the update builds) kernels."""
-        import torch
-
-        from tiny_llm.arena_adamw import default_kernel
-        from tiny_llm.fa4_attention import resolve_attention
-        from tiny_llm.model import resolve_swiglu
-
-        return replace(
-            self,
-            attention=resolve_attention(self, device, cfg),
-            swiglu=resolve_swiglu(self.swiglu, device),
-            optimizer=default_kernel(device, torch.float32) if self.optimizer == "auto" else self.optimizer,
-        )
 
     def sdpa_backends(self) -> list | None:
         """The backends `sdpa_kernel` allows, or None to leave PyTorch's choice alone."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+from dataclasses import replace
 from typing import cast
 
 import torch
@@ -131,6 +132,22 @@ def resolve_swiglu(choice: str, device: torch.device) -> str:
     if choice != "auto":
         return choice
     return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
+
+
+def resolve_kernels(kernels: Kernels, device: torch.device, cfg: ModelConfig) -> Kernels:
+    """`kernels` with every "auto" resolved as it runs for this model on `device`: the attention
+    (`tiny_llm.fa4_attention.resolve_attention`), SwiGLU (`resolve_swiglu`) and optimizer
+    (`tiny_llm.arena_adamw.default_kernel`, for the FP32 arenas the update builds) kernels."""
+    from tiny_llm.arena_adamw import default_kernel
+    from tiny_llm.fa4_attention import resolve_attention
+
+    device = torch.device(device)
+    return replace(
+        kernels,
+        attention=resolve_attention(kernels.attention, device, cfg, kernels.rope),
+        swiglu=resolve_swiglu(kernels.swiglu, device),
+        optimizer=default_kernel(device, torch.float32) if kernels.optimizer == "auto" else kernels.optimizer,
+    )
 
 
 class Attention(nn.Module):
@@ -254,7 +271,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         # "auto" resolved for this device: `self.kernels` is what runs (the worker records it).
-        kernels = kernels.resolved(self.embed.weight.device, cfg)
+        kernels = resolve_kernels(kernels, self.embed.weight.device, cfg)
         self.cfg, self.kernels = cfg, kernels
         self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)

@@ -312,7 +312,9 @@ def _kernels_record(options: WorkerOptions, built, device: torch.device, cfg) ->
     kernels = options.kernels
     if options.compile_mode is not None:
         kernels = replace(kernels, compile_mode=options.compile_mode)
-    return kernels.resolved(device, cfg).record()
+    from tiny_llm.model import resolve_kernels
+
+    return resolve_kernels(kernels, device, cfg).record()
 
 
 def summarise(m: Measurement, recipe: Recipe, opts: Protocol, hw, fpt: int) -> Throughput:

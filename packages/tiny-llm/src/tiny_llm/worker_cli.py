@@ -245,8 +245,9 @@ def automatic_kernels(device_type: str, cfg) -> dict[str, str]:
     import torch
 
     from tiny_llm.kernels import Kernels
+    from tiny_llm.model import resolve_kernels
 
-    return Kernels().resolved(torch.device(device_type), cfg).record()
+    return resolve_kernels(Kernels(), torch.device(device_type), cfg).record()
 
 
 def summary_line(result, output: Path) -> str:
