@@ -14,7 +14,14 @@
 #   part d: variants.py's equality yardstick (as in part b), the guide's worker command with each
 #           attention, setup time at 500m@4096x16 with the optimizer-timing worker with each, then
 #           the levers on top of fa4 (peers.py with fa4 and the Triton cross-entropy, then with fa4
-#           and the Triton norm, at POINTS).
+#           and the Triton norm, at POINTS);
+#   part tests: the GPU tests of fa4 (test_cuda_fa4.py) and of the Triton RoPE (test_triton_kernels.py);
+#   part levers: at each of POINTS, variants.py's baseline (attention auto: fa4), repeat, and each lever
+#           on top of it: rope-triton (RoPE fused with fa4), ce-triton, norm-triton (speed and equality);
+#   part profiles: profile_update.py with attention=sdpa and with fa4 at each of POINTS;
+#   part small: at each of POINTS (small batches), variants.py's baseline (fa4), repeat and attn-sdpa.
+# Parts install the wheels where they are carried and not yet installed; several parts share one
+# call as `tools/h200.sh fa4 tests $OUT S1 && tools/h200.sh fa4 levers $OUT S2 "POINTS"` (log.txt appends).
 # Usage: tools/h200.sh fa4 PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
 set -uo pipefail
 part=${1:?part: a, b, c or d}
@@ -40,6 +47,9 @@ export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
 gpu_txt "$out" power.limit
 python3 -c 'import torch, importlib.metadata as m; print("torch", torch.__version__, "flash-attn-4", m.version("flash-attn-4"))' | tee -a "$out/gpu.txt"
 deadline "$seconds"
+share() {  # REMAINING: variants.py's budget for the next of REMAINING points, leaving a case's time
+  local s=$(( ($(left) - 20) / $1 - 60 )); echo $((s > 30 ? s : 30))
+}
 # shellcheck disable=SC2086
 peers() {  # name, then --kernel choices
   local name=$1; shift
@@ -75,6 +85,38 @@ d)
   done
   peers fa4-ce-triton --kernel attention=fa4 --kernel cross_entropy=triton
   peers fa4-norm-triton --kernel attention=fa4 --kernel norm=triton
+  ;;
+tests)
+  run "GPU tests of fa4" python3 -m pytest $T/test_cuda_fa4.py -q -s -p no:cacheprovider
+  run "GPU tests of the Triton RoPE" python3 -m pytest $T/test_triton_kernels.py -q -p no:cacheprovider -k rope
+  ;;
+levers)
+  n=$(wc -w <<<"$points")
+  for p in $points; do
+    run "levers on fa4 $p" python3 $B/variants.py --quick --points "$p" --budget-seconds "$(share $n)" \
+      --cases baseline repeat rope-triton ce-triton norm-triton --output "$out/levers-$p.json"
+    n=$((n - 1))
+  done
+  ;;
+profiles)
+  for p in $points; do
+    for attention in sdpa fa4; do
+      run "profile $attention $p" python3 $B/profile_update.py --point "$p" --kernel attention=$attention \
+        --output "$out/profile-$attention-$p.json"
+    done
+  done
+  ;;
+small)
+  n=$(wc -w <<<"$points")
+  for p in $points; do
+    run "small batch $p" python3 $B/variants.py --quick --points "$p" --cases baseline repeat attn-sdpa \
+      --budget-seconds "$(share $n)" --output "$out/small-$p.json"
+    n=$((n - 1))
+  done
+  ;;
+*)
+  echo "fa4: unknown part '$part' (a, b, c, d, tests, levers, profiles, small)" >&2
+  exit 2
   ;;
 esac
 grep -v '^\s*$' "$out/log.txt" | tail -n 60

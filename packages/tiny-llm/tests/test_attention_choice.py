@@ -33,8 +33,6 @@ def test_auto_is_fa4_from_the_shortest_measured_context(fa4_runs):
     assert resolve_attention("auto", CUDA, model(FA4_MIN_CONTEXT)) == "fa4"
     assert resolve_attention("auto", CUDA, model(4096)) == "fa4"
     assert resolve_attention("auto", CUDA, model(FA4_MIN_CONTEXT // 2)) == "sdpa"  # not measured
-    # The Triton RoPE writes (B, H, T, D), which FA4 does not read.
-    assert resolve_attention("auto", CUDA, model(2048), rope="triton") == "sdpa"
 
 
 def test_auto_is_sdpa_where_fa4_cannot_run(monkeypatch):

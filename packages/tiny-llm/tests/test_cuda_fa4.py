@@ -80,9 +80,12 @@ def _recipe(**overrides):
     return load_recipe(ROOT / "configs" / "20m.yaml", sets)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 1}], ids=["mha", "mqa"])
-def test_compiled_model_with_fa4_matches_cudnn(overrides):
-    """fullgraph=True: the custom ops keep the graph whole; loss and gradients as with cuDNN."""
+@pytest.mark.parametrize(
+    ("overrides", "rope"), [({}, "default"), ({"n_kv_heads": 1}, "default"), ({}, "triton")], ids=["mha", "mqa", "rope"]
+)
+def test_compiled_model_with_fa4_matches_cudnn(overrides, rope):
+    """fullgraph=True: the custom ops keep the graph whole; loss and gradients as with cuDNN
+    (rope="triton": RoPE and FA4 fused over the projection's output)."""
     from tiny_llm.kernels import Kernels
     from tiny_llm.model import build_model
 
@@ -91,7 +94,9 @@ def test_compiled_model_with_fa4_matches_cudnn(overrides):
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     losses, grads = {}, {}
     for name in ("fa4", "cudnn"):
-        model = build_model(recipe.model, CUDA, seed=0, kernels=Kernels(attention=name))
+        kernels = Kernels(attention=name, rope=rope if name == "fa4" else "default")
+        model = build_model(recipe.model, CUDA, seed=0, kernels=kernels)
+        assert all(b.attn.fa4_rope == (name == "fa4" and rope == "triton") for b in model.blocks)
         step = torch.compile(model, fullgraph=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = step(inputs, targets)
@@ -102,6 +107,29 @@ def test_compiled_model_with_fa4_matches_cudnn(overrides):
     assert abs(losses["fa4"] - losses["cudnn"]) < 2e-3 * abs(losses["cudnn"])
     rel = ((grads["fa4"] - grads["cudnn"]).norm() / grads["cudnn"].norm()).item()
     assert rel < 0.02, rel
+
+
+def test_rope_fused_with_fa4_matches_fa4_after_the_default_rope():
+    """The Triton RoPE in FA4's layout with FA4 (one pair of ops) against the model's own RoPE
+    followed by FA4: the same output and the same d(qkv), up to BF16 rounding."""
+    from tiny_llm.fa4_attention import attention, rope_attention
+    from tiny_llm.model import apply_rope, rope_tables
+
+    B, T, H, D = 2, 1024, 6, 64
+    torch.manual_seed(0)
+    cos, sin = rope_tables(D, T, 10000.0, CUDA)
+    qkv = torch.randn(B, T, 3 * H * D, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    dout = torch.randn(B, T, H, D, device=CUDA, dtype=torch.bfloat16)
+
+    def unfused(qkv):
+        q, k, v = qkv.view(B, T, 3, H, D).unbind(dim=2)
+        return attention(apply_rope(q, cos[:, None], sin[:, None]), apply_rope(k, cos[:, None], sin[:, None]), v)
+
+    got, want = (fn(qkv) for fn in (lambda t: rope_attention(t, cos, sin, H), unfused))
+    (d_got,), (d_want,) = (torch.autograd.grad(y, (qkv,), dout) for y in (got, want))
+    torch.testing.assert_close(got, want, rtol=0, atol=2e-2)
+    rel = ((d_got.float() - d_want.float()).norm() / d_want.float().norm()).item()
+    assert rel < 1e-2, rel
 
 
 def test_captured_update_with_fa4_matches_the_default():
@@ -116,6 +144,7 @@ def test_captured_update_with_fa4_matches_the_default():
     recipe = _recipe()
     runs = {
         "fa4": build(recipe, CUDA, kernels=Kernels(attention="fa4")),
+        "fa4-rope": build(recipe, CUDA, kernels=Kernels(attention="fa4", rope="triton")),
         "default": build(recipe, CUDA),
         "eager": build(recipe, CUDA, compile_model=False, use_graph=False),
     }
@@ -126,10 +155,11 @@ def test_captured_update_with_fa4_matches_the_default():
         for name, built in runs.items():
             built.run()
             losses[name].append(built.update.loss.item())
-    assert runs["fa4"].backend == runs["default"].backend == "cuda-graph"
+    assert runs["fa4"].backend == runs["fa4-rope"].backend == runs["default"].backend == "cuda-graph"
     init = build(recipe, CUDA, compile_model=False, use_graph=False).optimizer.params
     fa4, default = runs["fa4"].optimizer.params, runs["default"].optimizer.params
     diff, moved = (fa4 - default).norm().item(), (default - init).norm().item()
     print(f"losses {losses}; weights fa4 - default {diff:.3e}, moved {moved:.3e}")
-    torch.testing.assert_close(torch.tensor(losses["fa4"]), torch.tensor(losses["default"]), rtol=2e-2, atol=2e-2)
+    for name in ("fa4", "fa4-rope"):
+        torch.testing.assert_close(torch.tensor(losses[name]), torch.tensor(losses["default"]), rtol=2e-2, atol=2e-2)
     assert moved > 0 and diff < 0.25 * moved, (diff, moved)

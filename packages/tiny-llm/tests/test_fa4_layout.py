@@ -1,8 +1,13 @@
 """`Kernels(attention="fa4")` on the CPU: its refusals, and its (B, T, H, D) path (the q/k norm
 and RoPE applied in that layout, k and v with fewer heads, the output fed to the projection
 without a transpose) computing what the default (B, H, T, D) path computes. FA4 itself runs
-only on Hopper (test_cuda_fa4.py); here a reference attention in FA4's layout stands in for it."""
+only on Hopper (test_cuda_fa4.py); here a reference attention in FA4's layout stands in for it,
+also behind the ops that fuse the Triton RoPE with it (rope="triton")."""
 
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +59,69 @@ def test_fa4_on_the_cpu_is_refused_in_one_line():
         build_model(recipe.model, "cpu", kernels=Kernels(attention="fa4"))
 
 
-def test_fa4_with_the_triton_rope_is_refused():
-    with pytest.raises(ValueError, match="attention='fa4' rotates q and k in FA4's .* choose one"):
-        Kernels(attention="fa4", rope="triton")
+def reference_kernels(monkeypatch_target) -> None:
+    """FA4's forward and backward kernels replaced by FP32 math in their layout and signature:
+    the output and log-sum-exp, and dq, dk, dv from the output's gradient."""
+
+    def probabilities(q, k):
+        scores = torch.einsum("bthd,bshd->bhts", q.float(), k.float()) / q.shape[-1] ** 0.5
+        T = q.shape[1]
+        return scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+
+    def forward(q, k, v):
+        scores = probabilities(q, k)
+        out = torch.einsum("bhts,bshd->bthd", scores.softmax(-1), v.float())
+        return out.to(q.dtype).contiguous(), scores.logsumexp(-1).contiguous()
+
+    def backward(dout, q, k, v, out, lse):
+        # Written out: a custom op's body runs below autograd, so torch.autograd.grad cannot.
+        p, dout = probabilities(q, k).softmax(-1), dout.float()
+        dv = torch.einsum("bhts,bthd->bshd", p, dout)
+        dp = torch.einsum("bthd,bshd->bhts", dout, v.float())
+        ds = p * (dp - torch.einsum("bthd,bthd->bht", dout, out.float())[..., None]) / q.shape[-1] ** 0.5
+        dq = torch.einsum("bhts,bshd->bthd", ds, k.float())
+        dk = torch.einsum("bhts,bthd->bshd", ds, q.float())
+        return tuple(g.to(q.dtype).contiguous() for g in (dq, dk, dv))
+
+    monkeypatch_target._forward, monkeypatch_target._backward_kernel = forward, backward
+
+
+def fused_rope(compiled: bool) -> None:
+    """Run under TRITON_INTERPRET=1: the model with attention="fa4" and rope="triton" (one pair
+    of ops over the projection's output, the Triton RoPE in FA4's layout) computes the default's
+    logits and gradients, eager and compiled with fullgraph (the ops' fakes and autograd)."""
+    import tiny_llm.fa4_attention as fa4
+    import tiny_llm.triton_rope as rope
+
+    reference_kernels(fa4)
+    rope.BLOCK_ROWS = 8  # several programs, the last one partly masked
+    recipe = load_recipe(TINY, ["model.vocab_size=256", "model.n_heads=4", "model.head_dim=12"])
+    idx = torch.randint(0, 256, (2, 13))
+    results = []
+    for fused in (False, True):
+        model = build_model(recipe.model, "cpu", seed=3)
+        for block in model.blocks:
+            if fused:
+                block.attn.fa4, block.attn.fa4_rope = fa4.rope_attention, True
+        step = torch.compile(model, fullgraph=True, backend="aot_eager") if compiled and fused else model
+        loss = step(idx, idx.roll(-1, dims=1))
+        loss.backward()
+        results.append([loss.detach(), *(p.grad.clone() for p in model.parameters())])
+    for got, want in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    print("fused rope ok")
+
+
+@pytest.mark.slow  # Triton's interpreter
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (its CPU interpreter)")
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_fa4_with_the_triton_rope_computes_what_the_default_computes(compiled):
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import test_fa4_layout as t; t.fused_rope(sys.argv[2] == '1')"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(int(compiled))],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0 and "fused rope ok" in proc.stdout, proc.stdout + proc.stderr[-4000:]

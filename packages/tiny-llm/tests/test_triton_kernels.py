@@ -278,7 +278,9 @@ def test_rope_kernels_compile_for_hopper(index):
     from tiny_llm.triton_rope import _rope_backward, _rope_forward
 
     const = {"HALF": 32, "BLOCK_HALF": 32, "BLOCK_ROWS": 64}
-    compile_for_hopper(_rope_forward, ("*bf16", "*fp32", "*fp32") + ("*bf16",) * 3 + (index,) * 3, const)
+    for copy_v in (True, False):  # dense (B, H, T, D) q, k and v for SDPA; (B, T, H, D) q and k for FA4
+        types = ("*bf16", "*fp32", "*fp32") + ("*bf16",) * 3 + (index,) * 6
+        compile_for_hopper(_rope_forward, types, {**const, "COPY_V": copy_v})
     compile_for_hopper(_rope_backward, ("*bf16",) * 3 + ("*fp32",) * 2 + ("*bf16",) + (index,) * 12, const)
 
 

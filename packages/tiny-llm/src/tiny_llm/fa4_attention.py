@@ -63,14 +63,13 @@ def unavailable(device: torch.device, head_dim: int) -> str | None:
 FA4_MIN_CONTEXT = 512
 
 
-def resolve_attention(choice: str, device: torch.device, cfg: ModelConfig, rope: str = "default") -> str:
+def resolve_attention(choice: str, device: torch.device, cfg: ModelConfig) -> str:
     """`Kernels.attention` as it runs for this model on `device`: "auto" is "fa4" on a Hopper GPU
     where flash-attn-4 imports, for a head size it takes and a context of at least
-    `FA4_MIN_CONTEXT` (and not beside rope="triton", which writes another layout), else "sdpa"
-    (PyTorch's choice among its SDPA kernels, cuDNN on Hopper)."""
+    `FA4_MIN_CONTEXT`, else "sdpa" (PyTorch's choice among its SDPA kernels, cuDNN on Hopper)."""
     if choice != "auto":
         return choice
-    if rope == "triton" or cfg.context_length < FA4_MIN_CONTEXT:
+    if cfg.context_length < FA4_MIN_CONTEXT:
         return "sdpa"
     return "sdpa" if unavailable(torch.device(device), cfg.head_dim) is not None else "fa4"
 
@@ -78,6 +77,10 @@ def resolve_attention(choice: str, device: torch.device, cfg: ModelConfig, rope:
 @torch.library.custom_op("tiny_llm::fa4_forward", mutates_args=())
 def fa4_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal attention's output (B, T, H, D) and its log-sum-exp (B, H, T) in FP32."""
+    return _forward(q, k, v)
+
+
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     from flash_attn.cute.interface import _flash_attn_fwd
 
     out, lse, *_ = _flash_attn_fwd(q, k, v, causal=True, return_lse=True)
@@ -95,6 +98,10 @@ def fa4_backward(
     dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of causal attention, from the forward's inputs, output and log-sum-exp."""
+    return _backward_kernel(dout, q, k, v, out, lse)
+
+
+def _backward_kernel(dout, q, k, v, out, lse) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from flash_attn.cute.interface import _flash_attn_bwd
 
     dq, dk, dv = _flash_attn_bwd(q, k, v, out, dout, lse, causal=True)[:3]
@@ -126,3 +133,80 @@ fa4_forward.register_autograd(_backward, setup_context=_setup_context)
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention of (B, T, H, D) q and (B, T, H_kv, D) k, v: (B, T, H, D)."""
     return fa4_forward(q, k, v)[0]
+
+
+# Kernels(attention="fa4", rope="triton"): RoPE and attention as one pair of ops over the QKV
+# projection's output. Forward, `tiny_llm.triton_rope` writes q and k rotated in FA4's layout and
+# the kernel reads v in place; backward, FA4's dq, dk and dv go through one Triton pass that
+# rotates dq and dk back and writes d(qkv) whole, where inductor's fused RoPE backward gathers
+# them at 47% of copy speed (docs/performance.md, issue 27).
+
+
+def _v(qkv: torch.Tensor, n_heads: int) -> torch.Tensor:
+    return qkv.unflatten(-1, (3, n_heads, -1))[:, :, 2]
+
+
+@torch.library.custom_op("tiny_llm::fa4_rope_forward", mutates_args=())
+def fa4_rope_forward(
+    qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Causal attention's output (B, T, H, D), its log-sum-exp, and the rotated q and k the
+    backward reads, from the (B, T, 3·H·D) projection and the (T, D) FP32 tables."""
+    from tiny_llm.triton_rope import qk_rope_bthd
+
+    q, k = qk_rope_bthd(qkv, cos, sin, n_heads)
+    out, lse = _forward(q, k, _v(qkv, n_heads))
+    return out, lse, q, k
+
+
+@fa4_rope_forward.register_fake
+def _fa4_rope_forward_fake(qkv, cos, sin, n_heads):
+    B, T, width = qkv.shape
+    q = qkv.new_empty((B, T, n_heads, width // (3 * n_heads)))
+    return q.new_empty(q.shape), q.new_empty((B, n_heads, T), dtype=torch.float32), q, q.new_empty(q.shape)
+
+
+@torch.library.custom_op("tiny_llm::fa4_rope_backward", mutates_args=())
+def fa4_rope_backward(
+    dout: torch.Tensor,
+    qkv: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    n_heads: int,
+) -> torch.Tensor:
+    """d(qkv) in the projection's layout."""
+    from tiny_llm.triton_rope import qkv_grad
+
+    dq, dk, dv = _backward_kernel(dout, q, k, _v(qkv, n_heads), out, lse)
+    return qkv_grad(dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), cos, sin, qkv.dtype)
+
+
+@fa4_rope_backward.register_fake
+def _fa4_rope_backward_fake(dout, qkv, cos, sin, q, k, out, lse, n_heads):
+    return qkv.new_empty(qkv.shape)
+
+
+def _rope_setup_context(ctx, inputs, output) -> None:
+    qkv, cos, sin, ctx.n_heads = inputs
+    out, lse, q, k = output
+    # Only the output flows on; without this autograd would fill zero gradients for the rest.
+    ctx.mark_non_differentiable(lse, q, k)
+    ctx.save_for_backward(qkv, cos, sin, q, k, out, lse)
+
+
+def _rope_backward(ctx, dout, _dlse, _dq, _dk):
+    qkv, cos, sin, q, k, out, lse = ctx.saved_tensors
+    return fa4_rope_backward(dout, qkv, cos, sin, q, k, out, lse, ctx.n_heads), None, None, None
+
+
+fa4_rope_forward.register_autograd(_rope_backward, setup_context=_rope_setup_context)
+
+
+def rope_attention(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Causal attention of q, k and v from the (B, T, 3·H·D) projection, q and k rotated by the
+    (T, D) FP32 tables: (B, T, H, D)."""
+    return fa4_rope_forward(qkv, cos, sin, n_heads)[0]

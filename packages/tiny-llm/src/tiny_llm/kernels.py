@@ -45,8 +45,9 @@ says how it was produced.
   inductor fuses them;
   "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
   output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
-  dv in one pass. Not a default: 0.9 ms less kernel time at 250m@2048x16 on the H200 but
-  1.000-1.006x the update, and not shown equal within the repeat drift at every point.
+  dv in one pass; beside attention="fa4", q and k are written in FA4's (B, T, H, D) layout, v
+  is read in place, and RoPE and attention are one pair of ops (`tiny_llm.fa4_attention`).
+  Not a default: 0.9 ms less kernel time at 250m@2048x16 on the H200 but 1.000-1.006x the update, and not shown equal within the repeat drift at every point.
   It reads the plain [q | k | v] layout of as many kv heads as heads and rotates straight from
   the projection, so it is refused (`unsupported`) for fewer kv heads or a q/k norm.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
@@ -107,11 +108,6 @@ class Kernels:
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        if self.attention == "fa4" and self.rope == "triton":
-            raise ValueError(
-                "attention='fa4' rotates q and k in FA4's (B, T, H, D) layout and rope='triton' writes "
-                "(B, H, T, D): choose one"
-            )
         if self.ce_chunk_tokens < 1:
             raise ValueError(f"ce_chunk_tokens must be >= 1, got {self.ce_chunk_tokens}")
 

@@ -106,14 +106,18 @@ def load_triton(field: str, device: torch.device, cfg: ModelConfig | None = None
         raise RuntimeError(f"Kernels({field}='triton') needs triton, which does not import here: {exc}") from None
 
 
-def load_fa4(device: torch.device, cfg: ModelConfig):
-    """FlashAttention-4's causal attention (`tiny_llm.fa4_attention`), or a one-line error
-    where it cannot run here."""
-    from tiny_llm.fa4_attention import attention, unavailable
+def load_fa4(device: torch.device, cfg: ModelConfig, rope: str = "default"):
+    """FlashAttention-4's causal attention (`tiny_llm.fa4_attention`): of q, k and v, or with
+    rope="triton" of the QKV projection's output (RoPE fused in); a one-line error where it
+    cannot run here."""
+    from tiny_llm.fa4_attention import attention, rope_attention, unavailable
 
     reason = unavailable(torch.device(device), cfg.head_dim)
     if reason is not None:
         raise RuntimeError(reason)
+    if rope == "triton":
+        load_triton("rope", device, cfg)  # its one-line refusals: the shape, the device, triton
+        return rope_attention
     return attention
 
 
@@ -144,7 +148,7 @@ def resolve_kernels(kernels: Kernels, device: torch.device, cfg: ModelConfig) ->
     device = torch.device(device)
     return replace(
         kernels,
-        attention=resolve_attention(kernels.attention, device, cfg, kernels.rope),
+        attention=resolve_attention(kernels.attention, device, cfg),
         swiglu=resolve_swiglu(kernels.swiglu, device),
         optimizer=default_kernel(device, torch.float32) if kernels.optimizer == "auto" else kernels.optimizer,
     )
@@ -166,11 +170,15 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
         # None: the split and `apply_rope` below, fused by inductor when compiled.
-        self.rope = load_triton("rope", self.qkv.weight.device, cfg) if kernels.rope == "triton" else None
-        self.fa4 = load_fa4(self.qkv.weight.device, cfg) if kernels.attention == "fa4" else None
+        device = self.qkv.weight.device
+        self.fa4 = load_fa4(device, cfg, kernels.rope) if kernels.attention == "fa4" else None
+        self.fa4_rope = self.fa4 is not None and kernels.rope == "triton"
+        self.rope = load_triton("rope", device, cfg) if kernels.rope == "triton" and self.fa4 is None else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
+        if self.fa4 is not None and self.fa4_rope:
+            return self.proj(self.fa4(self.qkv(x), cos, sin, self.n_heads).reshape(B, T, -1))
         if self.fa4 is not None:
             return self.proj(self.fa4(*self.rotated_bthd(x, cos, sin)).reshape(B, T, -1))
         if self.rope is not None:

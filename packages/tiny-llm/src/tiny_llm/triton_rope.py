@@ -77,22 +77,27 @@ def _rope_forward(
     n_rows,
     n_heads,
     context,
+    o_sb,
+    o_sh,
+    o_st,
     HALF: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
+    COPY_V: tl.constexpr,
 ):
     token, head, pos, cols, mask = _rows(n_rows, n_heads, context, BLOCK_ROWS, HALF, BLOCK_HALF)
     c1, c2, s1, s2 = _tables(cos, sin, pos, cols, mask, HALF)
     inner = n_heads * 2 * HALF
     src = qkv + (token * (3 * inner) + head * (2 * HALF))[:, None] + cols
-    # (B, H, T, D): the dense layout attention's inputs are given in (else compiled attention
-    # copies each of q, k and v there first).
+    # The outputs' strides: dense (B, H, T, D) for SDPA (else compiled attention copies each of
+    # q, k and v there first), dense (B, T, H, D) for FlashAttention-4, which reads v in place.
     batch = token // context
-    dst = (((batch * n_heads + head) * context + pos) * (2 * HALF))[:, None] + cols
+    dst = (batch * o_sb + head * o_sh + pos * o_st)[:, None] + cols
     _rotate(src, q_out + dst, c1, c2, s1, s2, mask, HALF, False)
     _rotate(src + inner, k_out + dst, c1, c2, s1, s2, mask, HALF, False)
-    tl.store(v_out + dst, tl.load(src + 2 * inner, mask=mask), mask=mask)
-    tl.store(v_out + dst + HALF, tl.load(src + 2 * inner + HALF, mask=mask), mask=mask)
+    if COPY_V:
+        tl.store(v_out + dst, tl.load(src + 2 * inner, mask=mask), mask=mask)
+        tl.store(v_out + dst + HALF, tl.load(src + 2 * inner + HALF, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -147,33 +152,49 @@ def _strides(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int, int]]:
     return t, (t.stride(0), t.stride(1), t.stride(2))
 
 
+def _rotated(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, heads_first: bool):
+    """q and k rotated, and v copied where `heads_first` (else None), from the (B, T, 3·H·D)
+    projection: dense (B, H, T, D) tensors where `heads_first`, else dense (B, T, H, D)."""
+    B, T, width = qkv.shape
+    head_dim = width // (3 * n_heads)
+    qkv = qkv.contiguous()
+    shape = (B, n_heads, T, head_dim) if heads_first else (B, T, n_heads, head_dim)
+    q, k = qkv.new_empty(shape), qkv.new_empty(shape)
+    v = qkv.new_empty(shape) if heads_first else None
+    strides = (q if heads_first else q.transpose(1, 2)).stride()[:3]  # as (B, H, T, D)
+    grid, meta = _launch_args(B * T * n_heads, head_dim)
+    _rope_forward[grid](
+        qkv, cos, sin, q, k, q if v is None else v, B * T * n_heads, n_heads, T, *strides, COPY_V=heads_first, **meta
+    )
+    return q, k, v
+
+
+def qkv_grad(dq, dk, dv, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """d(qkv) in the projection's (B, T, 3·H·D) layout from dq, dk and dv viewed as (B, H, T, D)
+    (any strides): dq and dk rotated back, dv copied, in one pass."""
+    B, n_heads, T, head_dim = dq.shape
+    (dq, q_s), (dk, k_s), (dv, v_s) = _strides(dq), _strides(dk), _strides(dv)
+    d_qkv = dq.new_empty(B, T, 3 * n_heads * head_dim, dtype=dtype)
+    grid, meta = _launch_args(B * T * n_heads, head_dim)
+    _rope_backward[grid](dq, dk, dv, cos, sin, d_qkv, B * T * n_heads, n_heads, T, *q_s, *k_s, *v_s, **meta)
+    return d_qkv
+
+
 class _QKVRope(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
-        B, T, width = qkv.shape
-        head_dim = width // (3 * n_heads)
-        qkv = qkv.contiguous()
-        q, k, v = (qkv.new_empty(B, n_heads, T, head_dim) for _ in range(3))
-        grid, meta = _launch_args(B * T * n_heads, head_dim)
-        _rope_forward[grid](qkv, cos, sin, q, k, v, B * T * n_heads, n_heads, T, **meta)
         ctx.save_for_backward(cos, sin)
-        ctx.shape, ctx.n_heads, ctx.dtype = (B, T, width), n_heads, qkv.dtype
-        return q, k, v
+        ctx.dtype = qkv.dtype
+        return _rotated(qkv, cos, sin, n_heads, heads_first=True)
 
     @staticmethod
     def backward(ctx, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor):
         cos, sin = ctx.saved_tensors
-        (B, T, width), n_heads = ctx.shape, ctx.n_heads
-        (dq, q_s), (dk, k_s), (dv, v_s) = _strides(dq), _strides(dk), _strides(dv)
-        d_qkv = dq.new_empty(B, T, width, dtype=ctx.dtype)
-        grid, meta = _launch_args(B * T * n_heads, width // (3 * n_heads))
-        _rope_backward[grid](dq, dk, dv, cos, sin, d_qkv, B * T * n_heads, n_heads, T, *q_s, *k_s, *v_s, **meta)
-        return d_qkv, None, None, None
+        return qkv_grad(dq, dk, dv, cos, sin, ctx.dtype), None, None, None
 
 
-def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
-    """q, k and v, each a dense (B, H, T, D) tensor, from the projection's (B, T, 3·H·D) output:
-    q and k rotated by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them."""
+def check_tables(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int) -> None:
+    """A one-line error where the projection's width or the (T, D) FP32 tables do not fit."""
     B, T, width = qkv.shape
     head_dim, odd = divmod(width, 3 * n_heads)
     if odd or head_dim % 2:
@@ -181,4 +202,19 @@ def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: i
     for table in (cos, sin):
         if table.shape != (T, head_dim) or table.dtype != torch.float32:
             raise ValueError(f"qkv_rope: the tables must be FP32 (T, D), got {tuple(table.shape)} {table.dtype}")
+
+
+def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
+    """q, k and v, each a dense (B, H, T, D) tensor, from the projection's (B, T, 3·H·D) output:
+    q and k rotated by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them."""
+    check_tables(qkv, cos, sin, n_heads)
     return _QKVRope.apply(qkv, cos.contiguous(), sin.contiguous(), n_heads)
+
+
+def qk_rope_bthd(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int):
+    """q and k rotated, each a dense (B, T, H, D) tensor (FlashAttention-4's layout), from the
+    projection's output; no autograd (`tiny_llm.fa4_attention`'s fused op owns the backward,
+    `qkv_grad` with dq, dk and dv transposed to (B, H, T, D) views)."""
+    check_tables(qkv, cos, sin, n_heads)
+    q, k, _ = _rotated(qkv, cos.contiguous(), sin.contiguous(), n_heads, heads_first=False)
+    return q, k
