@@ -94,7 +94,7 @@ levers)
   n=$(wc -w <<<"$points")
   for p in $points; do
     run "levers on fa4 $p" python3 $B/variants.py --quick --points "$p" --budget-seconds "$(share $n)" \
-      --cases baseline repeat rope-triton ce-triton norm-triton --output "$out/levers-$p.json"
+      --cases baseline repeat rope-triton ce-triton norm-triton --output "$out/levers-${p/@/-}.json"
     n=$((n - 1))
   done
   ;;
@@ -102,7 +102,7 @@ profiles)
   for p in $points; do
     for attention in sdpa fa4; do
       run "profile $attention $p" python3 $B/profile_update.py --point "$p" --kernel attention=$attention \
-        --output "$out/profile-$attention-$p.json"
+        --output "$out/profile-$attention-${p/@/-}.json"
     done
   done
   ;;
@@ -110,7 +110,7 @@ small)
   n=$(wc -w <<<"$points")
   for p in $points; do
     run "small batch $p" python3 $B/variants.py --quick --points "$p" --cases baseline repeat attn-sdpa \
-      --budget-seconds "$(share $n)" --output "$out/small-$p.json"
+      --budget-seconds "$(share $n)" --output "$out/small-${p/@/-}.json"
     n=$((n - 1))
   done
   ;;

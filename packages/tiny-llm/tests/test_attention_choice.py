@@ -70,6 +70,27 @@ def test_the_model_and_the_result_record_what_ran(tmp_path):
         recipe, tmp_path / "result.json", WorkerOptions(device="cpu", protocol=quick), log=lambda *_: None
     )
     assert result.kernels["attention"] == "sdpa"
+    assert result.kernels["rope"] == "default"
+
+
+def test_rope_auto_is_triton_beside_fa4_where_the_kernel_takes_the_shape(monkeypatch):
+    import tiny_llm.model as model_module
+    from tiny_llm.model import resolve_rope
+
+    monkeypatch.setattr(model_module, "triton_imports", lambda: True)
+    assert resolve_rope("auto", "fa4", CUDA, model(2048)) == "triton"
+    assert resolve_rope("auto", "sdpa", CUDA, model(2048)) == "default"  # measured no gain beside SDPA
+    assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.n_kv_heads=2")) == "default"  # refused shape
+    assert resolve_rope("auto", "fa4", CPU, model(2048)) == "default"
+    for choice in ("default", "triton"):
+        assert resolve_rope(choice, "sdpa", CUDA, model(2048)) == choice
+    monkeypatch.setattr(model_module, "triton_imports", lambda: False)
+    assert resolve_rope("auto", "fa4", CUDA, model(2048)) == "default"
+
+
+def test_rope_is_recorded_resolved_on_the_cpu():
+    assert Kernels().rope == "auto"
+    assert build_model(model(128), CPU).kernels.record()["rope"] == "default"
 
 
 def test_sdpa_leaves_the_choice_to_pytorch():

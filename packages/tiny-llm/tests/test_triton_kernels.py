@@ -37,7 +37,7 @@ HAS_TRITON = importlib.util.find_spec("triton") is not None
 SKIP = 77  # the subprocess's "interpreter cannot run here"
 # Parametrised by kernel name (a Kernels field set to "triton"), so a new kernel is one more case.
 KERNELS = ("swiglu", "cross_entropy", "norm", "rope")
-AUTO = ("swiglu",)  # the fields whose default "auto" picks triton on CUDA
+AUTO = ("swiglu", "rope")  # the fields whose default "auto" may pick triton on CUDA
 # What the compiled forward and backward must launch, per kernel.
 LAUNCHES = {
     "swiglu": ("_swiglu_forward", "_swiglu_backward"),

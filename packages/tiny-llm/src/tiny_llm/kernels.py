@@ -41,13 +41,18 @@ says how it was produced.
   no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
   default: 1.003-1.005x the update at 250m and 500m on the H200, inside the noise, 0.982x at
   20m@512x1; its backward runs at 59% of copy speed (docs/performance.md, issue 27).
-- `rope`: "default" is the split of the QKV output (q/k norm, if any) and `apply_rope` as
-  inductor fuses them;
+- `rope`: "auto" (the default) is "triton" where the attention resolves to "fa4" and the
+  model's shape takes the kernel, else "default" (`tiny_llm.model.resolve_rope`): with FA4 on
+  the H200 (2026-12-04, benchmarks/results/h200-20261204c-fa4/) it ran the update 1.027x,
+  1.015x and 1.009x at 250m@2048x16, 250m@4096x8 and 500m@2048x16 against repeat drifts of
+  1.003x, 1.003x and 0.996x, equal within the drift at each. "default" is the split of the
+  QKV output (q/k norm, if any) and `apply_rope` as inductor fuses them;
   "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
   output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
   dv in one pass; beside attention="fa4", q and k are written in FA4's (B, T, H, D) layout, v
   is read in place, and RoPE and attention are one pair of ops (`tiny_llm.fa4_attention`).
-  Not a default: 0.9 ms less kernel time at 250m@2048x16 on the H200 but 1.000-1.006x the update, and not shown equal within the repeat drift at every point.
+  Beside SDPA it is not chosen by "auto": 0.9 ms less kernel time at 250m@2048x16 on the H200
+  but 1.000-1.006x the update, and not shown equal within the repeat drift at every point.
   It reads the plain [q | k | v] layout of as many kv heads as heads and rotates straight from
   the projection, so it is refused (`unsupported`) for fewer kv heads or a q/k norm.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
@@ -75,7 +80,7 @@ ATTENTION = ("auto", "sdpa", "fa4", "flash", "cudnn", "efficient", "math")
 CROSS_ENTROPY = ("default", "chunked", "triton")
 SWIGLU = ("auto", "default", "triton")
 NORM = ("default", "triton")
-ROPE = ("default", "triton")
+ROPE = ("auto", "default", "triton")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 INDUCTOR_TUNING = ("default", "coordinate-descent")
 OPTIMIZER = ("auto", "tensor", "fused", "compiled", "triton")  # "auto" and tiny_llm.arena_adamw.KERNELS
@@ -94,7 +99,7 @@ class Kernels:
     inductor_tuning: str = "default"
     optimizer: str = "auto"
     norm: str = "default"
-    rope: str = "default"
+    rope: str = "auto"
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -113,7 +118,7 @@ class Kernels:
 
     def record(self) -> dict[str, str]:
         """What the result file records: every field, as strings. The worker records them
-        resolved (`attention`, `optimizer` and `swiglu` as they ran, never "auto"); results from before
+        resolved (`attention`, `optimizer`, `swiglu` and `rope` as they ran, never "auto"); results from before
         the `swiglu`, `norm` or `rope` field lack it, which means "default"."""
         out = {
             "attention": self.attention,
@@ -161,8 +166,8 @@ def unsupported(field: str, model: ModelConfig) -> str | None:
 
     The Triton norm, SwiGLU and cross-entropy read the residual stream, the FFN and the LM
     head's weight (tied or not), which no knob changes; the RoPE kernel assumes the plain
-    layout. No "auto" choice resolves to a refused kernel: "auto" is only the optimizer's and
-    SwiGLU's, which every model takes.
+    layout. No "auto" choice resolves to a refused kernel: RoPE's "auto" asks this first
+    (`tiny_llm.model.resolve_rope`), and the optimizer's and SwiGLU's take every model.
     """
     if field != "rope":
         return None

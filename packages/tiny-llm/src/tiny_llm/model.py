@@ -138,17 +138,30 @@ def resolve_swiglu(choice: str, device: torch.device) -> str:
     return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
 
 
+def resolve_rope(choice: str, attention: str, device: torch.device, cfg: ModelConfig) -> str:
+    """`Kernels.rope` as it runs beside the resolved `attention`: "auto" is "triton" beside FA4
+    where the kernel takes this model's shape and triton imports, else "default"."""
+    if choice != "auto":
+        return choice
+    if attention != "fa4" or unsupported("rope", cfg) is not None:
+        return "default"
+    return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
+
+
 def resolve_kernels(kernels: Kernels, device: torch.device, cfg: ModelConfig) -> Kernels:
     """`kernels` with every "auto" resolved as it runs for this model on `device`: the attention
-    (`tiny_llm.fa4_attention.resolve_attention`), SwiGLU (`resolve_swiglu`) and optimizer
-    (`tiny_llm.arena_adamw.default_kernel`, for the FP32 arenas the update builds) kernels."""
+    (`tiny_llm.fa4_attention.resolve_attention`), RoPE (`resolve_rope`), SwiGLU (`resolve_swiglu`)
+    and optimizer (`tiny_llm.arena_adamw.default_kernel`, for the FP32 arenas the update builds)
+    kernels."""
     from tiny_llm.arena_adamw import default_kernel
     from tiny_llm.fa4_attention import resolve_attention
 
     device = torch.device(device)
+    attention = resolve_attention(kernels.attention, device, cfg)
     return replace(
         kernels,
-        attention=resolve_attention(kernels.attention, device, cfg),
+        attention=attention,
+        rope=resolve_rope(kernels.rope, attention, device, cfg),
         swiglu=resolve_swiglu(kernels.swiglu, device),
         optimizer=default_kernel(device, torch.float32) if kernels.optimizer == "auto" else kernels.optimizer,
     )

@@ -122,9 +122,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rope-kernel",
         choices=ROPE,
-        default="default",
+        default="auto",
         help="triton: q and k rotated from the QKV projection's output and d(qkv) written whole, "
-        "one Triton pass each way (tiny_llm.triton_rope); default: inductor's fusion",
+        "one Triton pass each way (tiny_llm.triton_rope); default: inductor's fusion; "
+        "auto (the default): triton beside FlashAttention-4, else default",
     )
     p.add_argument(
         "--inductor-tuning",
