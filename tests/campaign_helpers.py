@@ -24,13 +24,14 @@ LOCAL_SLURM = ROOT / "tools/local-slurm.sh"
 BLOCKED = EXIT_BLOCKED
 
 
-def watching(poll_max: int = 2) -> list[str]:
-    """How the tests watch a campaign, run or resumed: polls at most `poll_max` s apart, no progress line."""
-    return ["--poll-max-seconds", str(poll_max), "--no-progress"]
+def watching(poll_max: int = 2, *, progress: bool = False) -> list[str]:
+    """How the tests watch a campaign, run or resumed: polls at most `poll_max` s apart, no
+    progress line unless `progress`."""
+    return ["--poll-max-seconds", str(poll_max), *([] if progress else ["--no-progress"])]
 
 
-def _scripted(poll_max: int) -> list[str]:
-    return ["--worker", "scripted_worker", "--window-seconds", "1", *watching(poll_max)]
+def _scripted(poll_max: int, progress: bool = False) -> list[str]:
+    return ["--worker", "scripted_worker", "--window-seconds", "1", *watching(poll_max, progress=progress)]
 
 
 # The fault tests' pace: the scripted worker with one-second windows, watched at watching(2).
@@ -68,16 +69,19 @@ def run_program(
     env: dict | None = None,
     timeout: float = 400,
     rc: int | None = None,
+    output: int | None = None,
 ) -> subprocess.CompletedProcess:
     """`PROGRAM ARGS` in `cwd` to completion, with the scripted worker importable and following
-    `plan` (and `env`'s variables on top); with `rc`, its exit status must be that."""
+    `plan` (and `env`'s variables on top); with `rc`, its exit status must be that. Its stdout
+    and stderr are captured, or with `output` (a file descriptor) both go there."""
+    streams = {"capture_output": True} if output is None else {"stdout": output, "stderr": output}
     proc = subprocess.run(
         [*program, *map(str, args)],
         cwd=cwd,
         env={**sweep_env(plan, crash), **(env or {})},
-        capture_output=True,
         text=True,
         timeout=timeout,
+        **streams,
     )
     if rc is not None:
         assert proc.returncode == rc, proc.stdout + proc.stderr
@@ -123,17 +127,25 @@ def scripted_run(
     poll_max: int = 2,
     timing_from: Path | None = None,
     models: tuple[str | Path, ...] = ("20m",),
+    progress: bool = False,
 ) -> list:
-    """`run`'s arguments for a campaign by the scripted worker, watched at `watching(poll_max)`,
-    under `profile` where given: `models` (20m) at `contexts` (up to `max_batch`) with one-second
-    windows, or with `timing_from` an optimizer follow-up of that campaign."""
+    """`run`'s arguments for a campaign by the scripted worker, watched at `watching(poll_max,
+    progress=progress)`, under `profile` where given: `models` (20m) at `contexts` (up to
+    `max_batch`) with one-second windows, or with `timing_from` an optimizer follow-up of that campaign."""
     where = ["run", "--output", output, *(["--profile", profile] if profile is not None else [])]
     if timing_from is not None:  # it measures with its parent's protocol: no windows of its own
-        return [*where, "--optimizer-timing-from", timing_from, "--worker", "scripted_worker", *watching(poll_max)]
+        return [
+            *where,
+            "--optimizer-timing-from",
+            timing_from,
+            "--worker",
+            "scripted_worker",
+            *watching(poll_max, progress=progress),
+        ]
     grid = ["--models", *models, "--contexts", *map(str, contexts)]
     if max_batch is not None:
         grid += ["--max-batch", str(max_batch)]
-    return [*where, *grid, *_scripted(poll_max)]
+    return [*where, *grid, *_scripted(poll_max, progress)]
 
 
 def start_sweep(

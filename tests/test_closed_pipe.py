@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from campaign_helpers import scripted_run, sweep, watching, write_plan
 from throughput_schema.argparsing import BROKEN_PIPE_EXIT
 
 pytestmark = pytest.mark.slow  # whole commands and a campaign
 
 ROOT = Path(__file__).resolve().parents[1]
-
+# -u for the campaign too: the first write of its progress meets the closed pipe at once.
+UNBUFFERED = {"PYTHONUNBUFFERED": "1"}
 
 COMMANDS = {
     "throughput-schema export": ["throughput_schema.cli", "export"],
@@ -49,58 +51,14 @@ def test_a_campaign_whose_progress_reader_has_gone_stops_quietly_and_resumes(tmp
     # `throughput-sweep run ... 2>&1 | head` : the progress lines go to stderr; once the
     # reader has gone the run ends with the SIGPIPE status (an uncaught BrokenPipeError
     # would exit 1), and a resume finishes the campaign from its files.
-    plan = tmp_path / "plan.json"
-    plan.write_text('{"default": "ok", "ok_seconds": 0.05, "points": {"20m-c512-b4": "cuda_oom"}}')
-    env = {
-        **os.environ,
-        "SCRIPTED_WORKER_PLAN": str(plan),
-        "PYTHONPATH": str(ROOT / "tests") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    }
+    plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom"}, ok_seconds=0.05)
     out = tmp_path / "campaign"
-    command = [
-        sys.executable,
-        "-u",
-        "-m",
-        "throughput_sweep.cli",
-        "run",
-        "--output",
-        str(out),
-        "--models",
-        "20m",
-        "--contexts",
-        "512",
-        "--worker",
-        "scripted_worker",
-        "--window-seconds",
-        "1",
-        "--poll-max-seconds",
-        "1",
-    ]
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        gone = subprocess.run(command, stdout=write_end, stderr=write_end, env=env, cwd=ROOT, timeout=120)
+        run = scripted_run(out, 512, poll_max=1, progress=True)
+        sweep(*run, plan=plan, output=write_end, env=UNBUFFERED, timeout=120, rc=BROKEN_PIPE_EXIT)
     finally:
         os.close(write_end)
-    assert gone.returncode == BROKEN_PIPE_EXIT
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "throughput_sweep.cli",
-            "run",
-            "--output",
-            str(out),
-            "--resume",
-            "--no-progress",
-            "--poll-max-seconds",
-            "1",
-        ],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    resumed = sweep("run", "--output", out, "--resume", *watching(1), plan=plan, timeout=120, rc=0)
     assert "20m-c512           bounded   1 2" in resumed.stdout, resumed.stdout

@@ -2,7 +2,8 @@
 
 Every entry is Slurm's own text (src/common/slurm_errno.c and job_reason_string in
 src/common/slurm_protocol_defs.c, the same in 22.05.8 and 24.11.5 unless noted), checked
-against what the local Slurm 22.05 prints (packages/throughput-schema/tests/test_slurm_reasons.py).
+against what the local Slurms 22.05 and 24.11 print (packages/throughput-schema/tests/test_slurm_reasons.py,
+on tools/record-slurm-text.sh's recordings).
 
 sbatch refusals (`refusal_kind`) are one of:
   * "limit": a submit limit; the job was not created and a later submission succeeds once

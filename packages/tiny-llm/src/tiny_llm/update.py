@@ -152,9 +152,9 @@ class Built:
     parameters: int = 0  # the built model's (`built_parameters`), equal to the recipe's count
 
     def ran(self) -> Kernels:
-        """`kernels` with "auto" resolved: the optimizer, SwiGLU and attention kernels that run."""
-        ran = self.model.kernels
-        return replace(self.kernels, optimizer=self.optimizer.kernel, swiglu=ran.swiglu, attention=ran.attention)
+        """`kernels` with "auto" resolved: the model's own (`resolve_kernels`), with the
+        optimizer kernel the arena picked for the arenas it holds."""
+        return replace(self.model.kernels, optimizer=self.optimizer.kernel)
 
 
 def build(
