@@ -72,11 +72,11 @@ def test_cli_defaults_recorded(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
     # "auto" is recorded as the kernels that ran: on the CPU the pure-tensor optimizer, the
-    # (eager) inductor SwiGLU and PyTorch's SDPA choice.
-    ran = {**Kernels().record(), "attention": "sdpa", "optimizer": "tensor", "swiglu": "default"}
+    # (eager) inductor SwiGLU, PyTorch's SDPA choice and the inductor RoPE beside it.
+    ran = {**Kernels().record(), "attention": "sdpa", "optimizer": "tensor", "swiglu": "default", "rope": "default"}
     assert read(out, WorkerResult).kernels == ran
     line = capsys.readouterr().out  # the automatic choices are not flagged as variants
-    assert "optimizer=" not in line and "swiglu=" not in line and "attention=" not in line
+    assert all(f"{field}=" not in line for field in ("optimizer", "swiglu", "attention", "rope"))
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_cli_defaults_recorded(tmp_path, capsys):
         (["--optimizer-kernel", "foreach"], "--optimizer-kernel"),
         (["--swiglu-kernel", "cuda"], "--swiglu-kernel"),
         (["--norm-kernel", "auto"], "--norm-kernel"),
-        (["--rope-kernel", "auto"], "--rope-kernel"),
+        (["--rope-kernel", "cuda"], "--rope-kernel"),
     ],
 )
 def test_cli_bad_variant_flags(tmp_path, capsys, extra, needle):

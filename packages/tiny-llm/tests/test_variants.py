@@ -177,7 +177,7 @@ def test_kernels_record_and_validation():
         "optimizer": "auto",
         "swiglu": "auto",
         "norm": "default",
-        "rope": "default",
+        "rope": "auto",
     }
     assert Kernels(swiglu="default").record()["swiglu"] == "default"
     k = Kernels(
@@ -198,7 +198,7 @@ def test_kernels_record_and_validation():
     with pytest.raises(ValueError, match="norm"):
         Kernels(norm="auto")
     with pytest.raises(ValueError, match="rope"):
-        Kernels(rope="auto")
+        Kernels(rope="cuda")
 
 
 def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
@@ -213,7 +213,7 @@ def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert default_kernel(cpu, torch.float32) == "tensor" and resolve_swiglu("auto", cpu) == "default"
     cfg = tiny().model
-    automatic = {**Kernels().record(), "attention": "sdpa"}
+    automatic = {**Kernels().record(), "attention": "sdpa", "rope": "default"}
     assert automatic_kernels("cpu", cfg) == {**automatic, "optimizer": "tensor", "swiglu": "default"}
     for imports, optimizer, swiglu in ((True, "triton", "triton"), (False, "fused", "default")):
         monkeypatch.setattr(triton_adamw, "available", lambda imports=imports: imports)
@@ -242,6 +242,7 @@ def test_failed_build_records_the_resolved_kernels(tmp_path):
         "attention": "sdpa",
         "optimizer": "tensor",
         "swiglu": "default",
+        "rope": "default",
         "compile_mode": "max-autotune",
     }
     explicit = WorkerOptions(kernels=Kernels(optimizer="compiled", swiglu="triton", attention="cudnn"))
