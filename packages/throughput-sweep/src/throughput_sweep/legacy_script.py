@@ -6,7 +6,9 @@ so a new attempt on such a campaign (a `--resume`, a `--retry-failed`) execs the
 that copy has, with the command line it understands: the frozen recipe for its failure
 records, and each worker's recipe as `--set` flags over the frozen preset. The values
 all come from the attempt's request, which is written for these attempts too.
-Remove this module once no campaign frozen before requests is still being resumed.
+The one such campaign kept is the committed H200 worked example
+(`docs/examples/h200-e2e-state/`), which `tools/h200.sh spot-check` resumes; this module goes
+when that example is replaced by a campaign frozen by today's code. Only `attempt.py` imports it.
 """
 
 from __future__ import annotations
