@@ -380,9 +380,9 @@ def test_variants_benchmark_smoke_on_cpu(tmp_path):
     )
     cases = json.loads(out.read_text())["points"][0]["cases"]
     # Each case records the kernels that ran: on the CPU, "auto" is the tensor optimizer, the
-    # inductor SwiGLU and PyTorch's SDPA choice.
+    # inductor SwiGLU and RoPE and PyTorch's SDPA choice.
     assert cases["baseline"]["ok"]
-    ran = {**Kernels().record(), "attention": "sdpa", "optimizer": "tensor", "swiglu": "default"}
+    ran = {**Kernels().record(), "attention": "sdpa", "optimizer": "tensor", "swiglu": "default", "rope": "default"}
     assert cases["baseline"]["kernels"] == ran
     # The kernels the Triton ones replaced as defaults on CUDA stay measurable.
     assert bench.CASES["opt-fused"] == Kernels(optimizer="fused")
