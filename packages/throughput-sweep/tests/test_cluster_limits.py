@@ -14,7 +14,8 @@ from throughput_schema.outcomes import Ok
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, SubmitFailed
+from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
+from throughput_sweep.schedulers.slurm_text import job_status
 from throughput_sweep.watcher import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -75,7 +76,7 @@ class Scripted:
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         for j in job_ids:
             self.finish(j)
-        return {j: JobStatus(j, "COMPLETED", accounting=_row(j), accounting_final=True) for j in job_ids}
+        return {j: job_status(j, "COMPLETED", row=_row(j), final=True) for j in job_ids}
 
     async def find_by_token(self, tokens: list[str], since) -> dict[str, list[str]]:
         return {t: [] for t in tokens}
@@ -111,11 +112,11 @@ class SubmitLimited(Scripted):
             if j in self.out:
                 self.out[j] += 1
                 if self.out[j] < 2:
-                    statuses[j] = JobStatus(j, "RUNNING")
+                    statuses[j] = job_status(j, "RUNNING")
                     continue
                 del self.out[j]
             self.finish(j)
-            statuses[j] = JobStatus(j, "COMPLETED", accounting=_row(j), accounting_final=True)
+            statuses[j] = job_status(j, "COMPLETED", row=_row(j), final=True)
         return statuses
 
 
@@ -158,9 +159,9 @@ class NeverStarts(Scripted):
 
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         return {
-            j: JobStatus(j, "CANCELLED", accounting=_row(j, "CANCELLED by 0"), accounting_final=True)
+            j: job_status(j, "CANCELLED", row=_row(j, "CANCELLED by 0"), final=True)
             if j in self.cancelled
-            else JobStatus(j, "PENDING", reason="PartitionTimeLimit")
+            else job_status(j, "PENDING", reason="PartitionTimeLimit")
             for j in job_ids
         }
 
@@ -191,10 +192,10 @@ class PendsAWhile(Scripted):
         for j in job_ids:
             self.polls[j] = self.polls.get(j, 0) + 1
             if self.polls[j] <= 3:
-                statuses[j] = JobStatus(j, "PENDING", reason="QOSMaxJobsPerUserLimit")
+                statuses[j] = job_status(j, "PENDING", reason="QOSMaxJobsPerUserLimit")
             else:
                 self.finish(j)
-                statuses[j] = JobStatus(j, "COMPLETED", accounting=_row(j), accounting_final=True)
+                statuses[j] = job_status(j, "COMPLETED", row=_row(j), final=True)
         return statuses
 
 
@@ -211,8 +212,8 @@ class AccountingDown(Scripted):
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         for j in job_ids:
             self.finish(j)
-        reason = f"{GONE_FROM_SQUEUE}; sacct failed: sacct exit 1: slurm_persist_conn_open_without_init"
-        return {j: JobStatus(j, "UNKNOWN", reason=reason) for j in job_ids}
+        note = "gone from squeue; sacct failed: sacct exit 1: slurm_persist_conn_open_without_init"
+        return {j: JobStatus(j, "gone", note=note) for j in job_ids}
 
 
 def test_jobs_gone_while_accounting_is_down_are_settled_from_their_results(tmp_path):

@@ -21,10 +21,10 @@ import shlex
 from pathlib import Path
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
-from throughput_schema.slurm_reasons import BUDGET_FIX, budget_used_up
+from throughput_schema.slurm_reasons import budget_used_up
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
-from throughput_sweep.schedulers.base import JobStatus, QueryFailed
+from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import write_missing_result
 
 
@@ -59,10 +59,11 @@ def budget_line(campaign_root: Path, reason: str, driver: str) -> str:
     )
 
 
-def stop(w, reason: str) -> None:
-    """Stop submitting: the budget behind `reason` is used up."""
+def stop(w, pending: Pending) -> None:
+    """Stop submitting: the budget behind `pending` is used up."""
     if not w.st.budget:
-        w.st.budget = reason
+        w.st.budget = pending
+        reason = pending.text
         w._say(
             f"the allocation budget is used up (a job pends with reason {reason}): submitting nothing more, "
             "cancelling the jobs still pending, waiting for the running ones to end"
@@ -74,13 +75,14 @@ async def settle_pending(w, info: AttemptInfo, status: JobStatus) -> bool:
     budget; settle it refused for the budget (its result first), then cancel it."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, is pending"
-    own = status.reason or "no reason given"
+    own = (status.pending.text if status.pending else "") or "no reason given"
+    budget: Pending = w.st.budget
     message = (
         f"job {receipt.job_id} was pending ({own}) when the campaign stopped on its allocation budget "
-        f"({w.st.budget}); cancelled before it started. Fix: {BUDGET_FIX}"
+        f"({budget.text}); cancelled before it started. Fix: {budget.fix}"
     )
-    outcome = Refused(phase=SCHEDULER_PHASE, message=message, reason=w.st.budget, fix=BUDGET_FIX)
-    wrote = write_missing_result(w.campaign, info, "CANCELLED", None, outcome=outcome) is not None
+    outcome = Refused(phase=SCHEDULER_PHASE, message=message, reason=budget.text, fix=budget.fix)
+    wrote = write_missing_result(w.campaign, info, None, outcome=outcome) is not None
     if receipt.job_id not in w.st.refused_cancelled:
         try:
             await w.scheduler.cancel(receipt.job_id)
