@@ -11,16 +11,18 @@ and the times we pass to sacct are written in UTC (`slurm_time`). A sacct that e
 prints an error (Slurm before 23.11.4 with slurmdbd down) failed.
 
 Polling (one cycle = one `poll()` call):
-  * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never "gone":
+  * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never over:
     squeue forgets jobs `MinJobAge` seconds after they end, and a single unknown id
     makes squeue exit 1 ("Invalid job id specified"), which is an empty answer here.
   * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed in a
     terminal state. A terminal row is `accounting_final` only once sacct has caught up
     (`accounting_is_final`), so keep polling a finished job until its status says final.
   * No retries inside a cycle: the watcher's next cycle is the retry. When squeue fails
-    every id goes to sacct (which also knows PENDING/RUNNING jobs); ids that no query
-    could answer come back as state `UNKNOWN`. `poll` raises `QueryFailed` only when no
-    query answered at all.
+    every id goes to sacct (which also knows PENDING/RUNNING jobs). An id squeue did not
+    list and sacct gave no row for comes back `gone` (squeue answered) or `unknown` (it
+    failed too). `poll` raises `QueryFailed` only when no query answered at all.
+  * Every status is told in the interface's words (`slurm_text.job_status`): the state,
+    the pending reason classified by `slurm_reasons`, the sacct row read into seconds.
   * `commands_last_poll` lists the commands (program names) of the latest cycle, and
     `command_counts` counts every command issued since construction, so a test can
     assert "at most one squeue and one sacct per cycle".
