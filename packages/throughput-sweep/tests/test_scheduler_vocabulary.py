@@ -28,7 +28,12 @@ def test_every_terminal_slurm_state_has_a_word_with_the_outcome_slurm_states_giv
 def test_slurm_text_becomes_the_interfaces_words():
     row = AccountingRow(job_id="7", state="CANCELLED by 0", exit_code="0:15", elapsed="00:01:30", timelimit="00:14:00")
     status = job_status("7", "CANCELLED", row=row, final=True)
-    assert (status.state, status.word, status.finished, status.accounting_final) == ("cancelled", "CANCELLED", True, True)
+    assert (status.state, status.word, status.finished, status.accounting_final) == (
+        "cancelled",
+        "CANCELLED",
+        True,
+        True,
+    )
     assert status.accounting is not None and status.accounting.row == row
     running = job_status("8", "RUNNING")
     assert running.state == "running" and running.pending is None and not running.finished
@@ -50,14 +55,8 @@ def test_pending_reasons_are_classified_wait_or_never_start():
 
 def test_a_stored_row_reads_in_seconds_gpus_and_exit_code():
     """Receipts on disk keep sacct's strings; they read into the interface's record."""
-    row = AccountingRow(
-        job_id="3",
-        state="TIMEOUT",
-        exit_code="8:0",
-        elapsed="1-02:03:04",
-        timelimit="UNLIMITED",
-        alloc_tres="billing=8,cpu=8,gres/gpu=2,mem=64G",
-    )
+    tres = "billing=8,cpu=8,gres/gpu=2,mem=64G"
+    row = AccountingRow(job_id="3", exit_code="8:0", elapsed="1-02:03:04", timelimit="UNLIMITED", alloc_tres=tres)
     acc = read_row(row)
     assert acc.elapsed_seconds == 93784 and acc.time_limit_seconds is None
     assert (acc.gpus, acc.exit_code, acc.signal) == (2, 8, 0)
