@@ -11,6 +11,8 @@ import anyio
 from throughput_schema import AccountingRow, Protocol, Receipt, Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RECEIPT, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Ok
+from throughput_schema.slurm_reasons import BUDGET_FIX
+from throughput_sweep.budget import stopped_on
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
@@ -157,11 +159,13 @@ def test_a_submit_limit_is_a_wait_that_blocks_no_curve(tmp_path, capsys):
 class NeverStarts(Scripted):
     """Every job pends with PartitionTimeLimit until it is cancelled."""
 
+    reason = "PartitionTimeLimit"
+
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         return {
             j: job_status(j, "CANCELLED", row=_row(j, "CANCELLED by 0"), final=True)
             if j in self.cancelled
-            else job_status(j, "PENDING", reason="PartitionTimeLimit")
+            else job_status(j, "PENDING", reason=self.reason)
             for j in job_ids
         }
 
@@ -241,3 +245,20 @@ def test_a_job_gone_without_a_result_is_lost_after_its_time_limit(tmp_path):
     result = read(scheduler.jobs["1"] / RESULT, WorkerResult)
     assert result.outcome.__struct_config__.tag == "crashed" and "time limit has passed" in result.outcome.message
     assert "settled as lost" in read(scheduler.jobs["1"] / RECEIPT, Receipt).accounting_missing
+
+
+class BudgetUsedUp(NeverStarts):
+    """Slurm's words: every job pends on a used-up allocation budget until it is cancelled."""
+
+    name = "slurm"
+    reason = "AssocGrpGRESMinutes"
+
+
+def test_a_used_up_budget_stops_the_campaign_and_its_files_say_so(tmp_path, capsys):
+    campaign, scheduler, _ = two_curves(tmp_path, BudgetUsedUp, never_start_after=0.05)
+    assert sorted(scheduler.cancelled) == ["1", "2"]
+    assert "the allocation budget is used up" in capsys.readouterr().err
+    results = [read(scheduler.jobs[j] / RESULT, WorkerResult).outcome for j in ("1", "2")]
+    assert {(r.reason, r.fix) for r in results} == {("AssocGrpGRESMinutes", BUDGET_FIX)}
+    # From the files alone: the refused results' reason, read again by the receipts' backend.
+    assert stopped_on(campaign.curves()) == "AssocGrpGRESMinutes"

@@ -70,10 +70,12 @@ def test_every_backend_answers_what_the_campaign_asks(name):
     assert cls.name == name
     assert cls.accounting_source and cls.poll_max_seconds > 0
     assert isinstance(cls.environment_removed(), dict)
+    assert cls.read_pending("Priority").text == "Priority" and not cls.read_pending("Priority").never_starts
     profile = ClusterProfile(name="p", scheduler=name)
     argv = cls.submit_command(profile, Path("/c/job.sh"), token="TOKEN", workdir=Path("/c"))
     if name == "slurm":
         assert argv == sbatch_argv(profile, Path("/c/job.sh"), token="TOKEN", workdir=Path("/c"))
         assert cls.preflight and cls.remote_nodes
+        assert cls.read_pending("AssocGrpGRESMinutes") == pending("AssocGrpGRESMinutes")
     else:
         assert argv is None and not cls.preflight and not cls.remote_nodes

@@ -1,15 +1,17 @@
 """An allocation budget (GrpTRESMins) used up while a campaign runs: the watcher stops on it,
 and every output says so.
 
-  * A job pending for a reason of `slurm_reasons.BUDGET_USED_UP` never starts by waiting:
+  * A job pending for an allocation budget used up (its backend's `Pending.budget`; on
+    Slurm, a reason of `slurm_reasons.BUDGET_USED_UP`) never starts by waiting:
     `cluster_limits.refuse` settles it like any never-starting job (a `refused` result with
-    the reason and `slurm_reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
+    the reason and its fix, `slurm_reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
     submits nothing more, cancels and settles its other pending jobs the same way
     (`settle_pending`), lets the running ones end, and the run exits with `EXIT_BUDGET` and
     `budget_line`.
   * From the files alone (`stopped_on`): a point whose latest attempt was refused for a
-    budget reason, while no job is out, is a campaign stopped on its budget; `status` says
-    so and exits with `EXIT_BUDGET` too.
+    budget reason (the refused result's reason, classified again by the receipt's
+    backend), while no job is out, is a campaign stopped on its budget; `status` says so
+    and exits with `EXIT_BUDGET` too.
   * `run --resume` retries those points (`budget_retry`), without --retry-failed: once the
     budget is raised they run; while it is not, the first one pends again and the run stops
     again, having spent nothing.
@@ -21,19 +23,20 @@ import shlex
 from pathlib import Path
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
-from throughput_schema.slurm_reasons import budget_used_up
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
+from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import write_missing_result
 
 
 def budget_reason(info: AttemptInfo) -> str:
     """The budget reason an attempt was refused for ('' when it was not)."""
-    result = info.attempt.result
-    if result is not None and isinstance(result.outcome, Refused) and budget_used_up(result.outcome.reason):
-        return result.outcome.reason
-    return ""
+    result, receipt = info.attempt.result, info.attempt.receipt
+    if result is None or receipt is None or not isinstance(result.outcome, Refused):
+        return ""
+    reason = backend(receipt.scheduler).read_pending(result.outcome.reason)
+    return reason.text if reason.budget and reason.never_starts else ""
 
 
 def stopped_on(curves: list[Curve]) -> str:

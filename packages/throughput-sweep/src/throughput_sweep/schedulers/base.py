@@ -181,5 +181,9 @@ class Backend(Protocol):
         """A receipt's stored row, read into this vocabulary."""
 
     @staticmethod
+    def read_pending(reason: str) -> Pending:
+        """A pending reason this scheduler gave (a refused result keeps it), classified."""
+
+    @staticmethod
     def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
         """The command line a job is submitted with (None: no command, it starts in-process)."""

@@ -60,7 +60,15 @@ from throughput_schema.local_jobs import (
 from throughput_sweep.node import local_job
 from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
 from throughput_sweep.schedulers.accounting_rows import read_row
-from throughput_sweep.schedulers.base import Accounting, JobState, JobStatus, QueryFailed, Scheduler, SubmitFailed
+from throughput_sweep.schedulers.base import (
+    Accounting,
+    JobState,
+    JobStatus,
+    Pending,
+    QueryFailed,
+    Scheduler,
+    SubmitFailed,
+)
 
 __all__ = ["LocalScheduler", "detect_gpus"]
 
@@ -111,6 +119,10 @@ class LocalScheduler:
 
     def removed_environment(self) -> dict[str, str]:
         return {}
+
+    @staticmethod
+    def read_pending(reason: str) -> Pending:
+        return Pending(reason)  # a local job never pends: `submit` waits for a slot
 
     @staticmethod
     def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:

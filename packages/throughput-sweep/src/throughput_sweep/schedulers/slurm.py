@@ -62,7 +62,7 @@ from throughput_schema.slurm_env import query_environment, slurm_environment
 from throughput_schema.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_schema.slurm_states import TERMINAL_STATES
 from throughput_sweep.schedulers.accounting_rows import read_row
-from throughput_sweep.schedulers.base import Accounting, JobStatus, QueryFailed, Scheduler, SubmitFailed
+from throughput_sweep.schedulers.base import Accounting, JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
 from throughput_sweep.schedulers.slurm_text import (
     SQUEUE_FORMAT,
     CommandResult,
@@ -73,6 +73,7 @@ from throughput_sweep.schedulers.slurm_text import (
     launch_failure_note,
     normalize_state,
     parse_squeue,
+    pending,
     says_error,
     sbatch_job_id,
 )
@@ -121,6 +122,10 @@ class SlurmScheduler:
     @staticmethod
     def read_accounting(row: AccountingRow) -> Accounting:
         return read_row(row)
+
+    @staticmethod
+    def read_pending(reason: str) -> Pending:
+        return pending(reason)
 
     @staticmethod
     def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
