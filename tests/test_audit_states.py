@@ -8,12 +8,17 @@ import pytest
 from throughput_audit import slurm
 from throughput_schema import AccountingRow, outcome_kind
 from throughput_schema.slurm_states import STATES, TERMINAL_STATES
-from throughput_sweep.schedulers.base import TERMINAL_STATES as SWEEP_TERMINAL
-from throughput_sweep.submission import outcome_from_state
+from throughput_sweep.schedulers.slurm_text import ENDED_AS, job_status
+from throughput_sweep.submission import outcome_of
+
+
+def outcome_from_row(row: AccountingRow):
+    """What the sweep derives for a job that ended as `row` says, read by the Slurm backend."""
+    return outcome_of(job_status(row.job_id, row.state, row=row, final=True), 60.0)
 
 
 def test_the_sweeps_terminal_states_are_the_tables():
-    assert SWEEP_TERMINAL is TERMINAL_STATES
+    assert set(ENDED_AS) == TERMINAL_STATES
     assert {"PREEMPTED", "DEADLINE", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "REVOKED"} <= TERMINAL_STATES
 
 
@@ -22,7 +27,7 @@ def test_the_outcome_the_sweep_derives_passes_the_audits_state_check(state):
     # A batch script that fails exits non-zero; a job ended from outside has a signal.
     code = "1:0" if state == "FAILED" else "0:15"
     row = AccountingRow(job_id="1", state=f"{state} by 1000" if state == "CANCELLED" else state, exit_code=code)
-    kind = outcome_kind(outcome_from_state(row.state, row, 60.0))
+    kind = outcome_kind(outcome_from_row(row))
     assert kind == STATES[state].outcome
     assert slurm.state_matches(kind, row.state, row.exit_code), (state, kind, slurm.expected_states(kind))
 
@@ -30,5 +35,5 @@ def test_the_outcome_the_sweep_derives_passes_the_audits_state_check(state):
 def test_a_completed_job_without_a_result_is_not_explained():
     # The sweep calls it crashed (the worker exited 0 without a result); the audit flags it.
     row = AccountingRow(job_id="1", state="COMPLETED", exit_code="0:0")
-    kind = outcome_kind(outcome_from_state(row.state, row, 60.0))
+    kind = outcome_kind(outcome_from_row(row))
     assert kind == "crashed" and not slurm.state_matches(kind, row.state, row.exit_code)

@@ -33,7 +33,7 @@ from campaign_helpers import (
 )
 from optimizer_campaigns import audit
 from throughput_schema import ClusterProfile
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.base import QueryFailed, SubmitFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -275,5 +275,5 @@ def test_with_slurmdbd_down_a_job_gone_from_squeue_is_reported_so(local_slurm):
                 pytrace=False,
             )
         status = anyio.run(main)["99999997"]
-    assert status.state == "UNKNOWN" and status.reason.startswith(GONE_FROM_SQUEUE), status
-    assert "sacct failed" in status.reason
+    assert status.state == "gone" and status.note.startswith("gone from squeue"), status
+    assert "sacct failed" in status.note

@@ -63,7 +63,7 @@ def test_the_job_gets_the_profiles_settings_and_none_of_the_shells_slurm_variabl
                 await anyio.sleep(0.5)
 
     sched, job_id, status = anyio.run(main)
-    assert status.state == "COMPLETED"
+    assert status.state == "completed"
     env = dict(line.split("=", 1) for line in (tmp_path / "job-env.txt").read_text().splitlines() if "=" in line)
     assert env["SLURM_JOB_ID"] == job_id  # the job's own, not the enclosing allocation's
     assert "SLURM_ENCLOSING_ALLOCATION_MARK" not in env
@@ -78,8 +78,8 @@ def test_the_job_gets_the_profiles_settings_and_none_of_the_shells_slurm_variabl
         env=_clean(),
     ).stdout.split("|")
     assert row[:2] == ["normal", "00:02:00"]
-    assert status.accounting.timelimit == "00:02:00"
-    assert FULL_DATE.match(status.accounting.start), status.accounting.start
+    assert status.accounting.row.timelimit == "00:02:00"
+    assert FULL_DATE.match(status.accounting.row.start), status.accounting.row.start
 
 
 def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_was_removed(

@@ -112,8 +112,11 @@ def test_submit_poll_completed_with_final_accounting_and_find(local_slurm, profi
 
     job_id, status, found = anyio.run(main)
     assert job_id.isdigit()
-    assert status.state == "COMPLETED" and status.accounting_final
-    row = status.accounting
+    assert status.state == "completed" and status.accounting_final
+    acc = status.accounting
+    assert acc.exit_code == 0 and acc.gpus == 1 and acc.time_limit_seconds == 14 * 60
+    assert acc.elapsed_seconds is not None and status.said == "COMPLETED"
+    row = acc.row  # what the receipt keeps, as sacct printed it
     assert row.job_name == tok and row.exit_code == "0:0"
     assert row.account == profile.account and row.partition == profile.partition
     assert row.timelimit == "00:14:00"
@@ -134,7 +137,7 @@ def test_poll_cycle_issues_at_most_one_squeue_and_one_sacct(local_slurm, profile
         for i in range(4):
             body = "true" if i % 2 == 0 else "sleep 20"
             ids.append(await sched.submit(job_script(tmp_path / f"j{i}", body), token=token(), workdir=tmp_path))
-        ids.append("99999999")  # an id Slurm never had: answered as UNKNOWN, never 'gone'
+        ids.append("99999999")  # an id Slurm never had: squeue does not list it and sacct has no row
         seen = []
         for _ in range(6):
             before = sched.command_counts.copy()
@@ -150,9 +153,9 @@ def test_poll_cycle_issues_at_most_one_squeue_and_one_sacct(local_slurm, profile
     for spent, states in seen:
         assert spent.get("squeue", 0) <= 1 and spent.get("sacct", 0) <= 1, spent
         assert set(spent) <= {"squeue", "sacct"}
-        assert states["99999999"] == "UNKNOWN"
-    assert seen[-1][1][ids[0]] == "COMPLETED"
-    assert seen[-1][1][ids[1]] in ("RUNNING", "PENDING")
+        assert states["99999999"] == "gone"
+    assert seen[-1][1][ids[0]] == "completed"
+    assert seen[-1][1][ids[1]] in ("running", "pending")
 
 
 def test_single_unknown_id_is_asked_of_sacct(local_slurm, profile):
@@ -162,7 +165,7 @@ def test_single_unknown_id_is_asked_of_sacct(local_slurm, profile):
         return statuses, sched.commands_last_poll
 
     statuses, commands = anyio.run(main)
-    assert statuses["99999998"].state == "UNKNOWN"
+    assert statuses["99999998"].state == "gone"
     assert commands == ["squeue", "sacct"]
 
 
@@ -171,14 +174,14 @@ def test_scancel_gives_cancelled(local_slurm, profile, tmp_path):
         sched = SlurmScheduler(profile)
         job_id = await sched.submit(job_script(tmp_path, "sleep 120"), token=token(), workdir=tmp_path)
         with anyio.fail_after(30):
-            while (await sched.poll([job_id]))[job_id].state != "RUNNING":
+            while (await sched.poll([job_id]))[job_id].state != "running":
                 await anyio.sleep(0.3)
         await sched.cancel(job_id)
         status = await until_final(sched, job_id)
         await sched.cancel(job_id)  # a finished job: no error
         return status
 
-    assert anyio.run(main).state == "CANCELLED"
+    assert anyio.run(main).state == "cancelled"
 
 
 def test_job_over_its_memory_is_out_of_memory(local_slurm, profile, tmp_path):
@@ -191,8 +194,8 @@ def test_job_over_its_memory_is_out_of_memory(local_slurm, profile, tmp_path):
         return job_id, await until_final(sched, job_id, timeout=90)
 
     job_id, status = anyio.run(main)
-    assert status.state == "OUT_OF_MEMORY", status
-    assert status.accounting.req_mem.startswith("100M")
+    assert status.state == "out_of_memory", status
+    assert status.accounting.row.req_mem.startswith("100M")
 
 
 @pytest.mark.parametrize(("field", "value"), [("account", "no-such-account"), ("partition", "no-such-partition")])
@@ -221,7 +224,7 @@ def test_watchdog_deadline_inside_a_real_allocation(local_slurm, profile, tmp_pa
         return job_id, await until_final(sched, job_id, timeout=60)
 
     job_id, status = anyio.run(main)
-    assert status.state == "FAILED" and status.accounting.exit_code == "6:0"
+    assert status.state == "failed" and status.accounting.row.exit_code == "6:0" and status.accounting.exit_code == 6
     assert outcome_kind(read(result, WorkerResult).outcome) == "timeout"
     assert "deadline" in (attempt / f"slurm-{job_id}.out").read_text()
 
@@ -237,8 +240,8 @@ def test_job_over_its_time_limit_is_timeout(local_slurm, profile, tmp_path):
 
     t0 = time.monotonic()
     status = anyio.run(main)
-    assert status.state == "TIMEOUT"
-    assert status.accounting.timelimit == "00:01:00"
+    assert status.state == "timeout"
+    assert status.accounting.row.timelimit == "00:01:00" and status.accounting.time_limit_seconds == 60
     assert time.monotonic() - t0 < 180
 
 
@@ -297,5 +300,5 @@ def test_watchdog_records_cancelled_on_scancel(local_slurm, profile, tmp_path):
         return await until_final(sched, job_id)
 
     status = anyio.run(main)
-    assert status.state == "CANCELLED"
+    assert status.state == "cancelled"
     assert outcome_kind(read(result, WorkerResult).outcome) == "cancelled"

@@ -106,7 +106,7 @@ def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
     assert line.endswith(f"run --output {out} --resume --retry-failed")
     assert "jobs now: 1 ended (CANCELLED) while no watcher ran" in live.stdout
     asked = SlurmScheduler(open_campaign(out).manifest.profile)
-    assert ask(open_campaign(out), "sweep", offline=False, scheduler=asked).jobs[job].state == "CANCELLED"
+    assert ask(open_campaign(out), "sweep", offline=False, scheduler=asked).jobs[job].state == "cancelled"
     assert asked.command_counts["squeue"] == 1 and sum(asked.command_counts.values()) <= 2, asked.command_counts
 
     offline = status(out, "--offline")

@@ -318,6 +318,7 @@ def test_a_campaign_frozen_before_requests_gets_the_script_its_copy_understands(
 @pytest.mark.parametrize("with_request", [True, False])
 def test_a_result_for_a_job_that_wrote_none_names_the_requests_recipe(tmp_path, with_request):
     from throughput_schema import AccountingRow
+    from throughput_sweep.schedulers.slurm_text import job_status
     from throughput_sweep.submission import write_missing_result
 
     campaign = _campaign(tmp_path)
@@ -329,7 +330,7 @@ def test_a_result_for_a_job_that_wrote_none_names_the_requests_recipe(tmp_path, 
         (folder / "request.json").unlink()
     [info] = campaign.infos()
     row = AccountingRow(job_id="1", job_name="x", state="TIMEOUT", exit_code="0:15")
-    path = write_missing_result(campaign, info, "TIMEOUT", row)
+    path = write_missing_result(campaign, info, job_status("1", "TIMEOUT", row=row))
     result = read(path, WorkerResult)
     assert result.outcome.__struct_config__.tag == "timeout"
     assert result.recipe == request.recipe and result.protocol == request.protocol

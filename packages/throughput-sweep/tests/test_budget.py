@@ -22,6 +22,7 @@ from throughput_sweep.preflight_budget import Budget, _records, billing, check_b
 from throughput_sweep.preflight_cluster import Findings
 from throughput_sweep.progress import pending_text
 from throughput_sweep.schedulers.base import JobStatus
+from throughput_sweep.schedulers.slurm_text import job_status, pending
 
 ASSOC_MGR = """Current Association Manager state
 
@@ -57,8 +58,8 @@ def test_budget_reasons_never_start_and_run_minutes_wait():
 
 def test_slurms_none_is_no_pending_reason_and_run_minutes_say_they_wait():
     assert pending_reason("None") == "" and pending_reason("(null)") == "" and pending_reason("Priority") == "Priority"
-    assert pending_text([pending_reason("None")]) == "1 pending (no reason given)"
-    assert pending_text(["AssocGrpGRESRunMinutes"]) == (
+    assert pending_text([pending("None")]) == "1 pending (no reason given)"
+    assert pending_text([pending("AssocGrpGRESRunMinutes")]) == (
         "1 pending (AssocGrpGRESRunMinutes: a budget of running jobs' minutes, waiting for running jobs to end)"
     )
 
@@ -104,7 +105,7 @@ def test_billing_is_the_cpus_or_the_weighted_sum():
 
 def _timeout(elapsed: str, exit_code: str = "8:0") -> JobStatus:
     row = AccountingRow(job_id="1", state="TIMEOUT", exit_code=exit_code, timelimit="00:04:00", elapsed=elapsed)
-    return JobStatus("1", "TIMEOUT", accounting=row)
+    return job_status("1", "TIMEOUT", row=row)
 
 
 def test_a_timeout_well_before_the_limit_is_ended_early(tmp_path: Path):

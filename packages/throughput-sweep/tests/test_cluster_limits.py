@@ -11,10 +11,13 @@ import anyio
 from throughput_schema import AccountingRow, Protocol, Receipt, Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RECEIPT, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Ok
+from throughput_schema.slurm_reasons import BUDGET_FIX
+from throughput_sweep.budget import stopped_on
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, SubmitFailed
+from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
+from throughput_sweep.schedulers.slurm_text import job_status
 from throughput_sweep.watcher import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -75,7 +78,7 @@ class Scripted:
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         for j in job_ids:
             self.finish(j)
-        return {j: JobStatus(j, "COMPLETED", accounting=_row(j), accounting_final=True) for j in job_ids}
+        return {j: job_status(j, "COMPLETED", row=_row(j), final=True) for j in job_ids}
 
     async def find_by_token(self, tokens: list[str], since) -> dict[str, list[str]]:
         return {t: [] for t in tokens}
@@ -111,11 +114,11 @@ class SubmitLimited(Scripted):
             if j in self.out:
                 self.out[j] += 1
                 if self.out[j] < 2:
-                    statuses[j] = JobStatus(j, "RUNNING")
+                    statuses[j] = job_status(j, "RUNNING")
                     continue
                 del self.out[j]
             self.finish(j)
-            statuses[j] = JobStatus(j, "COMPLETED", accounting=_row(j), accounting_final=True)
+            statuses[j] = job_status(j, "COMPLETED", row=_row(j), final=True)
         return statuses
 
 
@@ -156,11 +159,13 @@ def test_a_submit_limit_is_a_wait_that_blocks_no_curve(tmp_path, capsys):
 class NeverStarts(Scripted):
     """Every job pends with PartitionTimeLimit until it is cancelled."""
 
+    reason = "PartitionTimeLimit"
+
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         return {
-            j: JobStatus(j, "CANCELLED", accounting=_row(j, "CANCELLED by 0"), accounting_final=True)
+            j: job_status(j, "CANCELLED", row=_row(j, "CANCELLED by 0"), final=True)
             if j in self.cancelled
-            else JobStatus(j, "PENDING", reason="PartitionTimeLimit")
+            else job_status(j, "PENDING", reason=self.reason)
             for j in job_ids
         }
 
@@ -191,10 +196,10 @@ class PendsAWhile(Scripted):
         for j in job_ids:
             self.polls[j] = self.polls.get(j, 0) + 1
             if self.polls[j] <= 3:
-                statuses[j] = JobStatus(j, "PENDING", reason="QOSMaxJobsPerUserLimit")
+                statuses[j] = job_status(j, "PENDING", reason="QOSMaxJobsPerUserLimit")
             else:
                 self.finish(j)
-                statuses[j] = JobStatus(j, "COMPLETED", accounting=_row(j), accounting_final=True)
+                statuses[j] = job_status(j, "COMPLETED", row=_row(j), final=True)
         return statuses
 
 
@@ -211,8 +216,8 @@ class AccountingDown(Scripted):
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         for j in job_ids:
             self.finish(j)
-        reason = f"{GONE_FROM_SQUEUE}; sacct failed: sacct exit 1: slurm_persist_conn_open_without_init"
-        return {j: JobStatus(j, "UNKNOWN", reason=reason) for j in job_ids}
+        note = "gone from squeue; sacct failed: sacct exit 1: slurm_persist_conn_open_without_init"
+        return {j: JobStatus(j, "gone", note=note) for j in job_ids}
 
 
 def test_jobs_gone_while_accounting_is_down_are_settled_from_their_results(tmp_path):
@@ -240,3 +245,20 @@ def test_a_job_gone_without_a_result_is_lost_after_its_time_limit(tmp_path):
     result = read(scheduler.jobs["1"] / RESULT, WorkerResult)
     assert result.outcome.__struct_config__.tag == "crashed" and "time limit has passed" in result.outcome.message
     assert "settled as lost" in read(scheduler.jobs["1"] / RECEIPT, Receipt).accounting_missing
+
+
+class BudgetUsedUp(NeverStarts):
+    """Slurm's words: every job pends on a used-up allocation budget until it is cancelled."""
+
+    name = "slurm"
+    reason = "AssocGrpGRESMinutes"
+
+
+def test_a_used_up_budget_stops_the_campaign_and_its_files_say_so(tmp_path, capsys):
+    campaign, scheduler, _ = two_curves(tmp_path, BudgetUsedUp, never_start_after=0.05)
+    assert sorted(scheduler.cancelled) == ["1", "2"]
+    assert "the allocation budget is used up" in capsys.readouterr().err
+    results = [read(scheduler.jobs[j] / RESULT, WorkerResult).outcome for j in ("1", "2")]
+    assert {(r.reason, r.fix) for r in results} == {("AssocGrpGRESMinutes", BUDGET_FIX)}
+    # From the files alone: the refused results' reason, read again by the receipts' backend.
+    assert stopped_on(campaign.curves()) == "AssocGrpGRESMinutes"

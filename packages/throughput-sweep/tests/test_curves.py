@@ -22,7 +22,8 @@ from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite
 from throughput_schema.recipe import load_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import derive, pick
-from throughput_sweep.submission import outcome_from_state
+from throughput_sweep.schedulers.slurm_text import job_status
+from throughput_sweep.submission import outcome_of
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = load_recipe(ROOT / "configs" / "20m.yaml")
@@ -285,7 +286,7 @@ def test_a_closure_that_names_another_attempt_is_stale():
 @pytest.mark.parametrize("scheduler", ["local", "slurm"])
 def test_a_result_written_from_the_schedulers_word_names_the_scheduler_the_job_ran_on(scheduler):
     # The local scheduler records NODE_FAIL when a job's wrapper vanished (a restarted machine).
-    lost = att(2, outcome_from_state("NODE_FAIL", None, 60.0), scheduler=scheduler)
+    lost = att(2, outcome_of(job_status("2", "NODE_FAIL"), 60.0), scheduler=scheduler)
     assert lost.message == f"{scheduler} job ended NODE_FAIL without result.json"
     [c] = derive(manifest(profile=ClusterProfile(name="t", scheduler=scheduler)), [att(1, Ok()), lost])
     assert c.state == "blocked" and f"{scheduler} job ended NODE_FAIL" in c.blocked_reason

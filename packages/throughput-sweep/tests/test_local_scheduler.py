@@ -47,7 +47,7 @@ def test_submit_poll_completed_and_survive_restart(tmp_path):
         assert sched.slots == 1
         job_id = await sched.submit(job, token="tok-a", workdir=work)
         status = (await sched.poll([job_id]))[job_id]
-        assert status.state == "RUNNING" and not status.accounting_final
+        assert status.state == "running" and not status.accounting_final
         del sched  # the watcher goes away; a new one (a restart) must see the same job
         again = LocalScheduler.for_campaign(PROFILE, tmp_path, gpus=[])
         status = await wait_finished(again, job_id)
@@ -57,8 +57,12 @@ def test_submit_poll_completed_and_survive_restart(tmp_path):
         return job_id, status, status3
 
     job_id, status, status3 = anyio.run(main)
-    assert status.state == "COMPLETED" and status.accounting_final
-    row = status.accounting
+    assert status.state == "completed" and status.accounting_final
+    # The interface's record, straight from the registry: seconds, not Slurm's durations.
+    acc = status.accounting
+    assert acc.exit_code == 0 and acc.signal == 0 and acc.time_limit_seconds == 14 * 60
+    assert acc.elapsed_seconds is not None and 0 <= acc.elapsed_seconds < 10 and status.said == "COMPLETED"
+    row = acc.row  # what the receipt keeps, as the audit rebuilds it
     assert row.exit_code == "0:0" and row.job_name == row.comment == "tok-a" and row.partition == "local"
     assert row.timelimit == "00:14:00" and row.start and row.end and row.elapsed.startswith("00:00:0")
     assert status3 == status
@@ -86,8 +90,8 @@ def test_failed_exit_code_and_unknown_id(tmp_path):
         return status, other
 
     status, other = anyio.run(main)
-    assert status.state == "FAILED" and status.accounting.exit_code == "3:0"
-    assert other.state == "UNKNOWN" and not other.finished
+    assert status.state == "failed" and status.accounting.row.exit_code == "3:0" and status.accounting.exit_code == 3
+    assert other.state == "unknown" and not other.finished
 
 
 def test_time_limit_gives_timeout_and_kills_the_whole_job(tmp_path):
@@ -108,7 +112,7 @@ def test_time_limit_gives_timeout_and_kills_the_whole_job(tmp_path):
     t0 = time.monotonic()
     status = anyio.run(main)
     assert time.monotonic() - t0 < 15
-    assert status.state == "TIMEOUT"
+    assert status.state == "timeout"
     pid = int(pidfile.read_text())
     time.sleep(0.2)
     assert proc_start_time(pid) is None, "a process of the timed-out job survived"
@@ -126,7 +130,7 @@ def test_cancel(tmp_path):
         await sched.cancel(job_id)  # cancelling a finished job is harmless
         return status
 
-    assert anyio.run(main).state == "CANCELLED"
+    assert anyio.run(main).state == "cancelled"
 
 
 def test_cancel_before_the_wrapper_has_its_handlers_is_cancelled(tmp_path):
@@ -146,7 +150,7 @@ def test_cancel_before_the_wrapper_has_its_handlers_is_cancelled(tmp_path):
         return await wait_finished(sched, job_id)
 
     status = anyio.run(main)
-    assert status.state == "CANCELLED", status
+    assert status.state == "cancelled", status
 
 
 def test_slots_per_gpu_and_waiting_for_a_free_slot(tmp_path):
@@ -192,7 +196,7 @@ def test_vanished_wrapper_is_node_fail(tmp_path):
         return status
 
     status = anyio.run(main)
-    assert status.state == "NODE_FAIL" and status.accounting_final
+    assert status.state == "node_fail" and status.accounting_final
 
 
 def test_unrecorded_wrapper_runs_nothing(tmp_path):
@@ -265,5 +269,5 @@ def test_job_outlives_a_sigkilled_watcher(tmp_path):
         assert (await sched.find_by_token(["tok-k"], since=None)) == {"tok-k": [job_id]}
         return await wait_finished(sched, job_id)
 
-    assert anyio.run(main).state == "COMPLETED"
+    assert anyio.run(main).state == "completed"
     assert (job.parent / f"slurm-{job_id}.out").read_text() == "done\n"

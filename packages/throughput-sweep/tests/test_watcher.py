@@ -18,6 +18,7 @@ from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.slurm_text import job_status
 from throughput_sweep.submission import write_missing_result
 from throughput_sweep.watcher import Watcher, WatchOptions
 
@@ -67,7 +68,7 @@ class FinishesDuringPoll:
             end="2026-01-01T00:00:01",
             elapsed="00:00:01",
         )
-        return {j: JobStatus(j, "COMPLETED", accounting=row, accounting_final=True) for j in job_ids}
+        return {j: job_status(j, "COMPLETED", row=row, final=True) for j in job_ids}
 
     async def find_by_token(self, tokens: list[str], since: datetime) -> dict[str, list[str]]:
         return {t: [] for t in tokens}
@@ -133,7 +134,7 @@ class EndsWithoutResult(FinishesDuringPoll):
             end="2026-01-01T00:00:01",
             elapsed="00:00:01",
         )
-        return {j: JobStatus(j, "FAILED", accounting=row, accounting_final=True) for j in job_ids}
+        return {j: job_status(j, "FAILED", row=row, final=True) for j in job_ids}
 
 
 def test_the_result_written_for_a_job_that_left_none_names_the_worker_it_stands_in_for(tmp_path):
@@ -189,7 +190,7 @@ def start_up(tmp_path: Path, jobs: dict[str, list[str]] | None) -> tuple[Path, L
     for point in pick(campaign.curves(), 12):
         assert not anyio.run(submit_attempt, campaign, scheduler, point).job_id
     [late] = [i for i in campaign.infos() if i.attempt.path == campaign.root / LATE]
-    write_missing_result(campaign, late, "FAILED", None)
+    write_missing_result(campaign, late, job_status("", "FAILED"))
     options = WatchOptions(poll_min=0.01, poll_max=0.05, progress=False, settle_attempts=2)
     anyio.run(Watcher(campaign, scheduler, options).startup)
     return campaign.root, scheduler

@@ -1,15 +1,17 @@
 """An allocation budget (GrpTRESMins) used up while a campaign runs: the watcher stops on it,
 and every output says so.
 
-  * A job pending for a reason of `slurm_reasons.BUDGET_USED_UP` never starts by waiting:
+  * A job pending for an allocation budget used up (its backend's `Pending.budget`; on
+    Slurm, a reason of `slurm_reasons.BUDGET_USED_UP`) never starts by waiting:
     `cluster_limits.refuse` settles it like any never-starting job (a `refused` result with
-    the reason and `slurm_reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
+    the reason and its fix, `slurm_reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
     submits nothing more, cancels and settles its other pending jobs the same way
     (`settle_pending`), lets the running ones end, and the run exits with `EXIT_BUDGET` and
     `budget_line`.
   * From the files alone (`stopped_on`): a point whose latest attempt was refused for a
-    budget reason, while no job is out, is a campaign stopped on its budget; `status` says
-    so and exits with `EXIT_BUDGET` too.
+    budget reason (the refused result's reason, classified again by the receipt's
+    backend), while no job is out, is a campaign stopped on its budget; `status` says so
+    and exits with `EXIT_BUDGET` too.
   * `run --resume` retries those points (`budget_retry`), without --retry-failed: once the
     budget is raised they run; while it is not, the first one pends again and the run stops
     again, having spent nothing.
@@ -21,19 +23,20 @@ import shlex
 from pathlib import Path
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
-from throughput_schema.slurm_reasons import BUDGET_FIX, budget_used_up
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
-from throughput_sweep.schedulers.base import JobStatus, QueryFailed
+from throughput_sweep.schedulers import backend
+from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import write_missing_result
 
 
 def budget_reason(info: AttemptInfo) -> str:
     """The budget reason an attempt was refused for ('' when it was not)."""
-    result = info.attempt.result
-    if result is not None and isinstance(result.outcome, Refused) and budget_used_up(result.outcome.reason):
-        return result.outcome.reason
-    return ""
+    result, receipt = info.attempt.result, info.attempt.receipt
+    if result is None or receipt is None or not isinstance(result.outcome, Refused):
+        return ""
+    reason = backend(receipt.scheduler).read_pending(result.outcome.reason)
+    return reason.text if reason.budget and reason.never_starts else ""
 
 
 def stopped_on(curves: list[Curve]) -> str:
@@ -59,10 +62,11 @@ def budget_line(campaign_root: Path, reason: str, driver: str) -> str:
     )
 
 
-def stop(w, reason: str) -> None:
-    """Stop submitting: the budget behind `reason` is used up."""
+def stop(w, pending: Pending) -> None:
+    """Stop submitting: the budget behind `pending` is used up."""
     if not w.st.budget:
-        w.st.budget = reason
+        w.st.budget = pending
+        reason = pending.text
         w._say(
             f"the allocation budget is used up (a job pends with reason {reason}): submitting nothing more, "
             "cancelling the jobs still pending, waiting for the running ones to end"
@@ -74,13 +78,14 @@ async def settle_pending(w, info: AttemptInfo, status: JobStatus) -> bool:
     budget; settle it refused for the budget (its result first), then cancel it."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, is pending"
-    own = status.reason or "no reason given"
+    own = (status.pending.text if status.pending else "") or "no reason given"
+    budget: Pending = w.st.budget
     message = (
         f"job {receipt.job_id} was pending ({own}) when the campaign stopped on its allocation budget "
-        f"({w.st.budget}); cancelled before it started. Fix: {BUDGET_FIX}"
+        f"({budget.text}); cancelled before it started. Fix: {budget.fix}"
     )
-    outcome = Refused(phase=SCHEDULER_PHASE, message=message, reason=w.st.budget, fix=BUDGET_FIX)
-    wrote = write_missing_result(w.campaign, info, "CANCELLED", None, outcome=outcome) is not None
+    outcome = Refused(phase=SCHEDULER_PHASE, message=message, reason=budget.text, fix=budget.fix)
+    wrote = write_missing_result(w.campaign, info, None, outcome=outcome) is not None
     if receipt.job_id not in w.st.refused_cancelled:
         try:
             await w.scheduler.cancel(receipt.job_id)

@@ -15,7 +15,7 @@ from typing import overload
 
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.argparsing import command_line
-from throughput_schema.layout import MANIFEST, SPOT_CHECK
+from throughput_schema.layout import JOB_SCRIPT, MANIFEST, SPOT_CHECK, attempt_dir
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
@@ -34,7 +34,7 @@ from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
 from throughput_sweep.preflight import gate, worst_case
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
-from throughput_sweep.schedulers import BACKENDS
+from throughput_sweep.schedulers import BACKENDS, backend
 
 
 @command_line
@@ -187,22 +187,21 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     import anyio
 
     from throughput_sweep.budget import budget_line, stopped_on
-    from throughput_sweep.schedulers import make_scheduler
     from throughput_sweep.status import campaign_exit_status, exit_status, receipt_advice, render_status
     from throughput_sweep.watcher import Watcher, WatchOptions, resume_command
 
+    profile = campaign.manifest.profile
     options = WatchOptions(
         retry_failed=args.retry_failed,
-        # Local jobs are checked from files, so polling often costs nothing; Slurm is asked less often.
-        poll_max=args.poll_max_seconds or (5.0 if campaign.manifest.profile.scheduler == "local" else 30.0),
+        poll_max=args.poll_max_seconds or backend(profile.scheduler).poll_max_seconds,
         progress=not args.no_progress,
         resume_command=resume_command(campaign.root, driver_name()),
     )
     if args.accounting_grace_seconds is not None:
         options = dataclasses.replace(options, accounting_down_grace=args.accounting_grace_seconds)
     with CampaignLock(campaign.root):
-        scheduler = make_scheduler(campaign.manifest.profile, campaign.root)
-        removed = getattr(scheduler, "removed", None)  # only Slurm's scheduler keeps variables out
+        scheduler = backend(profile.scheduler).for_campaign(profile, campaign.root)
+        removed = scheduler.removed_environment()
         if removed:  # docs/reliability.md
             print(f"[sweep] kept from Slurm and its jobs: {', '.join(removed)}", file=sys.stderr)
         watcher = Watcher(campaign, scheduler, options)
@@ -314,14 +313,12 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
     if first:
         out.append(f"first batch script ({first[0].curve} batch {first[0].batch_size} attempt {first[0].attempt}):")
         out.append(campaign_script(campaign, attempt_request(campaign, first[0])).rstrip("\n"))
-        if p.scheduler == "slurm":
-            from throughput_schema.layout import JOB_SCRIPT, attempt_dir
-            from throughput_sweep.schedulers.slurm import sbatch_argv
-
-            n = first[0]
-            folder = attempt_dir(campaign.root, n.model, n.context_length, n.batch_size, n.attempt)
-            out.append("its sbatch command line (the token is drawn at submission):")
-            out.append(shlex.join(sbatch_argv(p, folder / JOB_SCRIPT, token="TOKEN", workdir=folder)))
+        n = first[0]
+        folder = attempt_dir(campaign.root, n.model, n.context_length, n.batch_size, n.attempt)
+        argv = backend(p.scheduler).submit_command(p, folder / JOB_SCRIPT, token="TOKEN", workdir=folder)
+        if argv is not None:
+            out.append(f"its {Path(argv[0]).name} command line (the token is drawn at submission):")
+            out.append(shlex.join(argv))
     print("\n".join(out))
     return 0
 

@@ -7,11 +7,12 @@ that can never start, a job gone from squeue while Slurm's accounting is not ava
     when the user's other jobs fill the limit), says so once, shows it in the progress
     line, and allows one more job every `WatchOptions.limit_probe` seconds until it is
     back at the profile's max_concurrent_jobs. No curve is blocked by a limit.
-  * `refuse`: a job pending for a reason in `slurm_reasons.NEVER_STARTS` gets a `refused`
-    result (the reason and the fix), then is cancelled; the curve blocks with the reason.
+  * `refuse`: a job pending for a reason its backend says never starts (on Slurm, those of
+    `slurm_reasons.NEVER_STARTS`) gets a `refused` result (the reason and the fix), then
+    is cancelled; the curve blocks with the reason.
     For a used-up allocation budget the watcher also stops submitting (budget.py).
-  * `settle_vanished`: squeue answered without the job and sacct gave no row (slurmdbd
-    down, accounting disabled) for `accounting_down_grace`: the job is settled from its
+  * `settle_vanished`: the job is gone (squeue answered without it and sacct gave no row:
+    slurmdbd down, accounting disabled) for `accounting_down_grace`: the job is settled from its
     attempt folder (its result.json), or, without one, as lost once its time limit has
     passed since its submission (plus `vanished_margin`). Its slot is freed and its
     receipt says why it has no accounting (`Receipt.accounting_missing`).
@@ -24,10 +25,9 @@ from datetime import UTC, datetime
 
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
-from throughput_schema.slurm_reasons import budget_used_up, never_starts
 from throughput_sweep import budget
 from throughput_sweep.attempt_status import AttemptInfo
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, JobStatus, QueryFailed
+from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
 
 
@@ -63,23 +63,23 @@ def never_starts_now(w, job_id: str, status: JobStatus | None, clock: float) -> 
     """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
     right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
     merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
-    if status is None or status.state != "PENDING" or not never_starts(status.reason):
+    if status is None or status.pending is None or not status.pending.never_starts:
         w.st.never_since.pop(job_id, None)
         return False
     reason, since = w.st.never_since.get(job_id, (None, clock))
-    if reason != status.reason:
-        w.st.never_since[job_id] = (status.reason, clock)
+    if reason != status.pending.text:
+        w.st.never_since[job_id] = (status.pending.text, clock)
         since = clock
     return clock - since >= w.options.never_start_after
 
 
-async def refuse(w, info: AttemptInfo, reason: str) -> bool:
+async def refuse(w, info: AttemptInfo, pending: Pending) -> bool:
     """A job pending for a reason that waiting cannot clear: settle the point as refused
     (its result first, so a crash in between still blocks the curve), then cancel it."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, is refused"
-    job_id = receipt.job_id
-    wrote = write_refused_result(w.campaign, info, reason) is not None
+    job_id, reason = receipt.job_id, pending.text
+    wrote = write_refused_result(w.campaign, info, pending) is not None
     if job_id not in w.st.refused_cancelled:
         try:
             await w.scheduler.cancel(job_id)
@@ -88,8 +88,8 @@ async def refuse(w, info: AttemptInfo, reason: str) -> bool:
             return wrote
         w.st.refused_cancelled.add(job_id)
         w._say(f"job {job_id} ({info.attempt.path.relative_to(w.campaign.root)}) can never start: {reason}; cancelled")
-    if budget_used_up(reason):
-        budget.stop(w, reason)
+    if pending.budget:
+        budget.stop(w, pending)
     return wrote
 
 
@@ -99,8 +99,8 @@ def settle_vanished(w, info: AttemptInfo, status: JobStatus, clock: float) -> bo
     time limit has surely passed, as lost), free its slot and say so in the receipt."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, vanishes"
-    if not status.reason.startswith(GONE_FROM_SQUEUE):
-        return False  # squeue did not answer either: nothing is known
+    if status.state != "gone":
+        return False  # the queue did not answer either: nothing is known
     first = w.st.vanished_since.setdefault(receipt.job_id, clock)
     if clock - first < w.options.accounting_down_grace:
         return False
@@ -113,10 +113,10 @@ def settle_vanished(w, info: AttemptInfo, status: JobStatus, clock: float) -> bo
             "squeue no longer lists the job and Slurm's accounting is not available; its time limit "
             "has passed since its submission and it left no result.json"
         )
-        write_missing_result(w.campaign, info, "UNKNOWN", None, outcome=Crashed(phase=SCHEDULER_PHASE, message=note))
-    w.st.finished[receipt.job_id] = "UNKNOWN"
+        write_missing_result(w.campaign, info, None, outcome=Crashed(phase=SCHEDULER_PHASE, message=note))
+    w.st.finished[receipt.job_id] = status.state
     w.st.accounting_given_up.add(receipt.job_id)
-    why = f"Slurm's accounting was not available ({status.reason}); " + (
+    why = f"Slurm's accounting was not available ({status.note}); " + (
         "settled from result.json" if has_result else "settled as lost after its time limit"
     )
     record_accounting(info, None, False, missing=why)

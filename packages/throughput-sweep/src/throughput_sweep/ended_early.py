@@ -22,8 +22,7 @@ from pathlib import Path
 from throughput_schema import WorkerResult, read
 from throughput_schema.layout import RESULT, job_log
 from throughput_schema.outcomes import SCHEDULER_PHASE, Timeout
-from throughput_schema.sacct import slurm_minutes
-from throughput_schema.slurm_states import state_word, time_limit_slack
+from throughput_schema.slurm_states import time_limit_slack
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.progress import fmt_seconds
 from throughput_sweep.schedulers.base import JobStatus
@@ -34,17 +33,11 @@ _SLURM_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CAN
 
 def elapsed_and_limit(status: JobStatus, limit_minutes: float) -> tuple[float, float] | None:
     """(seconds the job ran, its time limit in seconds) where it ended TIMEOUT well before
-    the limit (`time_limit_slack`); None otherwise, or while sacct has no elapsed time."""
-    row = status.accounting
-    if state_word(status.state) != "TIMEOUT" or row is None:
+    the limit (`time_limit_slack`); None otherwise, or while the accounting has no elapsed time."""
+    acc = status.accounting
+    if status.state != "timeout" or acc is None or acc.elapsed_seconds is None:
         return None
-    try:
-        elapsed, limit = slurm_minutes(row.elapsed), slurm_minutes(row.timelimit) or limit_minutes
-    except ValueError:
-        return None
-    if elapsed is None:
-        return None
-    elapsed, limit = elapsed * 60, limit * 60
+    elapsed, limit = acc.elapsed_seconds, acc.time_limit_seconds or limit_minutes * 60
     return (elapsed, limit) if elapsed < limit - time_limit_slack(limit) else None
 
 
@@ -52,8 +45,12 @@ def exit_code_pending(status: JobStatus, limit_minutes: float) -> bool:
     """sacct first records a job Slurm ended early with ExitCode 0:0, and the batch script's
     code (the watchdog's 8, or 0:15) later, at times only minutes later: not final meanwhile, so a
     later watcher (a resume) asks again."""
-    row = status.accounting
-    return row is not None and row.exit_code == "0:0" and elapsed_and_limit(status, limit_minutes) is not None
+    acc = status.accounting
+    return (
+        acc is not None
+        and (acc.exit_code, acc.signal) == (0, 0)
+        and elapsed_and_limit(status, limit_minutes) is not None
+    )
 
 
 def slurm_says(log: Path) -> str:
@@ -69,10 +66,7 @@ def slurm_says(log: Path) -> str:
 
 
 def message(status: JobStatus, elapsed: float, limit: float, says: str, reason: str) -> str:
-    text = (
-        f"Slurm ended the job {state_word(status.state)} after {fmt_seconds(elapsed)} of its "
-        f"{fmt_seconds(limit)} time limit"
-    )
+    text = f"Slurm ended the job {status.word} after {fmt_seconds(elapsed)} of its {fmt_seconds(limit)} time limit"
     if says:
         text += f"; Slurm says: {says}"
     if reason:
@@ -95,15 +89,14 @@ async def settle(w, info: AttemptInfo, status: JobStatus) -> bool:
         ):
             return False  # the worker's own result stands; or settled already
     says = slurm_says(info.attempt.path / job_log(receipt.job_id))
-    job_reason = getattr(w.scheduler, "job_reason", None)
-    reason = await job_reason(receipt.job_id) if job_reason else ""
+    reason = await w.scheduler.ended_reason(receipt.job_id)
     outcome = Timeout(
         phase=SCHEDULER_PHASE,
         message=message(status, *times, says, reason),
         deadline_seconds=times[1],
         ended_early=True,
     )
-    write_missing_result(w.campaign, info, status.state, status.accounting, outcome=outcome, replace=True)
+    write_missing_result(w.campaign, info, status, outcome=outcome, replace=True)
     w._say(f"job {receipt.job_id} ({info.attempt.path.relative_to(w.campaign.root)}): {outcome.message}")
     return True
 

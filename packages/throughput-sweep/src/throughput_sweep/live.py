@@ -2,7 +2,7 @@
 say are out, and whether a watcher is alive.
 
 One `poll` of the campaign's scheduler (for Slurm: ONE squeue, plus one sacct for the jobs
-squeue no longer lists) tells running from pending (with squeue's reason) from ended while
+squeue no longer lists) tells running from pending (with the scheduler's reason) from ended while
 no watcher ran, e.g. cancelled by someone else. The files only learn that when a watcher
 runs again. When the scheduler cannot be asked, status says so in one line and shows the
 files' view; `--offline` never asks.
@@ -19,10 +19,12 @@ from throughput_sweep.curves import campaign_done
 from throughput_sweep.locking import probe, watcher_line
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, Scheduler
 
-# status waits no longer than this for each scheduler command (the watcher waits 60 s).
-STATUS_COMMAND_TIMEOUT = 20.0
 # Jobs not (known to be) over, besides pending ones: what status adds to "running".
-_STILL_OUT = {"RUNNING": "the scheduler says running", "UNKNOWN": "the scheduler does not know it now"}
+_STILL_OUT = {
+    "running": "the scheduler says running",
+    "gone": "the scheduler does not know it now",
+    "unknown": "the scheduler does not know it now",
+}
 
 
 @dataclass(frozen=True)
@@ -43,14 +45,14 @@ class Live:
         status = None if self.jobs is None else self.jobs.get(rec.job_id)
         if status is None:
             return f"running: {where}, job {rec.job_id}"
-        if status.state == "PENDING":
-            return f"pending: {where}, job {rec.job_id} ({status.reason or 'no reason given'})"
+        if status.pending is not None:
+            return f"pending: {where}, job {rec.job_id} ({status.pending.text or 'no reason given'})"
         if status.state in _STILL_OUT:
             return f"running: {where}, job {rec.job_id} ({_STILL_OUT[status.state]})"
-        ended = f"ended: {where}, job {rec.job_id} {status.state}"
+        ended = f"ended: {where}, job {rec.job_id} {status.word}"
         if self.watcher_alive:
             return f"{ended}; the watcher records it"
-        if status.state.split()[0] == "COMPLETED":
+        if status.state == "completed":
             return f"{ended} while no watcher ran; record it with: {self.resume}"
         return f"{ended} while no watcher ran (cancelled or ended by someone else?); retry it with: {self.resume} --retry-failed"
 
@@ -62,14 +64,12 @@ class Live:
             return ""
         counts: Counter[str] = Counter()
         for status in self.jobs.values():
-            if status.state == "PENDING":
-                counts[f"pending ({status.reason or 'no reason given'})"] += 1
-            elif status.state in ("RUNNING", "UNKNOWN"):
-                counts["running" if status.state == "RUNNING" else "unknown to the scheduler"] += 1
+            if status.pending is not None:
+                counts[f"pending ({status.pending.text or 'no reason given'})"] += 1
+            elif status.state in _STILL_OUT:
+                counts["running" if status.state == "running" else "unknown to the scheduler"] += 1
             else:
-                counts[
-                    f"ended ({status.state.split()[0]})" + ("" if self.watcher_alive else " while no watcher ran")
-                ] += 1
+                counts[f"ended ({status.word})" + ("" if self.watcher_alive else " while no watcher ran")] += 1
         return "jobs now: " + ", ".join(f"{n} {what}" for what, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
@@ -112,13 +112,9 @@ def ask(campaign: Campaign, driver: str, *, offline: bool, scheduler: Scheduler 
 def _poll(campaign: Campaign, ids: list[str], scheduler: Scheduler | None) -> dict[str, JobStatus]:
     import anyio
 
-    from throughput_sweep.schedulers import make_scheduler
+    from throughput_sweep.schedulers import backend
 
     if scheduler is None:
         profile = campaign.manifest.profile
-        # No GPU detection for the local one: status hands out no slots.
-        kwargs: dict[str, object] = (
-            {"command_timeout": STATUS_COMMAND_TIMEOUT} if profile.scheduler == "slurm" else {"gpus": []}
-        )
-        scheduler = make_scheduler(profile, campaign.root, **kwargs)
+        scheduler = backend(profile.scheduler).for_status(profile, campaign.root)
     return anyio.run(scheduler.poll, ids)

@@ -9,7 +9,6 @@ preset's name, or a Hugging Face config.json converted here (`model_spec`).
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +29,11 @@ from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name
 from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import RecipeError, load_recipe, recipe_from_dict, with_point
-from throughput_schema.slurm_env import slurm_environment
 from throughput_schema.time_zones import local_zone
 from throughput_sweep import __version__
 from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
 from throughput_sweep.frozen_profile import refuse_other_profile
+from throughput_sweep.schedulers import backend
 
 DEFAULT_MODELS = ("20m", "90m", "250m", "500m")
 DEFAULT_CONTEXTS = (512, 1024, 2048, 4096)
@@ -83,7 +82,8 @@ class Plan:
             worker=self.worker,
             source_root=str(self.root),
             spot_check=self.spot_check,
-            slurm_environment_removed=slurm_environment(os.environ)[1] if self.profile.scheduler == "slurm" else {},
+            # The field keeps its name: manifests on disk say it so.
+            slurm_environment_removed=backend(self.profile.scheduler).environment_removed(),
             model_sources=self.sources or {},
             watcher_zone=local_zone(),
         )

@@ -39,6 +39,7 @@ from throughput_schema.slurm_reasons import refusal_kind, refusal_text
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 from throughput_sweep.preflight_cluster import Findings, ask, check_accounting, check_gpus, check_partition
+from throughput_sweep.schedulers import backend
 
 __all__ = ["Findings", "Verdict", "check", "gate", "worst_case"]
 
@@ -166,7 +167,7 @@ def gate(campaign: Campaign, *, dry_run: bool, skip: bool = False) -> Verdict:
     profile = campaign.manifest.profile
     if skip:
         return Verdict(["[sweep] preflight: skipped (--no-preflight)"])
-    if profile.scheduler != "slurm":
+    if not backend(profile.scheduler).preflight:
         return Verdict([f"[sweep] preflight: does not apply to the {profile.scheduler} scheduler"])
     if dry_run and shutil.which("sbatch") is None:
         return Verdict(

@@ -19,6 +19,7 @@ import msgspec
 
 from throughput_schema import ClusterProfile, SchemaError, convert_input, read_yaml
 from throughput_sweep.campaign import CampaignError, open_campaign
+from throughput_sweep.schedulers import backend
 
 __all__ = ["PROFILE_ENV", "available_profiles", "choose_profile", "embedded_local_profile", "load_profile"]
 
@@ -145,7 +146,7 @@ def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str
     if need_python and missing_python(profile):
         hint = "create it with: uv sync --locked" + (
             " (for the compute nodes, on one of them: UV_PROJECT_ENVIRONMENT=<that folder> uv sync --locked)"
-            if profile.scheduler == "slurm"
+            if backend(profile.scheduler).remote_nodes
             else ""
         )
         return f"python {profile.python}: no such compute Python; {hint}"

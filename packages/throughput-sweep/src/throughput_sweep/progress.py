@@ -3,8 +3,8 @@
 "[sweep] 3 points done, 1 running, 2 pending (QOSMaxJobsPerUserLimit), 0 curve(s) blocked,
 0/2 curves ended, at least 5 point(s) ahead; submit limit: 2 jobs at once (profile 8)"
 
-Pending jobs are those squeue lists as PENDING, with squeue's reason (a budget of running
-jobs' minutes, GrpTRESRunMins, says that it waits for them to end); the submit-limit
+Pending jobs are those the scheduler says are pending, with its reason (a budget of running
+jobs' minutes, Slurm's GrpTRESRunMins, says that it waits for them to end); the submit-limit
 note stands while the watcher keeps fewer jobs out than the profile allows because the
 cluster refused more.
 """
@@ -15,19 +15,18 @@ import math
 import sys
 from collections import Counter
 
-from throughput_schema.sacct import slurm_minutes
-from throughput_schema.slurm_reasons import budget_wait
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve
+from throughput_sweep.schedulers.base import Pending
 
 
-def _reason(reason: str) -> str:
-    if budget_wait(reason):
-        return f"{reason}: a budget of running jobs' minutes, waiting for running jobs to end"
-    return reason or "no reason given"
+def _reason(pending: Pending) -> str:
+    if pending.budget and not pending.never_starts:
+        return f"{pending.text}: a budget of running jobs' minutes, waiting for running jobs to end"
+    return pending.text or "no reason given"
 
 
-def pending_text(reasons: list[str]) -> str:
+def pending_text(reasons: list[Pending]) -> str:
     """'2 pending (QOSMaxJobsPerUserLimit)', '3 pending (2 Priority, 1 Resources)', '' for none."""
     if not reasons:
         return ""
@@ -41,12 +40,12 @@ def progress_line(
     infos: list[AttemptInfo],
     curves: list[Curve],
     *,
-    pending: dict[str, str],
+    pending: dict[str, Pending],
     durations: list[float],
     slots: int,
     limit_note: str = "",
 ) -> str:
-    """`pending`: job id -> squeue's reason, for the jobs squeue lists as PENDING."""
+    """`pending`: job id -> why it waits, for the jobs the scheduler says are pending."""
     done = sum(1 for i in infos if i.status in ("ok", "oom", "failed"))
     # Points without a result yet: a job whose result is in but whose accounting is
     # still awaited is not work ahead of the user.
@@ -79,14 +78,6 @@ def show(line: str, last: str) -> str:
         else:
             print(line, file=sys.stderr, flush=True)
     return line
-
-
-def seconds(elapsed: str) -> float:
-    """sacct's Elapsed in seconds (0 when it cannot be read)."""
-    try:
-        return 60.0 * (slurm_minutes(elapsed) or 0.0)
-    except ValueError:
-        return 0.0
 
 
 def fmt_seconds(seconds: float) -> str:

@@ -23,28 +23,17 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import (
-    AccountingRow,
-    Receipt,
-    Settlement,
-    WorkerIdentity,
-    WorkerRequest,
-    WorkerResult,
-    read,
-    write_atomic,
-)
+from throughput_schema import Receipt, Settlement, WorkerIdentity, WorkerRequest, WorkerResult, read, write_atomic
 from throughput_schema.campaigns import SettledBy, SettlementState
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
 from throughput_schema.recipe import parameter_count
-from throughput_schema.slurm_reasons import pending_fix
-from throughput_schema.slurm_states import outcome_of_state
 from throughput_sweep.attempt import point_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.faults import should_crash
-from throughput_sweep.schedulers.base import QueryFailed, Scheduler
+from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, Accounting, JobStatus, Pending, QueryFailed, Scheduler
 
 
 def parse_time(text: str) -> datetime:
@@ -169,24 +158,18 @@ def reconcile_by_hand(campaign: Campaign, token: str, job_id: str | None) -> str
 # ----------------------------------------------------------------- finished jobs
 
 
-def _exit_code(text: str) -> int | None:
-    head = (text or "").split(":")[0]
-    return int(head) if head.isdigit() else None
-
-
-def outcome_from_state(
-    state: str, accounting: AccountingRow | None, deadline_seconds: float, launch_failure: str | None = None
-):
-    """`launch_failure` is None when the job's script started (its output file exists)."""
-    word = state.split()[0] if state else "UNKNOWN"
-    code = _exit_code(accounting.exit_code) if accounting else None
+def outcome_of(status: JobStatus, deadline_seconds: float, launch_failure: str | None = None):
+    """The outcome of a job that ended so without a result. `launch_failure` is None when
+    the job's script started (its output file exists)."""
+    word = status.word
+    code = status.accounting.exit_code if status.accounting else None
     note = f"job ended {word} without result.json"
     if launch_failure is not None:
         # The output file is created when the script starts, so without it nothing ran.
         note = f"job ended {word} before its batch script started (no slurm-*.out in the attempt folder)"
         if launch_failure:
             note += f"; {launch_failure}"
-    outcome = outcome_of_state(word)
+    outcome = OUTCOME_OF_STATE.get(status.state, "crashed")
     if outcome == "timeout":
         return Timeout(
             phase=SCHEDULER_PHASE, message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds
@@ -203,14 +186,14 @@ def outcome_from_state(
 def write_missing_result(
     campaign: Campaign,
     info: AttemptInfo,
-    state: str,
-    accounting: AccountingRow | None,
+    status: JobStatus | None,
     *,
     launch_failure: str | None = None,
     outcome=None,
     replace: bool = False,
 ) -> Path | None:
-    """A result derived from the scheduler's final word for a job that wrote none.
+    """A result derived from the scheduler's final word for a job that wrote none: `status`,
+    or `outcome` where the controller settles the job itself (`status` None).
 
     `info` may predate the query that reported the end: a job that wrote its own result
     in between keeps it (None is returned). Once the job has ended nothing else writes
@@ -232,8 +215,9 @@ def write_missing_result(
         protocol, deadline = m.protocol, m.profile.watchdog_minutes * 60
         worker = m.worker
     if outcome is None:
-        outcome = outcome_from_state(state, accounting, deadline, launch_failure=launch_failure)
-    code = _exit_code(accounting.exit_code) if accounting else None
+        assert status is not None, "a result is derived from the scheduler's word or given"
+        outcome = outcome_of(status, deadline, launch_failure=launch_failure)
+    code = status.accounting.exit_code if status is not None and status.accounting is not None else None
     result = WorkerResult(
         outcome=outcome,
         recipe=recipe,
@@ -253,21 +237,23 @@ def write_missing_result(
     return path
 
 
-def write_refused_result(campaign: Campaign, info: AttemptInfo, reason: str) -> Path | None:
+def write_refused_result(campaign: Campaign, info: AttemptInfo, pending: Pending) -> Path | None:
     """The result of a job that pends for a reason waiting cannot clear, written before the
     watcher cancels it: the point is settled as refused, with the reason and the fix."""
     job = info.attempt.receipt.job_id if info.attempt.receipt else "?"
-    fix = pending_fix(reason)
+    reason, fix = pending.text, pending.fix
     message = (
         f"job {job} pended with reason {reason}, which waiting cannot clear; cancelled before it started. Fix: {fix}"
     )
     outcome = Refused(phase=SCHEDULER_PHASE, message=message, reason=reason, fix=fix)
-    return write_missing_result(campaign, info, "CANCELLED", None, outcome=outcome)
+    return write_missing_result(campaign, info, None, outcome=outcome)
 
 
-def record_accounting(info: AttemptInfo, accounting: AccountingRow | None, final: bool, missing: str = "") -> None:
-    """`missing`: why there is no accounting to record (written into the receipt once)."""
+def record_accounting(info: AttemptInfo, given: Accounting | None, final: bool, missing: str = "") -> None:
+    """The receipt keeps the backend's row as given. `missing`: why there is no accounting
+    to record (written into the receipt once)."""
     receipt = info.attempt.receipt
+    accounting = given.row if given is not None else None
     if receipt is not None and accounting is None and missing and not receipt.accounting_missing:
         write_atomic(info.attempt.path / RECEIPT, msgspec.structs.replace(receipt, accounting_missing=missing))
         return

@@ -2,9 +2,10 @@
 energy its results measured.
 
 Each receipt's accounting row (sacct's, or the local job registry's for the local
-scheduler) gives the job's Elapsed; the GPUs are the row's `gres/gpu` in AllocTRES, what the
-scheduler really allocated, else the profile's `gpus_per_job`. A job without an accounting
-row yet (still out, or ended while no watcher ran) is counted as not yet known.
+scheduler), read by the campaign's backend (`Backend.read_accounting`), gives the job's
+elapsed time and the GPUs the scheduler really allocated, else the profile's
+`gpus_per_job`. A job without an accounting row yet (still out, or ended while no watcher
+ran) is counted as not yet known.
 
 The energy is what the GPU board's own counter measured over each result's windows and
 setup (`throughput_schema.energy.counted_joules`): the rest of each job (start-up, imports,
@@ -13,15 +14,12 @@ teardown) and everything beyond the board (host, node, cooling) is not counted.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
 from throughput_schema.energy import JOULES_PER_KWH, counted_joules
-from throughput_schema.sacct import slurm_minutes
 from throughput_sweep.attempt_status import AttemptInfo
-
-_GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+from throughput_sweep.schedulers import backend
 
 
 @dataclass(frozen=True)
@@ -38,34 +36,20 @@ class GpuHours:
         return f"GPU-hours so far: {self.hours:.2f} over {self.jobs} job(s) (elapsed times GPUs, from {self.source}){later}"
 
 
-def job_gpus(row: AccountingRow, profile: ClusterProfile) -> int:
-    found = _GPUS.search(row.alloc_tres)
-    return int(found.group(1)) if found else profile.gpus_per_job
-
-
-def elapsed_hours(row: AccountingRow) -> float | None:
-    """sacct's Elapsed ([D-]HH:MM:SS) in hours; None when it is missing or unreadable."""
-    try:
-        minutes = slurm_minutes(row.elapsed)
-    except ValueError:
-        return None
-    return None if minutes is None else minutes / 60.0
-
-
 def gpu_hours(infos: list[AttemptInfo], profile: ClusterProfile) -> GpuHours:
     hours, jobs, unknown = 0.0, 0, 0
+    scheduler = backend(profile.scheduler)
     for info in infos:
         receipt = info.attempt.receipt
         if receipt is None:
             continue
-        elapsed = elapsed_hours(receipt.accounting) if receipt.accounting is not None else None
-        if elapsed is None or receipt.accounting is None:  # no accounting, no elapsed time
+        acc = scheduler.read_accounting(receipt.accounting) if receipt.accounting else None
+        if acc is None or acc.elapsed_seconds is None:  # no accounting, no elapsed time
             unknown += 1
             continue
-        hours += elapsed * job_gpus(receipt.accounting, profile)
+        hours += acc.elapsed_seconds / 3600.0 * (acc.gpus if acc.gpus is not None else profile.gpus_per_job)
         jobs += 1
-    source = "the local job registry" if profile.scheduler == "local" else "sacct's Elapsed"
-    return GpuHours(hours=hours, jobs=jobs, unknown=unknown, source=source)
+    return GpuHours(hours=hours, jobs=jobs, unknown=unknown, source=scheduler.accounting_source)
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from throughput_sweep.campaign import Campaign
 from throughput_sweep.cluster_limits import SlotLimit, never_starts_now, refuse, settle_vanished
 from throughput_sweep.curves import Curve, derive, pick, retry_set
 from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
-from throughput_sweep.progress import progress_line, seconds, show
-from throughput_sweep.schedulers.base import TERMINAL_STATES, QueryFailed, Scheduler
+from throughput_sweep.progress import progress_line, show
+from throughput_sweep.schedulers.base import Pending, QueryFailed, Scheduler
 from throughput_sweep.submission import late_intent, record_accounting, settle_intents, write_missing_result
 
 
@@ -78,7 +78,7 @@ class WatcherState:
     submit_error: str = ""
     interrupted: bool = False
     last_line: str = ""
-    pending: dict[str, str] = field(default_factory=dict)  # job id -> squeue's reason
+    pending: dict[str, Pending] = field(default_factory=dict)  # job id -> why it waits
     refused_cancelled: set[str] = field(default_factory=set)  # never-starting jobs cancelled
     vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
     never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
@@ -86,11 +86,7 @@ class WatcherState:
     # Lookups of each late intent (its result came before its receipt): the run waits for a few.
     late_lookups: Counter[Path] = field(default_factory=Counter)
     said: set[str] = field(default_factory=set)  # every `_say` of this run
-    budget: str = ""  # the reason of a used-up allocation budget: submit nothing more (budget.py)
-
-
-def _terminal(state: str) -> bool:
-    return (state.split()[0] if state else "") in TERMINAL_STATES
+    budget: Pending | None = None  # a used-up allocation budget: submit nothing more (budget.py)
 
 
 def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
@@ -103,8 +99,8 @@ def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:
         receipt = info.attempt.receipt
         if receipt is None:
             continue
-        if receipt.job_id in finished or (receipt.accounting and _terminal(receipt.accounting.state)):
-            continue
+        if receipt.job_id in finished or receipt.accounting is not None:
+            continue  # a receipt is given its accounting once the job has ended
         if receipt.accounting_missing and info.attempt.result is not None:
             continue  # settled without Slurm's accounting (`cluster_limits.settle_vanished`)
         out += 1
@@ -296,13 +292,15 @@ class Watcher:
             status = statuses.get(receipt.job_id)
             self._note_status(receipt.job_id, status)
             if never_starts_now(self, receipt.job_id, status, clock):
-                assert status is not None, "a job never starts only by its pending reason"
-                changed |= await refuse(self, info, status.reason)
+                assert status is not None and status.pending is not None, (
+                    "a job never starts only by its pending reason"
+                )
+                changed |= await refuse(self, info, status.pending)
                 continue
-            if self.st.budget and status is not None and status.state == "PENDING":
+            if self.st.budget and status is not None and status.state == "pending":
                 changed |= await budget.settle_pending(self, info, status)
                 continue
-            if status is not None and status.state == "UNKNOWN":
+            if status is not None and status.state in ("gone", "unknown"):
                 changed |= settle_vanished(self, info, status, clock)
                 continue
             self.st.vanished_since.pop(receipt.job_id, None)
@@ -312,14 +310,14 @@ class Watcher:
                 self.st.finished[receipt.job_id] = status.state
                 self.st.first_seen_finished[receipt.job_id] = clock
                 changed = True
-                if status.accounting and status.accounting.elapsed:
-                    self.st.durations.append(seconds(status.accounting.elapsed))
+                if status.accounting and status.accounting.elapsed_seconds:
+                    self.st.durations.append(status.accounting.elapsed_seconds)
             if await ended_early.settle(self, info, status):
                 changed = True
             elif info.attempt.result is None:
                 log = info.attempt.path / job_log(receipt.job_id)
                 launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
-                write_missing_result(self.campaign, info, status.state, status.accounting, launch_failure=launch)
+                write_missing_result(self.campaign, info, status, launch_failure=launch)
                 changed = True
             # The grace for a late row counts from sacct's first row for the job. No row at all
             # means sacct did not answer (slurmdbd down): wait much longer for it to come back
@@ -343,11 +341,11 @@ class Watcher:
 
     def _note_status(self, job_id: str, status) -> None:
         """Note the scheduler's word: pending (the progress line) and seen out (not retried as ended unwatched)."""
-        if status is not None and status.state == "PENDING":
-            self.st.pending[job_id] = status.reason
+        if status is not None and status.pending is not None:
+            self.st.pending[job_id] = status.pending
         else:
             self.st.pending.pop(job_id, None)
-        if status is not None and not status.finished and status.state != "UNKNOWN":
+        if status is not None and status.state in ("pending", "running"):
             self.st.seen_out.add(job_id)
 
     # -------------------------------------------------------------- signals

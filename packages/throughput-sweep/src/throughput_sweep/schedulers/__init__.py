@@ -1,10 +1,11 @@
 """Schedulers behind one small interface, one module each, found by name in `BACKENDS`.
 
-`make_scheduler(profile, campaign)` builds the backend `profile.scheduler` names:
-`SlurmScheduler(profile)` or `LocalScheduler.for_campaign(profile, campaign)` (whose job
-registry lives in `<campaign>/.local-jobs/`). Both expose `slots`. The names themselves
-are listed in `throughput_schema.scheduler_names`; `BACKENDS.check()` refuses a listed name
-without a backend here.
+`backend(name)` is the class of the backend a scheduler name stands for (`base.Backend`:
+what the campaign asks of it before any job); `make_scheduler(profile, campaign)` builds
+the scheduler `profile.scheduler` names, through its `for_campaign`: `SlurmScheduler`, or
+`LocalScheduler` (whose job registry lives in `<campaign>/.local-jobs/`). Both expose
+`slots`. The names themselves are listed in `throughput_schema.scheduler_names`;
+`BACKENDS.check()` refuses a listed name without a backend here.
 """
 
 from __future__ import annotations
@@ -15,28 +16,32 @@ from typing import Any
 
 from throughput_schema import ClusterProfile
 from throughput_schema.scheduler_names import SchedulerParts
-from throughput_sweep.schedulers.base import JobStatus, QueryFailed, Scheduler, SubmitFailed
+from throughput_sweep.schedulers.base import Backend, JobStatus, QueryFailed, Scheduler, SubmitFailed
 
-__all__ = ["BACKENDS", "JobStatus", "QueryFailed", "Scheduler", "SubmitFailed", "make_scheduler"]
-
-Backend = Callable[..., Scheduler]
+__all__ = ["BACKENDS", "JobStatus", "QueryFailed", "Scheduler", "SubmitFailed", "backend", "make_scheduler"]
 
 
-def _slurm(profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:
+def _slurm() -> type[Backend]:
     from throughput_sweep.schedulers.slurm import SlurmScheduler
 
-    return SlurmScheduler(profile, **kwargs)
+    return SlurmScheduler
 
 
-def _local(profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:
+def _local() -> type[Backend]:
     from throughput_sweep.schedulers.local import LocalScheduler
 
-    return LocalScheduler.for_campaign(profile, campaign, **kwargs)
+    return LocalScheduler
 
 
-# Each backend is imported only when a campaign uses it: the local machine has no sbatch.
-BACKENDS: SchedulerParts[Backend] = SchedulerParts("backend in the sweep", {"slurm": _slurm, "local": _local})
+# Each backend's module is imported only when a campaign uses it.
+BACKENDS: SchedulerParts[Callable[[], type[Backend]]] = SchedulerParts(
+    "backend in the sweep", {"slurm": _slurm, "local": _local}
+)
+
+
+def backend(name: str) -> type[Backend]:
+    return BACKENDS.get(name)()
 
 
 def make_scheduler(profile: ClusterProfile, campaign: str | Path, **kwargs: Any) -> Scheduler:
-    return BACKENDS.get(profile.scheduler)(profile, Path(campaign), **kwargs)
+    return backend(profile.scheduler).for_campaign(profile, Path(campaign), **kwargs)

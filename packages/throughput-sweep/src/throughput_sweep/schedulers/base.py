@@ -1,23 +1,60 @@
-"""The scheduler interface (after submitit): submit, poll, find by token, cancel.
+"""The scheduler interface (after submitit): submit, poll, find by token, cancel, in a
+vocabulary of its own that no scheduler's text crosses.
 
 A campaign never talks to Slurm or to processes directly; it goes through one of
 these, so the Slurm backend and the local executor are interchangeable and the
-same batch script, watchdog and files serve both.
+same batch script, watchdog and files serve both. Each backend translates its own text
+into the words here: a job's `JobState`, a `Pending` reason classified as one that waits
+or one that never starts, and `Accounting` in seconds, GPUs and an exit code. What a user
+reads stays in the backend's own words (`JobStatus.said`, `Pending.text`), and a receipt
+keeps the backend's accounting row as it was given (`Accounting.row`), which the audit
+checks against the scheduler's own accounting.
+
+A backend is a class (`Backend`): what the campaign asks of it before any job (its
+defaults, the environment it keeps from jobs, the submit command it would run, how a
+stored accounting row reads) is asked of the class; an instance (`Scheduler`) runs the jobs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
-from throughput_schema import AccountingRow
+from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.configs import SchedulerName
 
-# Slurm's terminal states (sacct), from the table the audit reads too; the local executor
-# reports the same names. Re-exported: the schedulers import it from here.
-from throughput_schema.slurm_states import TERMINAL_STATES as TERMINAL_STATES
+JobState = Literal[
+    "pending",
+    "running",
+    "completed",  # the batch script exited 0 (without a result, the point crashed)
+    "failed",  # the batch script exited non-zero, or died of a signal
+    "timeout",  # the scheduler's time limit
+    "out_of_memory",  # the scheduler's memory limit
+    "cancelled",  # cancelled by a user or an administrator
+    "preempted",  # ended by the scheduler for other work
+    "node_fail",  # the job's machine failed, or the job's wrapper vanished
+    "gone",  # the queue answered without the job and accounting has no record of it yet
+    "unknown",  # no query answered for the job
+]
+
+ENDED: frozenset[str] = frozenset(
+    {"completed", "failed", "timeout", "out_of_memory", "cancelled", "preempted", "node_fail"}
+)
+
+# The outcome kind of a job that ended in each state without writing a result
+# (`throughput_schema.outcomes`); ended by someone else (cancelled, preempted) is "cancelled".
+OUTCOME_OF_STATE: dict[str, str] = {
+    "completed": "crashed",
+    "failed": "crashed",
+    "timeout": "timeout",
+    "out_of_memory": "host_oom",
+    "cancelled": "cancelled",
+    "preempted": "cancelled",
+    "node_fail": "node_fail",
+}
 
 
 class SubmitFailed(RuntimeError):
@@ -32,33 +69,61 @@ class SubmitFailed(RuntimeError):
         self.limit = limit
 
 
-GONE_FROM_SQUEUE = "gone from squeue"
-
-
 class QueryFailed(RuntimeError):
-    """squeue/sacct (or the local registry) did not answer: state unknown, not 'gone'."""
+    """The queue and the accounting (or the local registry) did not answer: state unknown, not 'gone'."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Why a pending job waits, classified by its backend."""
+
+    text: str  # the backend's own reason, shown as it is and kept in a refused result
+    never_starts: bool = False  # waiting cannot clear it: the job is refused and cancelled
+    fix: str = ""  # for one that never starts: what the user changes, in one line
+    # An allocation budget: used up when it never starts (the campaign stops submitting),
+    # else a budget of running jobs' time that clears as they end.
+    budget: bool = False
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """A job's accounting: what the sweep reasons with, and the row its receipt keeps."""
+
+    row: AccountingRow  # the backend's own record, stored in the receipt as it was given
+    elapsed_seconds: float | None = None  # None: not known (yet)
+    time_limit_seconds: float | None = None  # None: none, or not known
+    gpus: int | None = None  # allocated; None: not said
+    exit_code: int | None = None  # the batch script's; None: not known
+    signal: int | None = None  # the signal that ended it (0: none); None: not known
 
 
 @dataclass(frozen=True)
 class JobStatus:
     job_id: str
-    # PENDING, RUNNING, a TERMINAL_STATES member, or UNKNOWN (asked, no answer yet).
-    state: str
-    accounting: AccountingRow | None = None
-    # True once the accounting row is complete (sacct lags a few seconds after the end).
+    state: JobState
+    said: str = ""  # the backend's own word for the state, for messages ('CANCELLED by 0')
+    pending: Pending | None = None  # for a pending job
+    accounting: Accounting | None = None
+    # True once the accounting is complete (sacct lags a few seconds after the end).
     accounting_final: bool = False
-    # Why a PENDING job waits (squeue's reason), or a short note; for UNKNOWN, starting with
-    # GONE_FROM_SQUEUE when squeue answered without the job (it ended; only sacct can say how).
-    reason: str = ""
+    note: str = ""  # for gone or unknown: what was asked and what answered; else a short note
 
     @property
     def finished(self) -> bool:
-        return self.state.split()[0] in TERMINAL_STATES
+        return self.state in ENDED
+
+    @property
+    def word(self) -> str:
+        """The backend's word for the state, as messages name it ('CANCELLED', 'TIMEOUT')."""
+        return (self.said.split() or [self.state.upper()])[0]
 
 
 class Scheduler(Protocol):
-    name: SchedulerName
     slots: int  # jobs the backend runs at once; keep at most this many out
+
+    @property
+    def name(self) -> SchedulerName:
+        """The scheduler's name (`throughput_schema.scheduler_names`), as receipts record it."""
 
     async def submit(self, script: Path, *, token: str, workdir: Path) -> str:
         """Submit `script` (run in `workdir`), naming it by `token`; return the job id."""
@@ -78,3 +143,47 @@ class Scheduler(Protocol):
 
     async def launch_failure(self, job_id: str) -> str:
         """Why the scheduler ended this job before its script started ('' when it cannot say)."""
+
+    async def ended_reason(self, job_id: str) -> str:
+        """The scheduler's reason for a job it ended, while it still remembers ('' when it cannot say)."""
+
+    def removed_environment(self) -> Mapping[str, str]:
+        """The variables of this shell kept from the scheduler's commands and the jobs ({} for none)."""
+
+
+class Backend(Protocol):
+    """The class behind a scheduler name (`schedulers.BACKENDS`)."""
+
+    name: ClassVar[SchedulerName]
+    # Where a receipt's elapsed times come from, for the GPU-hours line.
+    accounting_source: ClassVar[str]
+    # The watcher's longest wait between two polls, unless the user sets one.
+    poll_max_seconds: ClassVar[float]
+    # Jobs run on other machines (compute nodes) than the watcher's.
+    remote_nodes: ClassVar[bool]
+    # `throughput_sweep.preflight` checks a profile against this scheduler's cluster.
+    preflight: ClassVar[bool]
+
+    @classmethod
+    def for_campaign(cls, profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:
+        """The scheduler that runs the campaign's jobs."""
+
+    @classmethod
+    def for_status(cls, profile: ClusterProfile, campaign: Path) -> Scheduler:
+        """A scheduler for one quick poll by `status`: short time-outs, hands out no slots."""
+
+    @staticmethod
+    def environment_removed() -> dict[str, str]:
+        """What `removed_environment` would keep from jobs started now (the manifest records it)."""
+
+    @staticmethod
+    def read_accounting(row: AccountingRow) -> Accounting:
+        """A receipt's stored row, read into this vocabulary."""
+
+    @staticmethod
+    def read_pending(reason: str) -> Pending:
+        """A pending reason this scheduler gave (a refused result keeps it), classified."""
+
+    @staticmethod
+    def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
+        """The command line a job is submitted with (None: no command, it starts in-process)."""

@@ -16,13 +16,16 @@ started in its own session, so Ctrl-C of the watcher or its death leaves jobs ru
 Job ids are 1, 2, 3... per registry. The registry (`throughput_schema.local_jobs`) survives the
 watcher: `submit` records each job, the wrapper records how it ended.
 
-States, as in Slurm: RUNNING, COMPLETED (exit 0), FAILED (non-zero exit, or a signal),
-TIMEOUT (the profile's time limit), CANCELLED (`cancel`), NODE_FAIL (wrapper gone, no
-end record); the wrapper's docstring says how a job is stopped.
-Accounting rows (`throughput_schema.local_jobs.accounting_row`) carry state, exit code,
-start, end, elapsed, job name = comment = token, partition "local", the time limit, the
-host name, the profile's memory request as ReqMem, and as TRES the job's GPUs with the
-CPUs and memory it really had: the machine's, since nothing here limits them.
+`poll` reads the registry straight into the interface's words: running, completed (exit
+0), failed (non-zero exit, or a signal), timeout (the profile's time limit), cancelled
+(`cancel`), node_fail (wrapper gone, no end record), with the times in seconds as the
+registry holds them; the wrapper's docstring says how a job is stopped. The registry
+writes its states in Slurm's words (`_ENDED_AS`), which its campaigns on disk keep.
+The row a receipt keeps (`throughput_schema.local_jobs.accounting_row`, which the audit
+rebuilds) carries state, exit code, start, end, elapsed, job name = comment = token,
+partition "local", the time limit, the host name, the profile's memory request as ReqMem,
+and as TRES the job's GPUs with the CPUs and memory it really had: the machine's, since
+nothing here limits them.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 import anyio.to_thread
 
-from throughput_schema import ClusterProfile, SchemaError, read, write_atomic
+from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.local_jobs import (
@@ -54,9 +59,27 @@ from throughput_schema.local_jobs import (
 )
 from throughput_sweep.node import local_job
 from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
-from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
+from throughput_sweep.schedulers.accounting_rows import read_row
+from throughput_sweep.schedulers.base import (
+    Accounting,
+    JobState,
+    JobStatus,
+    Pending,
+    QueryFailed,
+    Scheduler,
+    SubmitFailed,
+)
 
 __all__ = ["LocalScheduler", "detect_gpus"]
+
+# The registry's end states (`local_job`), in the interface's words.
+_ENDED_AS: dict[str, JobState] = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "TIMEOUT": "timeout",
+    "CANCELLED": "cancelled",
+    "NODE_FAIL": "node_fail",
+}
 
 
 def detect_gpus() -> list[str]:
@@ -74,9 +97,36 @@ def detect_gpus() -> list[str]:
 
 
 class LocalScheduler:
-    """The `Scheduler` interface on this machine (see the module docstring)."""
+    """The `Scheduler` interface on this machine, and its `Backend` (see the module docstring)."""
 
-    name: SchedulerName = "local"
+    name: ClassVar[SchedulerName] = "local"
+    accounting_source: ClassVar[str] = "the local job registry"
+    poll_max_seconds: ClassVar[float] = 5.0  # a poll reads files: polling often costs nothing
+    remote_nodes: ClassVar[bool] = False
+    preflight: ClassVar[bool] = False
+
+    @staticmethod
+    def read_accounting(row: AccountingRow) -> Accounting:
+        return read_row(row)  # the registry's rows are in sacct's form
+
+    @classmethod
+    def for_status(cls, profile: ClusterProfile, campaign: Path) -> Scheduler:
+        return cls.for_campaign(profile, campaign, gpus=[])  # no GPU detection: status hands out no slots
+
+    @staticmethod
+    def environment_removed() -> dict[str, str]:
+        return {}  # a job gets this shell's environment, its GPUs set
+
+    def removed_environment(self) -> dict[str, str]:
+        return {}
+
+    @staticmethod
+    def read_pending(reason: str) -> Pending:
+        return Pending(reason)  # a local job never pends: `submit` waits for a slot
+
+    @staticmethod
+    def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
+        return None  # `submit` starts the job's wrapper itself
 
     def __init__(
         self,
@@ -111,7 +161,7 @@ class LocalScheduler:
         self.host = socket.gethostname()
 
     @classmethod
-    def for_campaign(cls, profile: ClusterProfile, campaign: str | Path, **kwargs) -> LocalScheduler:
+    def for_campaign(cls, profile: ClusterProfile, campaign: str | Path, **kwargs: Any) -> Scheduler:
         return cls(profile, Path(campaign) / LOCAL_JOBS_DIR, **kwargs)
 
     # ------------------------------------------------------------------ registry
@@ -257,12 +307,28 @@ class LocalScheduler:
     def _status(self, job_id: str) -> JobStatus:
         job = self._load(job_id)
         if job is None:
-            return JobStatus(job_id, "UNKNOWN")
+            return JobStatus(job_id, "unknown", note="not in the local job registry")
         end = self._settle(job)
         row = accounting_row(job, end, account=self.profile.account, host=self.host)
+        gpus = len(job.gpus.split(",")) if job.gpus else None
         if end is None:
-            return JobStatus(job_id, "RUNNING", accounting=row)
-        return JobStatus(job_id, end.state, accounting=row, accounting_final=True, reason=end.message)
+            started = datetime.fromisoformat(job.submitted_at).timestamp()
+            ran = Accounting(row, time.time() - started, job.time_limit_seconds, gpus)
+            return JobStatus(job_id, "running", said="RUNNING", accounting=ran)
+        code, _, sig = end.exit_code.partition(":")
+        ended = Accounting(
+            row,
+            end.elapsed_seconds,
+            job.time_limit_seconds,
+            gpus,
+            exit_code=int(code) if code.isdigit() else None,
+            signal=int(sig) if sig.isdigit() else None,
+        )
+        state = _ENDED_AS.get(end.state, "failed")
+        return JobStatus(job_id, state, said=end.state, accounting=ended, accounting_final=True, note=end.message)
+
+    async def ended_reason(self, job_id: str) -> str:
+        return ""  # the end record's message is the status's note
 
     async def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         def work() -> dict[str, JobStatus]:

@@ -11,16 +11,18 @@ and the times we pass to sacct are written in UTC (`slurm_time`). A sacct that e
 prints an error (Slurm before 23.11.4 with slurmdbd down) failed.
 
 Polling (one cycle = one `poll()` call):
-  * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never "gone":
+  * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never over:
     squeue forgets jobs `MinJobAge` seconds after they end, and a single unknown id
     makes squeue exit 1 ("Invalid job id specified"), which is an empty answer here.
   * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed in a
     terminal state. A terminal row is `accounting_final` only once sacct has caught up
     (`accounting_is_final`), so keep polling a finished job until its status says final.
   * No retries inside a cycle: the watcher's next cycle is the retry. When squeue fails
-    every id goes to sacct (which also knows PENDING/RUNNING jobs); ids that no query
-    could answer come back as state `UNKNOWN`. `poll` raises `QueryFailed` only when no
-    query answered at all.
+    every id goes to sacct (which also knows PENDING/RUNNING jobs). An id squeue did not
+    list and sacct gave no row for comes back `gone` (squeue answered) or `unknown` (it
+    failed too). `poll` raises `QueryFailed` only when no query answered at all.
+  * Every status is told in the interface's words (`slurm_text.job_status`): the state,
+    the pending reason classified by `slurm_reasons`, the sacct row read into seconds.
   * `commands_last_poll` lists the commands (program names) of the latest cycle, and
     `command_counts` counts every command issued since construction, so a test can
     assert "at most one squeue and one sacct per cycle".
@@ -44,37 +46,43 @@ once (no job was made; the watcher lowers its slots and waits).
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 
-from throughput_schema import ClusterProfile
+from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
 from throughput_schema.slurm_env import query_environment, slurm_environment
 from throughput_schema.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
-from throughput_sweep.schedulers.base import GONE_FROM_SQUEUE, TERMINAL_STATES, JobStatus, QueryFailed, SubmitFailed
+from throughput_schema.slurm_states import TERMINAL_STATES
+from throughput_sweep.schedulers.accounting_rows import read_row
+from throughput_sweep.schedulers.base import Accounting, JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
 from throughput_sweep.schedulers.slurm_text import (
     SQUEUE_FORMAT,
+    CommandResult,
     QueueEntry,
     _queue_state,
     accounting_is_final,
+    job_status,
     launch_failure_note,
     normalize_state,
     parse_squeue,
+    pending,
+    says_error,
     sbatch_job_id,
 )
 
 __all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
 
 
-_ERROR = re.compile(r"\berror\b", re.IGNORECASE)
+# status waits no longer than this for each command (the watcher waits 60 s).
+STATUS_COMMAND_TIMEOUT = 20.0
 
 
 def sbatch_argv(
@@ -102,32 +110,41 @@ def sbatch_argv(
     return argv
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    argv: list[str]
-    returncode: int | None  # None: did not finish within the time-out (killed)
-    stdout: str
-    stderr: str
-    # sacct before Slurm 23.11.4 exits 0 when slurmdbd is down, saying so only on stderr:
-    # its empty answer would read as "no such job" (and a token as never submitted).
-    reported_error: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.reported_error
-
-    def describe(self) -> str:
-        what = "timed out" if self.returncode is None else f"exit {self.returncode}"
-        if self.reported_error:
-            what += " with an error"
-        detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
-        return f"{Path(self.argv[0]).name} {what}" + (f": {detail[-1]}" if detail else "")
-
-
 class SlurmScheduler:
-    """The `Scheduler` interface on Slurm. `slots` is the profile's concurrency limit."""
+    """The `Scheduler` interface on Slurm, and its `Backend`. `slots` is the profile's concurrency limit."""
 
-    name: SchedulerName = "slurm"
+    name: ClassVar[SchedulerName] = "slurm"
+    accounting_source: ClassVar[str] = "sacct's Elapsed"
+    poll_max_seconds: ClassVar[float] = 30.0  # every poll asks slurmctld and slurmdbd
+    remote_nodes: ClassVar[bool] = True
+    preflight: ClassVar[bool] = True
+
+    @staticmethod
+    def read_accounting(row: AccountingRow) -> Accounting:
+        return read_row(row)
+
+    @staticmethod
+    def read_pending(reason: str) -> Pending:
+        return pending(reason)
+
+    @staticmethod
+    def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
+        return sbatch_argv(profile, script, token=token, workdir=workdir)
+
+    @classmethod
+    def for_campaign(cls, profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:
+        return cls(profile, **kwargs)
+
+    @classmethod
+    def for_status(cls, profile: ClusterProfile, campaign: Path) -> Scheduler:
+        return cls(profile, command_timeout=STATUS_COMMAND_TIMEOUT)
+
+    @staticmethod
+    def environment_removed() -> dict[str, str]:
+        return slurm_environment(os.environ)[1]
+
+    def removed_environment(self) -> dict[str, str]:
+        return self.removed
 
     def __init__(
         self,
@@ -183,7 +200,7 @@ class SlurmScheduler:
             proc.returncode,
             proc.stdout.decode(errors="replace"),
             stderr,
-            reported_error=key == "sacct" and proc.returncode == 0 and bool(_ERROR.search(stderr)),
+            reported_error=key == "sacct" and proc.returncode == 0 and says_error(stderr),
         )
 
     # -------------------------------------------------------------------- submit
@@ -263,16 +280,15 @@ class SlurmScheduler:
         else:
             queue = None
         statuses: dict[str, JobStatus] = {}
+        queued: dict[str, str] = {}  # job id -> squeue's state, folded
         ask: list[str] = []
         for job_id in ids:
             entry = queue.get(job_id) if queue is not None else None
             if entry is None:
                 ask.append(job_id)
                 continue
-            state = _queue_state(entry.state)
-            statuses[job_id] = JobStatus(
-                job_id, state, reason=pending_reason(entry.reason) if state == "PENDING" else ""
-            )
+            queued[job_id] = state = _queue_state(entry.state)
+            statuses[job_id] = job_status(job_id, state, reason=entry.reason)
             if state in TERMINAL_STATES:
                 ask.append(job_id)
         sacct_ok = True
@@ -285,24 +301,22 @@ class SlurmScheduler:
             rows = rows_by_job(sa.stdout) if sa.ok else {}
             for job_id in ask:
                 row = rows.get(job_id)
-                known = statuses.get(job_id)
                 if row is None:
-                    if known is None:
+                    if job_id not in statuses:
                         said = "sacct gave no row" if sa.ok else f"sacct failed: {sa.describe()}"
-                        gone = f"{GONE_FROM_SQUEUE}; {said}" if queue is not None else f"squeue failed; {said}"
-                        statuses[job_id] = JobStatus(job_id, "UNKNOWN", reason=gone)
+                        if queue is not None:
+                            statuses[job_id] = JobStatus(job_id, "gone", note=f"gone from squeue; {said}")
+                        else:
+                            statuses[job_id] = JobStatus(job_id, "unknown", note=f"squeue failed; {said}")
                     continue
                 state = normalize_state(row.state)
-                if known is not None and known.state in TERMINAL_STATES and state not in TERMINAL_STATES:
-                    state = known.state  # sacct has not caught up with squeue yet
+                known = queued.get(job_id, "")
+                if known in TERMINAL_STATES and state not in TERMINAL_STATES:
+                    state = known  # sacct has not caught up with squeue yet
                 elif state not in TERMINAL_STATES:
                     state = _queue_state(state)
-                statuses[job_id] = JobStatus(
-                    job_id,
-                    state,
-                    accounting=row,
-                    accounting_final=state in TERMINAL_STATES and accounting_is_final(row),
-                )
+                final = state in TERMINAL_STATES and accounting_is_final(row)
+                statuses[job_id] = job_status(job_id, state, row=row, final=final)
             if queue is None and not sacct_ok:
                 raise QueryFailed(f"squeue and sacct both failed: {sq.describe()}; {sa.describe()}")
         return statuses
@@ -354,7 +368,7 @@ class SlurmScheduler:
         result = await self._run("scontrol", ["show", "job", "-o", str(job_id)])
         return launch_failure_note(result.stdout) if result.ok else ""
 
-    async def job_reason(self, job_id: str) -> str:
+    async def ended_reason(self, job_id: str) -> str:
         """scontrol's Reason for a job it still remembers (MinJobAge after its end); '' if not."""
         result = await self._run("scontrol", ["show", "job", "-o", str(job_id)])
         fields = dict(item.split("=", 1) for item in result.stdout.split() if "=" in item) if result.ok else {}

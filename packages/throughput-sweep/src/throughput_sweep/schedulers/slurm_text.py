@@ -10,6 +10,9 @@ pure functions here (tested on captured text, no Slurm needed):
   * `accounting_is_final`: sacct lags ~5 s after a job ends and shows JobName
     `allocation` with empty fields meanwhile, so a terminal row counts only once
     JobName, Partition, Timelimit, AllocTRES and End are filled in.
+  * `job_status`: a job's state, reason and sacct row in the interface's words
+    (`ENDED_AS`: each of Slurm's terminal states as the interface names it).
+  * `CommandResult`: one command's answer; `says_error`: sacct printed an error on stderr.
   * `sbatch_job_id`: the job id in `sbatch --parsable`'s answer, wherever a site's wrapper
     puts the line that holds it among its own notices.
   * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or a wait
@@ -21,20 +24,35 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from throughput_schema import AccountingRow
-from throughput_schema.slurm_reasons import WAITS, never_starts, refusal_kind
-from throughput_sweep.schedulers.base import TERMINAL_STATES
+from throughput_schema.slurm_reasons import (
+    WAITS,
+    budget_used_up,
+    budget_wait,
+    never_starts,
+    pending_fix,
+    pending_reason,
+    refusal_kind,
+)
+from throughput_schema.slurm_states import TERMINAL_STATES
+from throughput_sweep.schedulers.accounting_rows import read_row
+from throughput_sweep.schedulers.base import JobState, JobStatus, Pending
 
 __all__ = [
     "SQUEUE_FORMAT",
     "QueueEntry",
+    "ENDED_AS",
+    "CommandResult",
     "accounting_is_final",
+    "job_status",
     "classify_sbatch_error",
     "normalize_state",
     "launch_failure_note",
     "parse_squeue",
     "sbatch_job_id",
+    "says_error",
 ]
 
 # squeue: job id, state, reason, name; the name goes last (it may hold any character
@@ -137,3 +155,78 @@ def launch_failure_note(scontrol_text: str) -> str:
             f"its output file was to be {stdout}, which the node could not create (does that folder exist there?)"
         )
     return "; ".join(parts)
+
+
+# Slurm's terminal states (`throughput_schema.slurm_states`) in the interface's words.
+ENDED_AS: dict[str, JobState] = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "TIMEOUT": "timeout",
+    "DEADLINE": "timeout",
+    "OUT_OF_MEMORY": "out_of_memory",
+    "CANCELLED": "cancelled",
+    "PREEMPTED": "preempted",
+    "REVOKED": "preempted",
+    "NODE_FAIL": "node_fail",
+    "BOOT_FAIL": "node_fail",
+}
+
+
+def pending(reason: str) -> Pending:
+    """squeue's reason for a pending job, classified by `slurm_reasons`."""
+    text = pending_reason(reason)
+    never = never_starts(text)
+    return Pending(
+        text=text,
+        never_starts=never,
+        fix=pending_fix(text) if never else "",
+        budget=budget_used_up(text) if never else budget_wait(text),
+    )
+
+
+def job_status(
+    job_id: str, state: str, *, reason: str = "", row: AccountingRow | None = None, final: bool = False, note: str = ""
+) -> JobStatus:
+    """`state`: as `_queue_state` folds it (PENDING, RUNNING, a terminal state, UNKNOWN)."""
+    word = normalize_state(state)
+    neutral: JobState = (
+        "pending" if word == "PENDING" else "running" if word == "RUNNING" else ENDED_AS.get(word, "unknown")
+    )
+    return JobStatus(
+        job_id,
+        neutral,
+        said=word,
+        pending=pending(reason) if neutral == "pending" else None,
+        accounting=read_row(row) if row is not None else None,
+        accounting_final=final,
+        note=note,
+    )
+
+
+_ERROR = re.compile(r"\berror\b", re.IGNORECASE)
+
+
+def says_error(stderr: str) -> bool:
+    return bool(_ERROR.search(stderr))
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: list[str]
+    returncode: int | None  # None: did not finish within the time-out (killed)
+    stdout: str
+    stderr: str
+    # sacct before Slurm 23.11.4 exits 0 when slurmdbd is down, saying so only on stderr:
+    # its empty answer would read as "no such job" (and a token as never submitted).
+    reported_error: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.reported_error
+
+    def describe(self) -> str:
+        what = "timed out" if self.returncode is None else f"exit {self.returncode}"
+        if self.reported_error:
+            what += " with an error"
+        detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return f"{Path(self.argv[0]).name} {what}" + (f": {detail[-1]}" if detail else "")

@@ -1,0 +1,39 @@
+"""A receipt's accounting row read into the interface's `Accounting`.
+
+A receipt keeps its job's accounting as an `AccountingRow`: sacct's columns, as sacct
+printed them, which the local registry writes in the same form for the audit to check.
+Durations are Slurm's [D-]HH:MM:SS (`throughput_schema.sacct.slurm_minutes`), the GPUs
+the `gres/gpu` of AllocTRES, the exit code `rc:signal`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from throughput_schema import AccountingRow
+from throughput_schema.sacct import slurm_minutes
+from throughput_sweep.schedulers.base import Accounting
+
+_GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+_EXIT = re.compile(r"(\d+)(?::(\d+))?")
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        minutes = slurm_minutes(text)
+    except ValueError:
+        return None  # unreadable: not known, never a limit of none
+    return None if minutes is None else 60.0 * minutes
+
+
+def read_row(row: AccountingRow) -> Accounting:
+    gpus = _GPUS.search(row.alloc_tres)
+    code = _EXIT.fullmatch(row.exit_code.strip())
+    return Accounting(
+        row=row,
+        elapsed_seconds=_seconds(row.elapsed) if row.elapsed else None,
+        time_limit_seconds=_seconds(row.timelimit),
+        gpus=int(gpus.group(1)) if gpus else None,
+        exit_code=int(code.group(1)) if code else None,
+        signal=int(code.group(2)) if code and code.group(2) else None,
+    )
