@@ -1,7 +1,8 @@
 """Slurm's terminal job states: which outcome each implies, and what it means to a user.
 
-The sweep derives a result from the state of a job that wrote none; the audit checks a
-result's outcome against its job's state. Both read this one table, so a state the sweep
+The sweep derives a result from the state of a job that wrote none (its Slurm backend names
+each state in the scheduler interface's words, whose outcomes its tests hold to this table);
+the audit checks a result's outcome against its job's state here. So a state the sweep
 accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.
 """
 
@@ -52,12 +53,6 @@ def state_word(state: str) -> str:
 
 def meaning(state: str) -> StateMeaning | None:
     return STATES.get(state_word(state))
-
-
-def outcome_of_state(state: str) -> str:
-    """The outcome kind of a job that ended in `state` without a result ("crashed" if unknown)."""
-    m = meaning(state)
-    return m.outcome if m else "crashed"
 
 
 def by_someone_else(state: str) -> bool:

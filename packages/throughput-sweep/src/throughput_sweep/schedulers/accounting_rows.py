@@ -26,14 +26,22 @@ def _seconds(text: str) -> float | None:
     return None if minutes is None else 60.0 * minutes
 
 
+def exit_status(text: str) -> tuple[int | None, int | None]:
+    """The exit code and signal of an `rc:signal` text (None where not known)."""
+    code = _EXIT.fullmatch(text.strip())
+    if code is None:
+        return None, None
+    return int(code.group(1)), int(code.group(2)) if code.group(2) else None
+
+
 def read_row(row: AccountingRow) -> Accounting:
     gpus = _GPUS.search(row.alloc_tres)
-    code = _EXIT.fullmatch(row.exit_code.strip())
+    exit_code, signal = exit_status(row.exit_code)
     return Accounting(
         row=row,
         elapsed_seconds=_seconds(row.elapsed) if row.elapsed else None,
         time_limit_seconds=_seconds(row.timelimit),
         gpus=int(gpus.group(1)) if gpus else None,
-        exit_code=int(code.group(1)) if code else None,
-        signal=int(code.group(2)) if code and code.group(2) else None,
+        exit_code=exit_code,
+        signal=signal,
     )

@@ -59,7 +59,7 @@ from throughput_schema.local_jobs import (
 )
 from throughput_sweep.node import local_job
 from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
-from throughput_sweep.schedulers.accounting_rows import read_row
+from throughput_sweep.schedulers.accounting_rows import exit_status, read_row
 from throughput_sweep.schedulers.base import (
     Accounting,
     JobState,
@@ -315,15 +315,7 @@ class LocalScheduler:
             started = datetime.fromisoformat(job.submitted_at).timestamp()
             ran = Accounting(row, time.time() - started, job.time_limit_seconds, gpus)
             return JobStatus(job_id, "running", said="RUNNING", accounting=ran)
-        code, _, sig = end.exit_code.partition(":")
-        ended = Accounting(
-            row,
-            end.elapsed_seconds,
-            job.time_limit_seconds,
-            gpus,
-            exit_code=int(code) if code.isdigit() else None,
-            signal=int(sig) if sig.isdigit() else None,
-        )
+        ended = Accounting(row, end.elapsed_seconds, job.time_limit_seconds, gpus, *exit_status(end.exit_code))
         state = _ENDED_AS.get(end.state, "failed")
         return JobStatus(job_id, state, said=end.state, accounting=ended, accounting_final=True, note=end.message)
 
