@@ -10,7 +10,8 @@
 #           default attention and with fa4 at 250m@2048x16, peers.py's "ours" with each at POINTS
 #           (default 250m@2048x16 250m@4096x8), and variants.py's equality yardstick (baseline,
 #           repeat, attn-fa4) at 250m@2048x16;
-#   part c: peers.py only, default and fa4, at POINTS (installing as part b does where not yet done);
+#   part c: peers.py only, the default (auto) and attention=sdpa, at POINTS (installing as part b does
+#           where not yet done);
 #   part d: variants.py's equality yardstick (as in part b), the guide's worker command with each
 #           attention, setup time at 500m@4096x16 with the optimizer-timing worker with each, then
 #           the levers on top of fa4 (peers.py with fa4 and the Triton cross-entropy, then with fa4
@@ -19,12 +20,14 @@
 #   part levers: at each of POINTS, variants.py's baseline (attention auto: fa4), repeat, and each lever
 #           on top of it: rope-triton (RoPE fused with fa4), ce-triton, norm-triton (speed and equality);
 #   part profiles: profile_update.py with attention=sdpa and with fa4 at each of POINTS;
-#   part small: at each of POINTS (small batches), variants.py's baseline (fa4), repeat and attn-sdpa.
+#   part small: at each of POINTS (small batches), variants.py's baseline (fa4), repeat and attn-sdpa;
+#   part guide: the guide's worker command with the default (auto) and with sdpa, then setup time at
+#           500m@4096x16 with the optimizer-timing worker and the default.
 # Parts install the wheels where they are carried and not yet installed; several parts share one
 # call as `tools/h200.sh fa4 tests $OUT S1 && tools/h200.sh fa4 levers $OUT S2 "POINTS"` (log.txt appends).
 # Usage: tools/h200.sh fa4 PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
 set -uo pipefail
-part=${1:?part: a, b, c or d}
+part=${1:?part: a, b, c, d, tests, levers, profiles, small or guide}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-540}
 points=${4:-"250m@2048x16 250m@4096x8"}
@@ -67,7 +70,7 @@ b)
   ;;
 c)
   peers default
-  peers fa4 --kernel attention=fa4
+  peers sdpa --kernel attention=sdpa
   ;;
 d)
   run "variants 250m@2048x16" python3 $B/variants.py --quick --points 250m@2048x16 --cases baseline repeat attn-fa4 \
@@ -114,8 +117,19 @@ small)
     n=$((n - 1))
   done
   ;;
+guide)
+  for attention in auto sdpa; do  # the guide's worker command (250m@2048x8, 5 windows of 10 s)
+    # shellcheck disable=SC2046
+    run "guide worker --attention-backend $attention" python3 -m tiny_llm benchmark-throughput-worker $(point 250m 2048 8) \
+      --output "$out/guide-250m-c2048x8-$attention.json" --warmup 20 --windows 5 --window-seconds 10 --attention-backend $attention
+  done
+  # shellcheck disable=SC2046
+  run "optimizer timing 500m@4096x16 --attention-backend auto" python3 -m tiny_llm benchmark-throughput-worker \
+    $(point 500m 4096 16) --optimizer-timing --output "$out/timing-500m-c4096x16-auto.json" \
+    --warmup 5 --windows 2 --window-seconds 5 --attention-backend auto
+  ;;
 *)
-  echo "fa4: unknown part '$part' (a, b, c, d, tests, levers, profiles, small)" >&2
+  echo "fa4: unknown part '$part' (a, b, c, d, tests, levers, profiles, small, guide)" >&2
   exit 2
   ;;
 esac
