@@ -7,7 +7,17 @@ from datetime import datetime, timedelta
 import pytest
 
 from throughput_schema import AccountingRow
-from throughput_schema.sacct import FIELDS, FORMAT, format_rows, parse_rows, rows_by_job, slurm_minutes, windows
+from throughput_schema.sacct import (
+    FIELDS,
+    FORMAT,
+    format_rows,
+    parse_rows,
+    parse_tres,
+    rows_by_job,
+    slurm_minutes,
+    tres_gpus,
+    windows,
+)
 
 ROW = (
     "7|tok|COMPLETED|0:0|gpu|throughput|00:14:00|billing=8,cpu=8,gres/gpu=1,mem=64G,node=1|64G|"
@@ -80,3 +90,25 @@ def test_a_window_reaching_the_present_ends_at_sacct_now():
     (w,) = windows([(datetime(2026, 12, 10, 10), datetime(2026, 12, 10, 12))], timedelta(days=1))
     assert w.sacct_args()[1].startswith("--endtime=2026-12-10T")
     assert w.sacct_args(until_now=True)[1] == "--endtime=now"
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        ("billing=8,cpu=8,gres/gpu=1,mem=64G,node=1", 1),
+        # a site tracking the type as well (AccountingStorageTRES=gres/gpu,gres/gpu:h100)
+        ("cpu=8,gres/gpu=2,gres/gpu:h100=2,mem=64G", 2),
+        # a site tracking only typed GPUs: each type counts
+        ("cpu=8,gres/gpu:h100=1,mem=64G,node=1", 1),
+        ("cpu=16,gres/gpu:a100=1,gres/gpu:h100=2", 3),
+        ("cpu=8,mem=64G,node=1", None),  # no GPU named: not known, never 0
+        ("", None),
+        ("cpu=8,gres/gpu=,node=1", None),
+    ],
+)
+def test_the_gpus_of_a_tres_list_untyped_or_typed(tres, gpus):
+    assert tres_gpus(parse_tres(tres)) == gpus
+
+
+def test_a_tres_list_is_read_as_its_pairs():
+    assert parse_tres("cpu=8, gres/gpu:h100=1,junk,mem=64G") == {"cpu": "8", "gres/gpu:h100": "1", "mem": "64G"}

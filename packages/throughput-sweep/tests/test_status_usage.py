@@ -46,14 +46,16 @@ def test_gpu_hours_sum_elapsed_times_the_allocated_gpus():
         info(2, AccountingRow(job_id="2", elapsed="1-00:00:00", alloc_tres="cpu=8,gres/gpu=4,gres/gpu:h100=4")),
         # no gres/gpu in AllocTRES (a row sacct has not completed yet): the profile's 2 GPUs
         info(4, AccountingRow(job_id="4", elapsed="00:15:00")),
+        # a site tracking only typed GPUs (AccountingStorageTRES=gres/gpu:h100): 2 GPUs
+        info(32, AccountingRow(job_id="32", elapsed="02:00:00", alloc_tres="cpu=16,gres/gpu:h100=2,node=1")),
         info(8, None),  # still out: no accounting yet
         info(16, None, receipt=False),  # refused: never a job
     ]
     used = gpu_hours(infos, SLURM)
-    assert used.hours == pytest.approx(1.5 * 1 + 24 * 4 + 0.25 * 2)
-    assert (used.jobs, used.unknown) == (3, 1)
+    assert used.hours == pytest.approx(1.5 * 1 + 24 * 4 + 0.25 * 2 + 2 * 2)
+    assert (used.jobs, used.unknown) == (4, 1)
     line = used.line()
-    assert line.startswith("GPU-hours so far: 98.00 over 3 job(s)") and "sacct's Elapsed" in line
+    assert line.startswith("GPU-hours so far: 102.00 over 4 job(s)") and "sacct's Elapsed" in line
     assert "1 job(s) not counted yet" in line
     assert gpu_hours([], SLURM).line() == "GPU-hours so far: 0 (no job has been accepted)"
     local = ClusterProfile(name="l", scheduler="local")

@@ -12,10 +12,12 @@ from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.energy import check_job_energy
 from throughput_audit.findings import Checks
-from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
+from throughput_audit.jobs import Source, check_job, check_peak, check_worker_times_ran
 from throughput_audit.receipt_zone import check_receipt_zone
 from throughput_schema import AccountingRow
 from throughput_schema.layout import INTENT, RECEIPT
+
+SACCT = Source("slurm", "sacct", skip="audit with --no-slurm to skip the Slurm checks")
 
 
 def check_slurm(
@@ -104,10 +106,10 @@ def check_slurm(
             partition=row.partition,
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
-        compared += check_job("slurm", r, row, checks, unzoned=unzoned)
+        compared += check_job(SACCT, r, row, checks, unzoned=unzoned)
         check_job_energy(r, row, checks)
-    check_worker_times_ran("slurm", len(used), compared, checks)
-    check_peak("slurm", used, profile.max_concurrent_jobs, checks)
+    check_worker_times_ran(SACCT, len(used), compared, checks)
+    check_peak(SACCT, used, profile.max_concurrent_jobs, checks)
     unreceipted: list[AccountingRow] = []
     failed = ""
     try:

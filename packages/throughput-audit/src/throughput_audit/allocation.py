@@ -17,17 +17,7 @@ import re
 
 from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.local_jobs import slurm_duration
-from throughput_schema.sacct import slurm_minutes
-
-
-def parse_tres(tres: str) -> dict[str, str]:
-    out = {}
-    for item in tres.split(","):
-        key, sep, value = item.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
+from throughput_schema.sacct import parse_tres, slurm_minutes, tres_gpus
 
 _MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
 _MEM = re.compile(r"\s*([0-9.]+)\s*([KMGTP]?)([nc]?)\s*", re.IGNORECASE)
@@ -59,20 +49,13 @@ def allocated_mem(row: AccountingRow, tres: dict[str, str]) -> tuple[float | Non
     return each * int(times), f"ReqMem {req}" + (f" x {times} CPUs" if per == "c" else "")
 
 
-def _gpus(tres: dict[str, str]) -> str | None:
-    gpus = tres.get("gres/gpu")
-    if gpus is None:
-        gpus = next((v for k, v in tres.items() if k.startswith("gres/gpu:")), None)
-    return gpus
-
-
 def allocation_problems(row: AccountingRow, profile: ClusterProfile) -> list[tuple[str, str, object]]:
     """(what, what the profile requires as text, actual) for each way the row falls short
     of, or differs from, the profile."""
     problems: list[tuple[str, str, object]] = []
     tres = parse_tres(row.alloc_tres)
-    gpus = _gpus(tres)
-    if gpus != str(profile.gpus_per_job):
+    gpus = tres_gpus(tres)
+    if gpus != profile.gpus_per_job:
         problems.append(("gres/gpu", str(profile.gpus_per_job), gpus))
     cpus = tres.get("cpu")
     if cpus is None or not cpus.isdigit() or int(cpus) < profile.cpus_per_task:

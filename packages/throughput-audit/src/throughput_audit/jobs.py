@@ -1,6 +1,7 @@
 """The checks every job gets against its scheduler's own record of it: sacct's row on
 Slurm, the registry's row (`throughput_schema.local_jobs.accounting_row`) on the local
-scheduler. Check names start with the scheduler's name ("slurm.", "local.").
+scheduler. Each reader passes its `Source`: the checks' name prefix ("slurm.", "local."), how
+messages name the record, and how a user skips those checks.
 
 - identity: the job carries the attempt's token as its name or comment;
 - state: its end state and exit code agree with the result's outcome;
@@ -12,6 +13,7 @@ scheduler. Check names start with the scheduler's name ("slurm.", "local.").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from throughput_audit import receipt_zone, slurm
@@ -31,8 +33,18 @@ _NOT_FINAL = ("job_id",)
 _TIMES = ("start", "end")
 
 
+@dataclass(frozen=True)
+class Source:
+    """Whose record the jobs are checked against, in that scheduler's own words."""
+
+    prefix: str  # the checks' names start with it: "slurm.state"
+    name: str  # "sacct": "equals sacct", "times in sacct"
+    skip: str = ""  # how to skip these checks, where the audit has a flag for it
+    jobs: str = "jobs"  # what the peak message counts: "peak 3 jobs running at once"
+
+
 def check_job(
-    prefix: str,
+    source: Source,
     r: AttemptRecord,
     row: AccountingRow,
     checks: Checks,
@@ -51,7 +63,7 @@ def check_job(
     assert receipt is not None, "an attempt is checked against the job its receipt names"
     token = r.attempt.intent.token if r.attempt.intent else receipt.token
     checks.expect(
-        f"{prefix}.identity",
+        f"{source.prefix}.identity",
         token == row.comment or token in row.job_name,
         file,
         f"{file}: job {job_id} is named {row.job_name!r} with comment {row.comment!r}; the intent's token is {token!r}",
@@ -65,7 +77,7 @@ def check_job(
         k = kind(res)
         ok = slurm.state_explains(k, row, res.finished_at)
         checks.expect(
-            f"{prefix}.state",
+            f"{source.prefix}.state",
             ok,
             file,
             f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
@@ -76,8 +88,8 @@ def check_job(
             exit_code=row.exit_code,
             outcome=k,
         )
-    compared = check_worker_times(prefix, r, times or row, checks)
-    check_receipt_copy(prefix, r, row, checks, unzoned=unzoned)
+    compared = check_worker_times(source, r, times or row, checks)
+    check_receipt_copy(source, r, row, checks, unzoned=unzoned)
     return compared
 
 
@@ -89,12 +101,8 @@ def _someone_else(state: str) -> str:
     return f" (the job {m.meaning}: not a boundary; retry the point with run --resume --retry-failed)"
 
 
-def _source(prefix: str) -> str:
-    return "sacct" if prefix == "slurm" else "the local job registry"
-
-
 def check_receipt_copy(
-    prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks, *, unzoned: bool = False
+    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, unzoned: bool = False
 ) -> None:
     receipt = r.attempt.receipt
     assert receipt is not None, "an attempt is checked against the job its receipt names"
@@ -109,16 +117,15 @@ def check_receipt_copy(
     if unzoned and receipt_zone.naive(recorded):
         fields = tuple(f for f in fields if f not in _TIMES)
     differ = [f for f in fields if not _same(f, getattr(recorded, f), getattr(row, f))]
-    source = _source(prefix)
     checks.expect(
-        f"{prefix}.receipt_accounting",
+        f"{source.prefix}.receipt_accounting",
         not differ,
         file,
         f"{file}: the receipt's accounting of job {row.job_id} "
         + (
-            "; ".join(f"{f} {getattr(recorded, f)!r}, {source} says {getattr(row, f)!r}" for f in differ)
+            "; ".join(f"{f} {getattr(recorded, f)!r}, {source.name} says {getattr(row, f)!r}" for f in differ)
             if differ
-            else f"equals {source} ({'final' if receipt.accounting_final else 'recorded while running'}: "
+            else f"equals {source.name} ({'final' if receipt.accounting_final else 'recorded while running'}: "
             f"{row.state} exit {row.exit_code}, elapsed {row.elapsed})"
         ),
         job_id=row.job_id,
@@ -151,13 +158,12 @@ def _worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
     return [(file, res) for file, res in found if res is not None and not written_by_scheduler(res.outcome)]
 
 
-def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks: Checks) -> int:
+def check_worker_times(source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks) -> int:
     """Each worker-written result's times within its job's; returns how many were compared.
     A job time that is missing or does not parse fails, naming the field and the text."""
     found = _worker_results(r)
     if not found:
         return 0
-    source = _source(prefix)
     bad = slurm.time_problems(row)
     start, end = slurm.parse_time(row.start), slurm.parse_time(row.end)
     try:
@@ -165,11 +171,11 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
     except ValueError:
         elapsed = None  # unreadable: the run's length is not compared
     for file, res in found:
-        problems = [f"job {row.job_id}'s {p} in {source}" for p in bad]
+        problems = [f"job {row.job_id}'s {p} in {source.name}" for p in bad]
         if not bad and (start is None or end is None):
             missing = "start" if start is None else "end"
             problems.append(
-                f"job {row.job_id} has no {missing} time in {source} ({getattr(row, missing)!r}), yet its worker wrote this result"
+                f"job {row.job_id} has no {missing} time in {source.name} ({getattr(row, missing)!r}), yet its worker wrote this result"
             )
         when: dict[str, datetime] = {}
         for what, text in {"started_at": res.started_at, "finished_at": res.finished_at}.items():
@@ -186,7 +192,7 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
             if ran > elapsed * 60 + GRANULARITY.total_seconds():
                 problems.append(f"the worker ran {ran:.0f} s, longer than the job's elapsed {row.elapsed}")
         checks.expect(
-            f"{prefix}.worker_times",
+            f"{source.prefix}.worker_times",
             not problems,
             file,
             f"{file}: "
@@ -201,28 +207,27 @@ def check_worker_times(prefix: str, r: AttemptRecord, row: AccountingRow, checks
     return len(found)
 
 
-def check_worker_times_ran(prefix: str, jobs: int, compared: int, checks: Checks) -> None:
+def check_worker_times_ran(source: Source, jobs: int, compared: int, checks: Checks) -> None:
     """A campaign whose jobs ran, yet no worker time was compared, checked nothing: say so."""
     if jobs and not compared:
         checks.fail(
-            f"{prefix}.worker_times",
+            f"{source.prefix}.worker_times",
             "",
             f"none of the campaign's {jobs} jobs has a result its worker wrote: the workers' times were checked against nothing"
-            + (" (audit with --no-slurm to skip the Slurm checks)" if prefix == "slurm" else ""),
+            + (f" ({source.skip})" if source.skip else ""),
             jobs=jobs,
             compared=0,
         )
 
 
-def check_peak(prefix: str, rows: list[AccountingRow], limit: int, checks: Checks) -> None:
+def check_peak(source: Source, rows: list[AccountingRow], limit: int, checks: Checks) -> None:
     peak = slurm.peak_concurrency(rows)
-    source = _source(prefix)
-    name = f"{prefix}.peak_concurrency"
+    name = f"{source.prefix}.peak_concurrency"
     if peak.unreadable:
         checks.fail(
             name,
             ACCOUNTING,
-            f"{len(peak.unreadable)} of {len(rows)} jobs have times in {source} that do not parse, so the jobs running at once "
+            f"{len(peak.unreadable)} of {len(rows)} jobs have times in {source.name} that do not parse, so the jobs running at once "
             "cannot be counted: " + "; ".join(peak.unreadable[:5]) + ("; ..." if len(peak.unreadable) > 5 else ""),
             unreadable=list(peak.unreadable),
             limit=limit,
@@ -232,13 +237,13 @@ def check_peak(prefix: str, rows: list[AccountingRow], limit: int, checks: Check
         checks.fail(
             name,
             ACCOUNTING,
-            f"none of the campaign's {len(rows)} jobs has a start time in {source}: the jobs running at once were counted over nothing",
+            f"none of the campaign's {len(rows)} jobs has a start time in {source.name}: the jobs running at once were counted over nothing",
             jobs=len(rows),
             limit=limit,
         )
         return
     message = (
-        f"peak {peak.jobs} {'local ' if prefix == 'local' else ''}jobs running at once"
+        f"peak {peak.jobs} {source.jobs} running at once"
         + (f" at {peak.at.isoformat()} ({', '.join(peak.job_ids)})" if peak.at else "")
         + f"; the campaign's limit is {limit}"
     )

@@ -15,10 +15,12 @@ from throughput_audit import slurm
 from throughput_audit.allocation import mem_mib
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
-from throughput_audit.jobs import check_job, check_peak, check_worker_times_ran
+from throughput_audit.jobs import Source, check_job, check_peak, check_worker_times_ran
 from throughput_schema import AccountingRow, ClusterProfile, Receipt, SchemaError
 from throughput_schema.layout import INTENT, RECEIPT
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
+
+REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 
 
 def check_local(loaded: Loaded, checks: Checks) -> str:
@@ -76,8 +78,8 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             "local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id
         )
         check_allocation(entry.job, profile, file, checks)
-        compared += check_job("local", r, rows[job_id], checks, times=instants[job_id])
-    check_worker_times_ran("local", len(receipts), compared, checks)
+        compared += check_job(REGISTRY, r, rows[job_id], checks, times=instants[job_id])
+    check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
     unreceipted = [job_id for job_id in registry if job_id not in receipts]
     for job_id in unreceipted:
         token = registry[job_id].job.token
@@ -99,7 +101,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             LOCAL_JOBS_DIR,
             f"{LOCAL_JOBS_DIR}: each of its {len(registry)} jobs has a receipt",
         )
-    check_peak("local", list(instants.values()), profile.max_concurrent_jobs, checks)
+    check_peak(REGISTRY, list(instants.values()), profile.max_concurrent_jobs, checks)
     return (
         f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
         + slurm.format_rows(rows.values())

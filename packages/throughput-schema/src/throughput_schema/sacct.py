@@ -15,6 +15,8 @@ stays with it.
   * `format_rows`: the rows as sacct printed them, under a header (accounting.txt).
   * `slurm_minutes`: a Slurm duration in minutes; None where Slurm says there is no
     limit; ValueError, naming the text, for text that is not a duration.
+  * `parse_tres` / `tres_gpus`: a TRES list (AllocTRES, MaxTRES, GrpTRES) as a dict, and
+    its GPUs, untyped or typed.
   * `Window` / `windows`: sacct without `-j` finds jobs only inside a time window, and
     slurmdbd's MaxQueryTimeRange refuses a window wider than the site allows, so the
     times to search are covered by the fewest windows no wider than a span.
@@ -121,6 +123,32 @@ def slurm_minutes(text: str) -> float | None:
         raise ValueError(f"{text!r} is not a Slurm duration ([D-]HH:MM:SS)")
     days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
     return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+# ----------------------------------------------------------------------------- TRES
+
+
+def parse_tres(text: str) -> dict[str, str]:
+    """'billing=8,cpu=8,gres/gpu=1,mem=64G,node=1' -> {'billing': '8', ...}."""
+    out = {}
+    for item in (text or "").split(","):
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def tres_gpus(tres: dict[str, str]) -> int | None:
+    """The GPUs a TRES list counts: `gres/gpu`, or where a site tracks only typed GPUs
+    (AccountingStorageTRES=gres/gpu:h100) the sum of the `gres/gpu:TYPE` counts; None where it
+    names no GPU or a count that is not a number."""
+    if "gres/gpu" in tres:
+        untyped = tres["gres/gpu"]
+        return int(untyped) if untyped.isdigit() else None
+    typed = [v for k, v in tres.items() if k.startswith("gres/gpu:")]
+    if not typed or not all(v.isdigit() for v in typed):
+        return None
+    return sum(int(v) for v in typed)
 
 
 # -------------------------------------------------------------------------- windows

@@ -3,7 +3,8 @@
 A receipt keeps its job's accounting as an `AccountingRow`: sacct's columns, as sacct
 printed them, which the local registry writes in the same form for the audit to check.
 Durations are Slurm's [D-]HH:MM:SS (`throughput_schema.sacct.slurm_minutes`), the GPUs
-the `gres/gpu` of AllocTRES, the exit code `rc:signal`.
+AllocTRES's (`throughput_schema.sacct.tres_gpus`: untyped, or typed where a site tracks
+only types), the exit code `rc:signal`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 import re
 
 from throughput_schema import AccountingRow
-from throughput_schema.sacct import slurm_minutes
+from throughput_schema.sacct import parse_tres, slurm_minutes, tres_gpus
 from throughput_sweep.schedulers.base import Accounting
 
-_GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 _EXIT = re.compile(r"(\d+)(?::(\d+))?")
 
 
@@ -35,13 +35,12 @@ def exit_status(text: str) -> tuple[int | None, int | None]:
 
 
 def read_row(row: AccountingRow) -> Accounting:
-    gpus = _GPUS.search(row.alloc_tres)
     exit_code, signal = exit_status(row.exit_code)
     return Accounting(
         row=row,
         elapsed_seconds=_seconds(row.elapsed) if row.elapsed else None,
         time_limit_seconds=_seconds(row.timelimit),
-        gpus=int(gpus.group(1)) if gpus else None,
+        gpus=tres_gpus(parse_tres(row.alloc_tres)),
         exit_code=exit_code,
         signal=signal,
     )
