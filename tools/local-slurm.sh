@@ -9,6 +9,7 @@
 #   tools/local-slurm.sh dbd-set [OPT=VAL..] slurmdbd.conf site options for a test (none: restore)
 #   tools/local-slurm.sh start-daemon NAME   start it again, as `start` does (fault tests)
 #   tools/local-slurm.sh priority-set multifactor|basic   PriorityType for the budget tests (basic: restore)
+#   tools/local-slurm.sh gpu-type-set TYPE|none   typed GPUs, accounted by type alone (none: restore)
 #   tools/local-slurm.sh start --offline DIR   start from the .debs in DIR (see "Offline" below)
 #   tools/local-slurm.sh unpack --offline DIR  only unpack them and check their libraries (ldd)
 #   tools/local-slurm.sh config   write the config into a state dir that is not running, print it
@@ -884,6 +885,30 @@ cmd_priority_set() {
     log "PriorityType=$want${period:+, PriorityCalcPeriod=$period}"
 }
 
+# cmd_gpu_type_set TYPE|none: the node's GPUs typed (Gres=gpu:TYPE:N, gres.conf Type=TYPE) and
+# accounting tracking that type alone (AccountingStorageTRES=gres/gpu:TYPE), as some sites
+# configure it: AllocTRES then reads `gres/gpu:TYPE=1` and names no `gres/gpu`. `none` restores
+# the untyped lines `start` wrote. Restarts slurmd and slurmctld (for a test with no job running).
+cmd_gpu_type_set() {
+    local conf="$SLURM_CONF_FILE" gres="$ETC/gres.conf" type="${1:-}"
+    [[ -f "$conf" && -f "$gres" ]] || die "no $conf and $gres: start first"
+    [[ "$type" =~ ^[a-z0-9]+$ ]] || die "usage: $0 gpu-type-set TYPE|none (TYPE: lower-case letters and digits, e.g. h100)"
+    local node=(-E -e 's/(Gres=gpu):[a-z0-9]+:([0-9]+)/\1:\2/' -e 's|^AccountingStorageTRES=.*|AccountingStorageTRES=gres/gpu|')
+    local card=(-E -e 's/ Type=[a-z0-9]+//')
+    if [[ "$type" != none ]]; then
+        node+=(-e "s/(Gres=gpu):([0-9]+)/\\1:$type:\\2/" -e "s|^AccountingStorageTRES=.*|AccountingStorageTRES=gres/gpu:$type|")
+        card+=(-e "s/Name=gpu /Name=gpu Type=$type /")
+    fi
+    sed "${node[@]}" "$conf" >"$conf.tmp" && mv "$conf.tmp" "$conf"
+    sed "${card[@]}" "$gres" >"$gres.tmp" && mv "$gres.tmp" "$gres"
+    stop_pidfile slurmd "$RUN/slurmd.pid"
+    stop_pidfile slurmctld "$RUN/slurmctld.pid"
+    start_slurmctld
+    start_slurmd
+    wait_for_node
+    log "GPUs ${type/#none/untyped}: $(grep -o 'Gres=[^ ]*' "$conf"), $(grep '^AccountingStorageTRES=' "$conf")"
+}
+
 cmd_env() {
     printf 'export LOCAL_SLURM_DIR=%q\n' "$STATE_DIR"
     printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
@@ -928,9 +953,10 @@ unpack) cmd_unpack ;;
 stop-daemon) cmd_stop_daemon "${2:-}" ;;
 dbd-set) shift && cmd_dbd_set "$@" ;;
 priority-set) cmd_priority_set "${2:-}" ;;
+gpu-type-set) cmd_gpu_type_set "${2:-}" ;;
 start-daemon) cmd_start_daemon "${2:-}" ;;
 *)
-    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]|priority-set multifactor|basic}" >&2
+    echo "usage: $0 {start [--offline DIR]|stop|status|env|config|unpack --offline DIR|stop-daemon NAME|start-daemon NAME|dbd-set [OPTION=VALUE...]|priority-set multifactor|basic|gpu-type-set TYPE|none}" >&2
     exit 2
     ;;
 esac
