@@ -41,6 +41,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
 
+from peer_updates import case_peer_a, case_peer_b, timed_rate  # noqa: E402
+
 from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
 from tiny_llm.arena_adamw import KERNELS, ArenaAdamW  # noqa: E402
@@ -48,7 +50,7 @@ from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.summary import MFU_FORMULA  # noqa: E402
-from tiny_llm.update import build, make_inputs  # noqa: E402
+from tiny_llm.update import build  # noqa: E402
 
 # Issue 8's targets: (model, context, batch).
 DEFAULT_POINTS = ["20m@512x8", "20m@512x128", "90m@1024x32", "250m@2048x16", "500m@2048x16", "250m@4096x8"]
@@ -72,27 +74,6 @@ def recipe_for(model: str, context: int, batch: int):
             "optimizer.beta2=0.99",
         ],
     )
-
-
-def timed_rate(step, tokens: int, seconds: float, windows: int) -> dict:
-    """Warm up, size a window to `seconds`, return the median of `windows` window rates."""
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    per = (time.perf_counter() - t0) / 3
-    n = max(3, round(seconds / per))
-    rates = []
-    for _ in range(windows):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        torch.cuda.synchronize()
-        rates.append(n * tokens / (time.perf_counter() - t0))
-    return {"tokens_per_second": statistics.median(rates), "window_rates": rates, "updates_per_window": n}
 
 
 def free():
@@ -171,87 +152,6 @@ def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_
                 c["vs_fused"] = c["ms"] / out["fused"]["ms"]
     del graphs
     return {name: out[name] for name in names}
-
-
-def case_peer_a(recipe, seconds, windows) -> dict:
-    model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
-    compiled = torch.compile(model)
-    o = recipe.optimizer
-    params = list(model.parameters())
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=o.lr,
-        betas=(o.beta1, o.beta2),
-        eps=o.eps,
-        fused=True,
-    )
-    inputs, targets = make_inputs(recipe, CUDA)
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = compiled(inputs, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    t0 = time.perf_counter()
-    step()
-    torch.cuda.synchronize()
-    setup = time.perf_counter() - t0
-    out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
-    out["setup_seconds"] = setup
-    out["parameters"] = sum(p.numel() for p in params)
-    # Peer A's optimizer alone (clip + fused AdamW) with events, on gradients left by a backward.
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        compiled(inputs, targets).backward()
-
-    def opt_only():
-        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
-        opt.step()
-
-    out["optimizer_ms"] = statistics.median(time_replays(opt_only, 20, 5))
-    del model, compiled, opt
-    return out
-
-
-def case_peer_b(recipe, seconds, windows) -> dict:
-    from tiny_llm.hf_weights import transformers_model
-
-    o = recipe.optimizer
-    torch.manual_seed(recipe.training.seed)
-    with CUDA:
-        model = transformers_model(recipe.model)  # SDPA attention
-    params = list(model.parameters())
-    n_params = sum(p.numel() for p in params)
-    opt = torch.optim.AdamW(
-        [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=o.lr,
-        betas=(o.beta1, o.beta2),
-        eps=o.eps,
-        fused=True,
-    )
-    inputs, targets = make_inputs(recipe, CUDA)
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(input_ids=inputs).logits
-            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
-    out["parameters"] = n_params
-    out["model_class"] = type(model).__name__
-    del model, opt
-    return out
 
 
 CASES = {"ours": case_ours, "peer_a": case_peer_a, "peer_b": case_peer_b}

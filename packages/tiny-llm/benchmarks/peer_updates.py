@@ -1,0 +1,124 @@
+"""The updates a user would write instead of ours, timed as ours is (`peers.py` runs them).
+
+- peer A: plain compiled PyTorch: the same model module, torch.compile (default mode),
+  clip_grad_norm_(foreach=True), torch.optim.AdamW(fused=True), no CUDA graph;
+- peer B: transformers' causal LM of the same shape with SDPA attention, no compile, the same
+  optimizer and clipping (`tiny_llm.hf_weights.transformers_model` picks the class).
+
+Imported by `peers.py`, after it has put the workspace's sources on the path.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from tiny_llm.graph import time_replays
+from tiny_llm.model import build_model
+from tiny_llm.update import make_inputs
+
+CUDA = torch.device("cuda")
+
+
+def timed_rate(step, tokens: int, seconds: float, windows: int) -> dict:
+    """Warm up, size a window to `seconds`, return the median of `windows` window rates."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    per = (time.perf_counter() - t0) / 3
+    n = max(3, round(seconds / per))
+    rates = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        rates.append(n * tokens / (time.perf_counter() - t0))
+    return {"tokens_per_second": statistics.median(rates), "window_rates": rates, "updates_per_window": n}
+
+
+def case_peer_a(recipe, seconds, windows) -> dict:
+    model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
+    compiled = torch.compile(model)
+    o = recipe.optimizer
+    params = list(model.parameters())
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=o.lr,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        fused=True,
+    )
+    inputs, targets = make_inputs(recipe, CUDA)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = compiled(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    t0 = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    setup = time.perf_counter() - t0
+    out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
+    out["setup_seconds"] = setup
+    out["parameters"] = sum(p.numel() for p in params)
+    # Peer A's optimizer alone (clip + fused AdamW) with events, on gradients left by a backward.
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        compiled(inputs, targets).backward()
+
+    def opt_only():
+        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
+        opt.step()
+
+    out["optimizer_ms"] = statistics.median(time_replays(opt_only, 20, 5))
+    del model, compiled, opt
+    return out
+
+
+def case_peer_b(recipe, seconds, windows) -> dict:
+    from tiny_llm.hf_weights import transformers_model
+
+    o = recipe.optimizer
+    torch.manual_seed(recipe.training.seed)
+    with CUDA:
+        model = transformers_model(recipe.model)  # SDPA attention
+    params = list(model.parameters())
+    n_params = sum(p.numel() for p in params)
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=o.lr,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        fused=True,
+    )
+    inputs, targets = make_inputs(recipe, CUDA)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(input_ids=inputs).logits
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
+    out["parameters"] = n_params
+    out["model_class"] = type(model).__name__
+    del model, opt
+    return out
