@@ -43,20 +43,26 @@ def timed_rate(step, tokens: int, seconds: float, windows: int) -> dict:
     return {"tokens_per_second": statistics.median(rates), "window_rates": rates, "updates_per_window": n}
 
 
-def case_peer_a(recipe, seconds, windows) -> dict:
-    model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
-    compiled = torch.compile(model)
-    o = recipe.optimizer
-    params = list(model.parameters())
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+def fused_adamw(params: list[torch.nn.Parameter], o) -> torch.optim.AdamW:
+    """torch's fused AdamW with the recipe's settings, weight decay on matrices only."""
+    return torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ],
         lr=o.lr,
         betas=(o.beta1, o.beta2),
         eps=o.eps,
         fused=True,
     )
+
+
+def case_peer_a(recipe, seconds, windows) -> dict:
+    model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
+    compiled = torch.compile(model)
+    o = recipe.optimizer
+    params = list(model.parameters())
+    opt = fused_adamw(params, o)
     inputs, targets = make_inputs(recipe, CUDA)
 
     def step():
@@ -96,16 +102,7 @@ def case_peer_b(recipe, seconds, windows) -> dict:
         model = transformers_model(recipe.model)  # SDPA attention
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
-    opt = torch.optim.AdamW(
-        [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": o.weight_decay},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ],
-        lr=o.lr,
-        betas=(o.beta1, o.beta2),
-        eps=o.eps,
-        fused=True,
-    )
+    opt = fused_adamw(params, o)
     inputs, targets = make_inputs(recipe, CUDA)
 
     def step():
