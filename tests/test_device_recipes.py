@@ -48,7 +48,7 @@ def test_each_recipe_parses(recipe):
     ("recipe", "says"),
     [
         ("energy", "part: 1, 2 or 3"),
-        ("fa4", "part: a, b, c, d, tests, levers, profiles, small or guide"),
+        ("fa4", "part: a, b, c, d, tests, levers, profiles, small, guide or gqa-rope"),
         ("cross-entropy", "part: 1, 2 or 3"),
         ("llama-presets", "part: 1 or 2"),
         ("kernel", "which kernel"),

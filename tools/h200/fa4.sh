@@ -22,12 +22,15 @@
 #   part profiles: profile_update.py with attention=sdpa and with fa4 at each of POINTS;
 #   part small: at each of POINTS (small batches), variants.py's baseline (fa4), repeat and attn-sdpa;
 #   part guide: the guide's worker command with the default (auto) and with sdpa, then setup time at
-#           500m@4096x16 with the optimizer-timing worker and the default.
+#           500m@4096x16 with the optimizer-timing worker and the default;
+#   part gqa-rope: the RoPE kernel's GPU tests (fewer kv heads among them), at each of POINTS
+#           variants.py's baseline (fa4, inductor's RoPE on a grouped model), repeat and rope-triton
+#           (RoPE fused with fa4), then the fused pair's GPU tests with fewer kv heads.
 # Parts install the wheels where they are carried and not yet installed; several parts share one
 # call as `tools/h200.sh fa4 tests $OUT S1 && tools/h200.sh fa4 levers $OUT S2 "POINTS"` (log.txt appends).
 # Usage: tools/h200.sh fa4 PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
 set -uo pipefail
-part=${1:?part: a, b, c, d, tests, levers, profiles, small or guide}
+part=${1:?part: a, b, c, d, tests, levers, profiles, small, guide or gqa-rope}
 out=${2:-${OUT:?output folder: an argument or \$OUT}}
 seconds=${3:-540}
 points=${4:-"250m@2048x16 250m@4096x8"}
@@ -128,8 +131,18 @@ guide)
     $(point 500m 4096 16) --optimizer-timing --output "$out/timing-500m-c4096x16-auto.json" \
     --warmup 5 --windows 2 --window-seconds 5 --attention-backend auto
   ;;
+gqa-rope)
+  run "GPU tests of the Triton RoPE" python3 -m pytest $T/test_triton_kernels.py -q -p no:cacheprovider -k rope
+  n=$(wc -w <<<"$points")
+  for p in $points; do
+    run "rope fused on a grouped model $p" python3 $B/variants.py --quick --points "$p" --budget-seconds "$(share $n)" \
+      --cases baseline repeat rope-triton --output "$out/gqa-rope-${p/@/-}.json"
+    n=$((n - 1))
+  done
+  run "GPU tests of fa4 with the fused RoPE" python3 -m pytest $T/test_cuda_fa4.py -q -s -p no:cacheprovider -k "gqa or mqa-rope"
+  ;;
 *)
-  echo "fa4: unknown part '$part' (a, b, c, d, tests, levers, profiles, small, guide)" >&2
+  echo "fa4: unknown part '$part' (a, b, c, d, tests, levers, profiles, small, guide, gqa-rope)" >&2
   exit 2
   ;;
 esac

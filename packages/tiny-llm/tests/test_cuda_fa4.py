@@ -81,7 +81,9 @@ def _recipe(**overrides):
 
 
 @pytest.mark.parametrize(
-    ("overrides", "rope"), [({}, "default"), ({"n_kv_heads": 1}, "default"), ({}, "triton")], ids=["mha", "mqa", "rope"]
+    ("overrides", "rope"),
+    [({}, "default"), ({"n_kv_heads": 1}, "default"), ({}, "triton"), ({"n_kv_heads": 1}, "triton")],
+    ids=["mha", "mqa", "rope", "mqa-rope"],
 )
 def test_compiled_model_with_fa4_matches_cudnn(overrides, rope):
     """fullgraph=True: the custom ops keep the graph whole; loss and gradients as with cuDNN
@@ -109,7 +111,8 @@ def test_compiled_model_with_fa4_matches_cudnn(overrides, rope):
     assert rel < 0.02, rel
 
 
-def test_rope_fused_with_fa4_matches_fa4_after_the_default_rope():
+@pytest.mark.parametrize("H_kv", [6, 2], ids=["mha", "gqa"])
+def test_rope_fused_with_fa4_matches_fa4_after_the_default_rope(H_kv):
     """The Triton RoPE in FA4's layout with FA4 (one pair of ops) against the model's own RoPE
     followed by FA4: the same output and the same d(qkv), up to BF16 rounding."""
     from tiny_llm.fa4_attention import attention, rope_attention
@@ -118,14 +121,14 @@ def test_rope_fused_with_fa4_matches_fa4_after_the_default_rope():
     B, T, H, D = 2, 1024, 6, 64
     torch.manual_seed(0)
     cos, sin = rope_tables(D, T, 10000.0, CUDA)
-    qkv = torch.randn(B, T, 3 * H * D, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    qkv = torch.randn(B, T, (H + 2 * H_kv) * D, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
     dout = torch.randn(B, T, H, D, device=CUDA, dtype=torch.bfloat16)
 
     def unfused(qkv):
-        q, k, v = qkv.view(B, T, 3, H, D).unbind(dim=2)
+        q, k, v = (t.unflatten(-1, (-1, D)) for t in qkv.split((H * D, H_kv * D, H_kv * D), dim=-1))
         return attention(apply_rope(q, cos[:, None], sin[:, None]), apply_rope(k, cos[:, None], sin[:, None]), v)
 
-    got, want = (fn(qkv) for fn in (lambda t: rope_attention(t, cos, sin, H), unfused))
+    got, want = (fn(qkv) for fn in (lambda t: rope_attention(t, cos, sin, H, H_kv), unfused))
     (d_got,), (d_want,) = (torch.autograd.grad(y, (qkv,), dout) for y in (got, want))
     torch.testing.assert_close(got, want, rtol=0, atol=2e-2)
     rel = ((d_got.float() - d_want.float()).norm() / d_want.float().norm()).item()

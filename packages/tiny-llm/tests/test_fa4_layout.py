@@ -60,42 +60,53 @@ def test_fa4_on_the_cpu_is_refused_in_one_line():
 
 
 def reference_kernels(monkeypatch_target) -> None:
-    """FA4's forward and backward kernels replaced by FP32 math in their layout and signature:
-    the output and log-sum-exp, and dq, dk, dv from the output's gradient."""
+    """FA4's forward and backward kernels replaced by FP32 math in their layout and signature
+    (k and v with as many heads as q or fewer): the output and log-sum-exp, and dq, dk, dv from
+    the output's gradient."""
 
     def probabilities(q, k):
         scores = torch.einsum("bthd,bshd->bhts", q.float(), k.float()) / q.shape[-1] ** 0.5
         T = q.shape[1]
         return scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
 
+    def grouped(t, q):  # each kv head repeated for its group of query heads
+        return t.repeat_interleave(q.shape[2] // t.shape[2], dim=2)
+
+    def summed(g, t):  # a repeated head's gradient summed back over its group
+        return g.unflatten(2, (t.shape[2], -1)).sum(3)
+
     def forward(q, k, v):
+        k, v = grouped(k, q), grouped(v, q)
         scores = probabilities(q, k)
         out = torch.einsum("bhts,bshd->bthd", scores.softmax(-1), v.float())
         return out.to(q.dtype).contiguous(), scores.logsumexp(-1).contiguous()
 
     def backward(dout, q, k, v, out, lse):
         # Written out: a custom op's body runs below autograd, so torch.autograd.grad cannot.
+        k_in, v_in, k, v = k, v, grouped(k, q), grouped(v, q)
         p, dout = probabilities(q, k).softmax(-1), dout.float()
-        dv = torch.einsum("bhts,bthd->bshd", p, dout)
+        dv = summed(torch.einsum("bhts,bthd->bshd", p, dout), v_in)
         dp = torch.einsum("bthd,bshd->bhts", dout, v.float())
         ds = p * (dp - torch.einsum("bthd,bthd->bht", dout, out.float())[..., None]) / q.shape[-1] ** 0.5
         dq = torch.einsum("bhts,bshd->bthd", ds, k.float())
-        dk = torch.einsum("bhts,bthd->bshd", ds, q.float())
+        dk = summed(torch.einsum("bhts,bthd->bshd", ds, q.float()), k_in)
         return tuple(g.to(q.dtype).contiguous() for g in (dq, dk, dv))
 
     monkeypatch_target._forward, monkeypatch_target._backward_kernel = forward, backward
 
 
-def fused_rope(compiled: bool) -> None:
+def fused_rope(compiled: bool, kv_heads: int) -> None:
     """Run under TRITON_INTERPRET=1: the model with attention="fa4" and rope="triton" (one pair
     of ops over the projection's output, the Triton RoPE in FA4's layout) computes the default's
-    logits and gradients, eager and compiled with fullgraph (the ops' fakes and autograd)."""
+    logits and gradients, eager and compiled with fullgraph (the ops' fakes and autograd), with
+    as many kv heads as heads and with fewer."""
     import tiny_llm.fa4_attention as fa4
     import tiny_llm.triton_rope as rope
 
     reference_kernels(fa4)
     rope.BLOCK_ROWS = 8  # several programs, the last one partly masked
-    recipe = load_recipe(TINY, ["model.vocab_size=256", "model.n_heads=4", "model.head_dim=12"])
+    knobs = ["model.vocab_size=256", "model.n_heads=4", "model.head_dim=12", f"model.n_kv_heads={kv_heads}"]
+    recipe = load_recipe(TINY, knobs)
     idx = torch.randint(0, 256, (2, 13))
     results = []
     for fused in (False, True):
@@ -115,10 +126,14 @@ def fused_rope(compiled: bool) -> None:
 @pytest.mark.slow  # Triton's interpreter
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton (its CPU interpreter)")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_fa4_with_the_triton_rope_computes_what_the_default_computes(compiled):
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import test_fa4_layout as t; t.fused_rope(sys.argv[2] == '1')"
+@pytest.mark.parametrize("kv_heads", [4, 2], ids=["mha", "gqa"])
+def test_fa4_with_the_triton_rope_computes_what_the_default_computes(compiled, kv_heads):
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_fa4_layout as t; "
+        "t.fused_rope(sys.argv[2] == '1', int(sys.argv[3]))"
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(int(compiled))],
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(int(compiled)), str(kv_heads)],
         env={**os.environ, "TRITON_INTERPRET": "1"},
         capture_output=True,
         text=True,

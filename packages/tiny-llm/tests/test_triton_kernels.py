@@ -123,22 +123,29 @@ def norm_case(size: str, dtype, device, gen):
 
 def rope_case(size: str, dtype, device, gen):
     """ "odd": a head_dim whose half is not a power of two (masked columns) and rows that leave
-    the last tile partly masked; "model": 250m's heads over a 2048-token context."""
+    the last tile partly masked; "grouped": 6 query heads over 2 kv heads; "model": 250m's heads
+    over a 2048-token context; "smollm2": SmolLM2-360M's 15 heads over 5 kv heads."""
     from tiny_llm.model import apply_rope, rope_tables
     from tiny_llm.triton_rope import qkv_rope
 
-    b, t, h, d = {"odd": (3, 7, 3, 24), "small": (1, 5, 2, 8), "model": (2, 2048, 15, 64)}[size]
+    b, t, h, h_kv, d = {
+        "odd": (3, 7, 3, 3, 24),
+        "small": (1, 5, 2, 2, 8),
+        "grouped": (2, 9, 6, 2, 8),
+        "model": (2, 2048, 15, 15, 64),
+        "smollm2": (2, 2048, 15, 5, 64),
+    }[size]
     cos, sin = rope_tables(d, t, 10000.0, device=device)
-    qkv = torch.randn(b, t, 3 * h * d, generator=gen, device=device).to(dtype)
+    qkv = torch.randn(b, t, (h + 2 * h_kv) * d, generator=gen, device=device).to(dtype)
 
     def eager(qkv):
-        q, k, v = (x.transpose(1, 2) for x in qkv.view(b, t, 3, h, d).unbind(dim=2))
+        q, k, v = (x.unflatten(-1, (-1, d)).transpose(1, 2) for x in qkv.split((h * d, h_kv * d, h_kv * d), -1))
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    # dq in (B, H, T, D) memory, dk and dv transposed views of (B, T, H, D) memory.
+    # dq in (B, H, T, D) memory, dk and dv transposed views of (B, T, H_kv, D) memory.
     dq = torch.randn(b, h, t, d, generator=gen, device=device).to(dtype)
-    dk, dv = (torch.randn(b, t, h, d, generator=gen, device=device).to(dtype).transpose(1, 2) for _ in range(2))
-    return (lambda qkv: qkv_rope(qkv, cos, sin, h)), eager, qkv, (dq, dk, dv)
+    dk, dv = (torch.randn(b, t, h_kv, d, generator=gen, device=device).to(dtype).transpose(1, 2) for _ in range(2))
+    return (lambda qkv: qkv_rope(qkv, cos, sin, h, h_kv)), eager, qkv, (dq, dk, dv)
 
 
 def through_autograd(fn, x, grads):
@@ -167,8 +174,8 @@ def check(fused, eager, x, grads, exact: bool = True, atol32: float = 1e-5) -> N
             torch.testing.assert_close(a.double(), b, rtol=torch.finfo(torch.bfloat16).eps, atol=1e-5)
 
 
-def tiny_model_loss_and_grads(kernels: Kernels):
-    recipe = load_recipe(ROOT / "configs" / "tiny.yaml", ["model.vocab_size=256", "model.context_length=128"])
+def tiny_model_loss_and_grads(kernels: Kernels, *knobs: str):
+    recipe = load_recipe(ROOT / "configs" / "tiny.yaml", ["model.vocab_size=256", "model.context_length=128", *knobs])
     model = build_model(recipe.model, "cpu", seed=3, kernels=kernels)
     tokens = torch.randint(0, 256, (2, 129), generator=torch.Generator().manual_seed(0))
     loss = model(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())
@@ -206,13 +213,16 @@ def interpreted(kernel: str) -> None:
         import tiny_llm.triton_rope as rope
 
         rope.BLOCK_ROWS = 8
-        for dtype in (torch.float32, torch.bfloat16):
-            check(*case(kernel, "odd", dtype), exact=True)
-    l0, g0 = tiny_model_loss_and_grads(Kernels(**{kernel: "default"}))
-    l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}))
-    torch.testing.assert_close(l1, l0)
-    for n in g0:
-        torch.testing.assert_close(g1[n], g0[n], rtol=1e-4, atol=1e-6, msg=f"gradient of {n}")
+        for size in ("odd", "grouped"):  # grouped: k and v rows only for the first H_kv heads
+            for dtype in (torch.float32, torch.bfloat16):
+                check(*case(kernel, size, dtype), exact=True)
+    # The model, and for RoPE a grouped one (2 kv heads for tiny's 4 heads).
+    for knobs in ([], ["model.n_kv_heads=2"]) if kernel == "rope" else ([],):
+        l0, g0 = tiny_model_loss_and_grads(Kernels(**{kernel: "default"}), *knobs)
+        l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}), *knobs)
+        torch.testing.assert_close(l1, l0)
+        for n in g0:
+            torch.testing.assert_close(g1[n], g0[n], rtol=1e-4, atol=1e-6, msg=f"gradient of {n} {knobs}")
     print(f"interpreted {kernel} ok")
 
 
@@ -279,9 +289,9 @@ def test_rope_kernels_compile_for_hopper(index):
 
     const = {"HALF": 32, "BLOCK_HALF": 32, "BLOCK_ROWS": 64}
     for copy_v in (True, False):  # dense (B, H, T, D) q, k and v for SDPA; (B, T, H, D) q and k for FA4
-        types = ("*bf16", "*fp32", "*fp32") + ("*bf16",) * 3 + (index,) * 6
+        types = ("*bf16", "*fp32", "*fp32") + ("*bf16",) * 3 + (index,) * 10
         compile_for_hopper(_rope_forward, types, {**const, "COPY_V": copy_v})
-    compile_for_hopper(_rope_backward, ("*bf16",) * 3 + ("*fp32",) * 2 + ("*bf16",) + (index,) * 12, const)
+    compile_for_hopper(_rope_backward, ("*bf16",) * 3 + ("*fp32",) * 2 + ("*bf16",) + (index,) * 13, const)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -312,6 +322,14 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_cuda_kernel_matches_eager(kernel, size, dtype):
     check(*case(kernel, size, dtype, device="cuda"), exact=kernel in EXACT, atol32=FP32_ATOL.get(kernel, 1e-5))
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("size", ["grouped", "smollm2"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_rope_with_fewer_kv_heads_matches_eager(size, dtype):
+    check(*case("rope", size, dtype, device="cuda"), exact=True, atol32=FP32_ATOL.get("rope", 1e-5))
 
 
 @pytest.mark.cuda

@@ -143,28 +143,31 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
 # them at 47% of copy speed (docs/performance.md, issue 27).
 
 
-def _v(qkv: torch.Tensor, n_heads: int) -> torch.Tensor:
-    return qkv.unflatten(-1, (3, n_heads, -1))[:, :, 2]
+def _v(qkv: torch.Tensor, n_heads: int, n_kv: int) -> torch.Tensor:
+    """v, (B, T, H_kv, D), as a strided view of the (B, T, (H+2·H_kv)·D) projection."""
+    head_dim = qkv.shape[-1] // (n_heads + 2 * n_kv)
+    return qkv.narrow(-1, (n_heads + n_kv) * head_dim, n_kv * head_dim).unflatten(-1, (n_kv, head_dim))
 
 
 @torch.library.custom_op("tiny_llm::fa4_rope_forward", mutates_args=())
 def fa4_rope_forward(
-    qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int
+    qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Causal attention's output (B, T, H, D), its log-sum-exp, and the rotated q and k the
-    backward reads, from the (B, T, 3·H·D) projection and the (T, D) FP32 tables."""
+    backward reads, from the (B, T, (H+2·H_kv)·D) projection and the (T, D) FP32 tables."""
     from tiny_llm.triton_rope import qk_rope_bthd
 
-    q, k = qk_rope_bthd(qkv, cos, sin, n_heads)
-    out, lse = _forward(q, k, _v(qkv, n_heads))
+    q, k = qk_rope_bthd(qkv, cos, sin, n_heads, n_kv)
+    out, lse = _forward(q, k, _v(qkv, n_heads, n_kv))
     return out, lse, q, k
 
 
 @fa4_rope_forward.register_fake
-def _fa4_rope_forward_fake(qkv, cos, sin, n_heads):
+def _fa4_rope_forward_fake(qkv, cos, sin, n_heads, n_kv):
     B, T, width = qkv.shape
-    q = qkv.new_empty((B, T, n_heads, width // (3 * n_heads)))
-    return q.new_empty(q.shape), q.new_empty((B, n_heads, T), dtype=torch.float32), q, q.new_empty(q.shape)
+    q = qkv.new_empty((B, T, n_heads, width // (n_heads + 2 * n_kv)))
+    k = qkv.new_empty((B, T, n_kv, q.shape[-1]))
+    return q.new_empty(q.shape), q.new_empty((B, n_heads, T), dtype=torch.float32), q, k
 
 
 @torch.library.custom_op("tiny_llm::fa4_rope_backward", mutates_args=())
@@ -178,21 +181,22 @@ def fa4_rope_backward(
     out: torch.Tensor,
     lse: torch.Tensor,
     n_heads: int,
+    n_kv: int,
 ) -> torch.Tensor:
     """d(qkv) in the projection's layout."""
     from tiny_llm.triton_rope import qkv_grad
 
-    dq, dk, dv = _backward_kernel(dout, q, k, _v(qkv, n_heads), out, lse)
+    dq, dk, dv = _backward_kernel(dout, q, k, _v(qkv, n_heads, n_kv), out, lse)
     return qkv_grad(dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), cos, sin, qkv.dtype)
 
 
 @fa4_rope_backward.register_fake
-def _fa4_rope_backward_fake(dout, qkv, cos, sin, q, k, out, lse, n_heads):
+def _fa4_rope_backward_fake(dout, qkv, cos, sin, q, k, out, lse, n_heads, n_kv):
     return qkv.new_empty(qkv.shape)
 
 
 def _rope_setup_context(ctx, inputs, output) -> None:
-    qkv, cos, sin, ctx.n_heads = inputs
+    qkv, cos, sin, ctx.n_heads, ctx.n_kv = inputs
     out, lse, q, k = output
     # Only the output flows on; without this autograd would fill zero gradients for the rest.
     ctx.mark_non_differentiable(lse, q, k)
@@ -201,13 +205,13 @@ def _rope_setup_context(ctx, inputs, output) -> None:
 
 def _rope_backward(ctx, dout, _dlse, _dq, _dk):
     qkv, cos, sin, q, k, out, lse = ctx.saved_tensors
-    return fa4_rope_backward(dout, qkv, cos, sin, q, k, out, lse, ctx.n_heads), None, None, None
+    return fa4_rope_backward(dout, qkv, cos, sin, q, k, out, lse, ctx.n_heads, ctx.n_kv), None, None, None, None
 
 
 fa4_rope_forward.register_autograd(_rope_backward, setup_context=_rope_setup_context)
 
 
-def rope_attention(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Causal attention of q, k and v from the (B, T, 3·H·D) projection, q and k rotated by the
-    (T, D) FP32 tables: (B, T, H, D)."""
-    return fa4_rope_forward(qkv, cos, sin, n_heads)[0]
+def rope_attention(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv: int) -> torch.Tensor:
+    """Causal attention of q, k and v from the (B, T, (H+2·H_kv)·D) projection, q and k rotated by
+    the (T, D) FP32 tables: (B, T, H, D)."""
+    return fa4_rope_forward(qkv, cos, sin, n_heads, n_kv)[0]

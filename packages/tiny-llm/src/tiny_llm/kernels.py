@@ -165,20 +165,16 @@ def unsupported(field: str, model: ModelConfig) -> str | None:
     """Why `Kernels(<field>="triton")` cannot build `model` (one line), or None where it can.
 
     The Triton norm, SwiGLU and cross-entropy read the residual stream, the FFN and the LM
-    head's weight (tied or not), which no knob changes; the RoPE kernel assumes the plain
-    layout. No "auto" choice resolves to a refused kernel: RoPE's "auto" asks this first
+    head's weight (tied or not), which no knob changes; the RoPE kernel rotates q and k straight
+    from the projection (any number of kv heads), so not where a q/k norm comes first. No "auto"
+    choice resolves to a refused kernel: RoPE's "auto" asks this first
     (`tiny_llm.model.resolve_rope`), and the optimizer's and SwiGLU's take every model.
     """
     if field != "rope":
         return None
-    knobs = []
-    if model.kv_heads != model.n_heads:
-        knobs.append(f"n_kv_heads={model.kv_heads} (n_heads={model.n_heads})")
-    if model.qk_norm:
-        knobs.append("qk_norm")
-    if not knobs:
+    if not model.qk_norm:
         return None
     return (
-        f"Kernels(rope='triton') cannot build this model ({', '.join(knobs)}): its kernel reads q, k and v "
-        "as n_heads heads each and rotates them straight from the projection; use rope=default"
+        "Kernels(rope='triton') cannot build this model (qk_norm): its kernel rotates q and k straight "
+        "from the projection, where the q/k norm comes first; use rope=default"
     )

@@ -140,10 +140,12 @@ def resolve_swiglu(choice: str, device: torch.device) -> str:
 
 def resolve_rope(choice: str, attention: str, device: torch.device, cfg: ModelConfig) -> str:
     """`Kernels.rope` as it runs beside the resolved `attention`: "auto" is "triton" beside FA4
-    where the kernel takes this model's shape and triton imports, else "default"."""
+    where the kernel takes this model's shape and triton imports, else "default". Grouped
+    models (fewer kv heads) keep "default" under "auto" until the fused pair is measured on one
+    (docs/performance.md, issue 34); `rope="triton"` runs it there on request."""
     if choice != "auto":
         return choice
-    if attention != "fa4" or unsupported("rope", cfg) is not None:
+    if attention != "fa4" or unsupported("rope", cfg) is not None or cfg.kv_heads != cfg.n_heads:
         return "default"
     return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
 
@@ -170,7 +172,7 @@ def resolve_kernels(kernels: Kernels, device: torch.device, cfg: ModelConfig) ->
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
-        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.n_heads, self.kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
         # Fewer kv heads: each serves n_heads / kv_heads query heads, and SDPA reads them as they
         # are (enable_gqa) instead of a repeated copy of k and v.
         self.grouped = cfg.kv_heads != cfg.n_heads
@@ -191,11 +193,11 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
         if self.fa4 is not None and self.fa4_rope:
-            return self.proj(self.fa4(self.qkv(x), cos, sin, self.n_heads).reshape(B, T, -1))
+            return self.proj(self.fa4(self.qkv(x), cos, sin, self.n_heads, self.kv_heads).reshape(B, T, -1))
         if self.fa4 is not None:
             return self.proj(self.fa4(*self.rotated_bthd(x, cos, sin)).reshape(B, T, -1))
         if self.rope is not None:
-            q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads)
+            q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads, self.kv_heads)
         else:
             q, k, v = (t.transpose(1, 2) for t in self.heads(x))  # (B, H, T, D)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
