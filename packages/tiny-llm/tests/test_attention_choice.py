@@ -81,9 +81,7 @@ def test_rope_auto_is_triton_beside_fa4_where_the_kernel_takes_the_shape(monkeyp
     assert resolve_rope("auto", "fa4", CUDA, model(2048)) == "triton"
     assert resolve_rope("auto", "sdpa", CUDA, model(2048)) == "default"  # measured no gain beside SDPA
     assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.qk_norm=true")) == "default"  # refused shape
-    # Grouped: the kernel takes it (on request), "auto" waits for a measurement on such a model.
-    assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.n_kv_heads=1")) == "default"
-    assert resolve_rope("triton", "fa4", CUDA, model(2048, "model.n_kv_heads=1")) == "triton"
+    assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.n_kv_heads=1")) == "triton"  # grouped: taken
     assert resolve_rope("auto", "fa4", CPU, model(2048)) == "default"
     for choice in ("default", "triton"):
         assert resolve_rope(choice, "sdpa", CUDA, model(2048)) == choice

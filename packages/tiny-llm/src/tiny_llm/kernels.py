@@ -45,7 +45,8 @@ says how it was produced.
   model's shape takes the kernel, else "default" (`tiny_llm.model.resolve_rope`): with FA4 on
   the H200 (2026-12-04, benchmarks/results/h200-20261204c-fa4/) it ran the update 1.027x,
   1.015x and 1.009x at 250m@2048x16, 250m@4096x8 and 500m@2048x16 against repeat drifts of
-  1.003x, 1.003x and 0.996x, equal within the drift at each. "default" is the split of the
+  1.003x, 1.003x and 0.996x, equal within the drift at each; on grouped llama-3.2-1b@2048x8
+  1.005x against 1.000x (h200-20261204d-fa4/call-m/). "default" is the split of the
   QKV output (q/k norm, if any) and `apply_rope` as inductor fuses them;
   "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
   output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
@@ -53,8 +54,9 @@ says how it was produced.
   is read in place, and RoPE and attention are one pair of ops (`tiny_llm.fa4_attention`).
   Beside SDPA it is not chosen by "auto": 0.9 ms less kernel time at 250m@2048x16 on the H200
   but 1.000-1.006x the update, and not shown equal within the repeat drift at every point.
-  It reads the plain [q | k | v] layout of as many kv heads as heads and rotates straight from
-  the projection, so it is refused (`unsupported`) for fewer kv heads or a q/k norm.
+  It reads the [q | k | v] projection with any number of kv heads (k and v rows for the first
+  H_kv heads of each token) and rotates straight from it, so it is refused (`unsupported`) where
+  a q/k norm comes first.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
