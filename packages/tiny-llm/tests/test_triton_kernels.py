@@ -216,8 +216,8 @@ def interpreted(kernel: str) -> None:
         for size in ("odd", "grouped"):  # grouped: k and v rows only for the first H_kv heads
             for dtype in (torch.float32, torch.bfloat16):
                 check(*case(kernel, size, dtype), exact=True)
-    # The model, and for RoPE a grouped one (2 kv heads for tiny's 4 heads).
-    for knobs in ([], ["model.n_kv_heads=2"]) if kernel == "rope" else ([],):
+    # The model, and for RoPE a grouped one (tiny with 4 heads of 32 over 2 kv heads).
+    for knobs in ([], ["model.n_heads=4", "model.head_dim=32", "model.n_kv_heads=2"]) if kernel == "rope" else ([],):
         l0, g0 = tiny_model_loss_and_grads(Kernels(**{kernel: "default"}), *knobs)
         l1, g1 = tiny_model_loss_and_grads(Kernels(**{kernel: "triton"}), *knobs)
         torch.testing.assert_close(l1, l0)
