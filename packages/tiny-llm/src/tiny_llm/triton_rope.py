@@ -13,8 +13,9 @@ such copy of each, 1.89 ms of 250m@2048x16's update).
 
 A row is one (token, query head) pair: its D values, read as the two halves the rotate-half
 layout pairs. With fewer kv heads (grouped-query attention) the first `n_kv_heads` rows of each
-token also carry k and v; the projection's output is (B, T, (H + 2·H_kv)·D), q's heads first. The rotation is the eager one, `x * cos + cat(-x2, x1) * sin`, in FP32 over the FP32
-tables and rounded once to the input's dtype; its backward is the transposed rotation
+token also carry k and v; the projection's output is (B, T, (H + 2·H_kv)·D), q's heads first.
+The rotation is the eager one, `x * cos + cat(-x2, x1) * sin`, in FP32 over the FP32 tables and
+rounded once to the input's dtype; its backward is the transposed rotation
 (dx1 = dy1 cos1 + dy2 sin2, dx2 = dy2 cos2 - dy1 sin1), also FP32 rounded once.
 
 Plain Triton calls inside a `torch.autograd.Function`, as `tiny_llm.triton_swiglu`: dynamo
