@@ -41,9 +41,12 @@ FAST = _scripted(2)
 
 def profile(tmp_path: Path, filename: str = "profile.yaml", **changes) -> Path:
     """A copy of the local-slurm profile with short test limits (and `changes`): a hung job
-    is stopped by its watchdog after a minute, a minute inside Slurm's limit, as in production."""
+    is stopped by its watchdog after a minute, a minute inside Slurm's limit, as in production.
+    Its jobs write on the watcher's own filesystem, so a missing result is waited for 2 s only."""
     raw = yaml.safe_load((ROOT / "configs/clusters/local-slurm.yaml").read_text())
-    raw.update(name="local-slurm-test", time_limit_minutes=2, watchdog_minutes=1, python=sys.executable)
+    raw.update(
+        name="local-slurm-test", time_limit_minutes=2, watchdog_minutes=1, python=sys.executable, result_grace_seconds=2
+    )
     raw.update(changes)
     path = tmp_path / filename
     path.write_text(yaml.safe_dump(raw))

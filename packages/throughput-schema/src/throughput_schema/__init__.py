@@ -8,7 +8,7 @@ and atomic writing, `recipe` for model recipes and their exact parameter count,
 `local_jobs` for the local scheduler's job registry and the accounting row of each job.
 """
 
-from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, read_yaml, write_atomic
+from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, read_yaml, write_atomic, write_new
 from throughput_schema.outcomes import (
     EXIT_CODES,
     Cancelled,

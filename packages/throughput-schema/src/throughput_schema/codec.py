@@ -129,6 +129,14 @@ def read_yaml(path: str | os.PathLike[str]) -> Any:
         raise SchemaError(f"{path}: malformed YAML{where}: {problem}") from None
 
 
+def _payload(data: bytes | str | Any) -> bytes:
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    return dumps(data)
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: int = 0o644) -> Path:
     """Write `data` (bytes, text, or a record) so that readers see old or new, never half.
 
@@ -136,12 +144,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode:
     instant leaves either the previous file or the complete new one.
     """
     path = Path(path)
-    if isinstance(data, str):
-        payload = data.encode()
-    elif isinstance(data, (bytes, bytearray, memoryview)):
-        payload = bytes(data)
-    else:
-        payload = dumps(data)
+    payload = _payload(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -159,6 +162,44 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode:
         raise
     fsync_dir(path.parent)
     return path
+
+
+def write_new(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: int = 0o644) -> bool:
+    """Publish `data` at `path` only where no file is there, atomically: True when this call
+    published it, False when a file was there (which stays as it is).
+
+    For a record derived from a file that is missing here but may exist already on another
+    machine (a shared filesystem shows files late): a rename would replace that file on the
+    server, a hard link fails where the name exists there. NFS may retry a link that succeeded
+    and report EEXIST for it, so the file found is compared with ours by its inode.
+    """
+    path = Path(path)
+    payload = _payload(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        ours = os.stat(tmp).st_ino
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            try:
+                published = os.stat(path).st_ino == ours
+            except FileNotFoundError:
+                published = False
+            if not published:
+                return False
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+    fsync_dir(path.parent)
+    return True
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

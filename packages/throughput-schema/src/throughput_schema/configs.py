@@ -120,6 +120,10 @@ class ClusterProfile(_Config, frozen=True):
     python: str = ".venv-aarch64/bin/python"
     max_concurrent_jobs: PositiveInt = 12
     extra_sbatch_args: list[str] = []
+    # A job that ended before its result.json is seen: how long the watcher waits for the file
+    # before deriving one (a shared filesystem shows a compute node's files late; NFS's
+    # attribute cache alone holds them up to 60 s). Only for schedulers that run jobs elsewhere.
+    result_grace_seconds: NonNegFloat = 120.0
 
     def __post_init__(self) -> None:
         check_name(self.scheduler)

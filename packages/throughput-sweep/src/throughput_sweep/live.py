@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import campaign_done
+from throughput_sweep.late_results import WAITING, grace_seconds
 from throughput_sweep.locking import probe, watcher_line
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, Scheduler
 
@@ -35,6 +36,7 @@ class Live:
     watcher_alive: bool
     jobs: dict[str, JobStatus] | None  # job id -> the scheduler's state; None: not asked
     note: str = ""  # why the scheduler was not asked, or could not be
+    result_grace: float = 0.0  # how long an ended job's result may take to appear (late_results)
 
     def job_line(self, info: AttemptInfo) -> str:
         """One running attempt as status shows it."""
@@ -50,6 +52,8 @@ class Live:
         if status.state in _STILL_OUT:
             return f"running: {where}, job {rec.job_id} ({_STILL_OUT[status.state]})"
         ended = f"ended: {where}, job {rec.job_id} {status.word}"
+        if self.watcher_alive and self.result_grace:
+            return f"{ended}; {WAITING} (up to {self.result_grace:.0f} s), then the watcher records it"
         if self.watcher_alive:
             return f"{ended}; the watcher records it"
         if status.state == "completed":
@@ -106,7 +110,7 @@ def ask(campaign: Campaign, driver: str, *, offline: bool, scheduler: Scheduler 
     except QueryFailed as exc:
         note = f"cannot ask the scheduler ({exc}); shown from the campaign's files alone"
         return Live(driver, resume, watcher, alive, None, note)
-    return Live(driver, resume, watcher, alive, jobs)
+    return Live(driver, resume, watcher, alive, jobs, result_grace=grace_seconds(campaign.manifest.profile))
 
 
 def _poll(campaign: Campaign, ids: list[str], scheduler: Scheduler | None) -> dict[str, JobStatus]:

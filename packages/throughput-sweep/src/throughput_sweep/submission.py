@@ -23,7 +23,16 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import Receipt, Settlement, WorkerIdentity, WorkerRequest, WorkerResult, read, write_atomic
+from throughput_schema import (
+    Receipt,
+    Settlement,
+    WorkerIdentity,
+    WorkerRequest,
+    WorkerResult,
+    read,
+    write_atomic,
+    write_new,
+)
 from throughput_schema.campaigns import SettledBy, SettlementState
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
@@ -195,10 +204,11 @@ def write_missing_result(
     """A result derived from the scheduler's final word for a job that wrote none: `status`,
     or `outcome` where the controller settles the job itself (`status` None).
 
-    `info` may predate the query that reported the end: a job that wrote its own result
-    in between keeps it (None is returned). Once the job has ended nothing else writes
-    there, so looking again now is enough. `replace`: the caller has read the result there
-    and replaces it (a stop record the job's watchdog wrote without knowing why, ended_early.py).
+    A result that is there, or that appears on the shared filesystem while this one is
+    written, is never replaced: the derived record is published only where no file is
+    (`write_new`), and None is returned where the job's own record won. `replace`: the caller
+    has read the result there and replaces it (a stop record the job's watchdog wrote
+    without knowing why, ended_early.py).
     """
     path = info.attempt.path / RESULT
     if path.exists() and not replace:
@@ -233,8 +243,10 @@ def write_missing_result(
         tmp = path.parent / f".{RESULT}.crash.tmp"
         tmp.write_bytes(msgspec.json.encode(result)[:40])
         os.kill(os.getpid(), signal.SIGKILL)
-    write_atomic(path, result)
-    return path
+    if replace:
+        write_atomic(path, result)
+        return path
+    return path if write_new(path, result) else None
 
 
 def write_refused_result(campaign: Campaign, info: AttemptInfo, pending: Pending) -> Path | None:

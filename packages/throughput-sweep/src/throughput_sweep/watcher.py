@@ -21,8 +21,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from throughput_schema.layout import job_log
-from throughput_sweep import budget, ended_early
+from throughput_sweep import budget, ended_early, late_results
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
@@ -31,7 +30,7 @@ from throughput_sweep.curves import Curve, derive, pick, retry_set
 from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
 from throughput_sweep.progress import progress_line, show
 from throughput_sweep.schedulers.base import Pending, QueryFailed, Scheduler
-from throughput_sweep.submission import late_intent, record_accounting, settle_intents, write_missing_result
+from throughput_sweep.submission import late_intent, record_accounting, settle_intents
 
 
 @dataclass
@@ -292,9 +291,7 @@ class Watcher:
             status = statuses.get(receipt.job_id)
             self._note_status(receipt.job_id, status)
             if never_starts_now(self, receipt.job_id, status, clock):
-                assert status is not None and status.pending is not None, (
-                    "a job never starts only by its pending reason"
-                )
+                assert status is not None and status.pending is not None, "never starts: by its pending reason"
                 changed |= await refuse(self, info, status.pending)
                 continue
             if self.st.budget and status is not None and status.state == "pending":
@@ -306,18 +303,12 @@ class Watcher:
             self.st.vanished_since.pop(receipt.job_id, None)
             if status is None or not status.finished:
                 continue
-            if receipt.job_id not in self.st.finished:
-                self.st.finished[receipt.job_id] = status.state
-                self.st.first_seen_finished[receipt.job_id] = clock
-                changed = True
-                if status.accounting and status.accounting.elapsed_seconds:
-                    self.st.durations.append(status.accounting.elapsed_seconds)
+            changed |= self._note_end(status, clock)
             if await ended_early.settle(self, info, status):
                 changed = True
             elif info.attempt.result is None:
-                log = info.attempt.path / job_log(receipt.job_id)
-                launch = None if log.exists() else await self.scheduler.launch_failure(receipt.job_id)
-                write_missing_result(self.campaign, info, status, launch_failure=launch)
+                if not await late_results.settle(self, info, status, clock):
+                    continue  # waiting for the result; the final accounting is recorded after it
                 changed = True
             # The grace for a late row counts from sacct's first row for the job. No row at all
             # means sacct did not answer (slurmdbd down): wait much longer for it to come back
@@ -338,6 +329,16 @@ class Watcher:
                     self.st.accounting_given_up.add(receipt.job_id)
                 changed = True
         return changed
+
+    def _note_end(self, status, clock: float) -> bool:
+        """The first time this run sees the job ended (True then): when, and how long it ran."""
+        if status.job_id in self.st.finished:
+            return False
+        self.st.finished[status.job_id] = status.state
+        self.st.first_seen_finished[status.job_id] = clock
+        if status.accounting and status.accounting.elapsed_seconds:
+            self.st.durations.append(status.accounting.elapsed_seconds)
+        return True
 
     def _note_status(self, job_id: str, status) -> None:
         """Note the scheduler's word: pending (the progress line) and seen out (not retried as ended unwatched)."""

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, write_atomic
+from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, write_new
 from throughput_schema.layout import REQUEST
 from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind
 from throughput_schema.provenance import PRODUCTION_WORKER
@@ -154,8 +154,11 @@ class Watchdog:
         )
 
     def _write(self, path: Path, outcome: Outcome, started_at: str) -> None:
-        write_atomic(path, self._record(outcome, started_at))
-        log(f"wrote {outcome_kind(outcome)} result to {path}: {outcome.message}")
+        # Never over a record the worker wrote after all (it may still have been finishing).
+        if write_new(path, self._record(outcome, started_at)):
+            log(f"wrote {outcome_kind(outcome)} result to {path}: {outcome.message}")
+        else:
+            log(f"kept the result found at {path}; not writing {outcome_kind(outcome)}")
 
     # --------------------------------------------------------------- processes
 

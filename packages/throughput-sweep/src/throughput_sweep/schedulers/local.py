@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 import anyio
 import anyio.to_thread
 
-from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic
+from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic, write_new
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.local_jobs import (
@@ -228,7 +228,8 @@ class LocalScheduler:
             elapsed_seconds=0.0,
             message=message,
         )
-        write_atomic(self._end_path(job.job_id), end)
+        if not write_new(self._end_path(job.job_id), end):
+            return self._load_end(job.job_id)  # the wrapper's own end came after all
         return end
 
     # -------------------------------------------------------------------- submit
