@@ -18,6 +18,7 @@ from throughput_schema.argparsing import command_line
 from throughput_schema.layout import JOB_SCRIPT, MANIFEST, SPOT_CHECK, attempt_dir
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
+from throughput_sweep import cpu_estimate
 from throughput_sweep.campaign import Campaign, CampaignError, find_repo_root, open_campaign
 from throughput_sweep.exit_statuses import (
     EXIT_BLOCKED,
@@ -160,6 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
         preview = plan.preview()
         verdict = gate(preview, dry_run=args.dry_run, skip=args.no_preflight)  # the profile against the cluster
+        cpu_estimate.announce(preview, allow_slow=args.allow_slow_cpu)
         if args.dry_run or verdict.exit_status:
             shown = print_plan(preview, args) if args.dry_run else 0
             verdict.print()

@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan and the first batch script; write nothing")
     run.add_argument("--resume", action="store_true", help="continue an existing campaign")
     run.add_argument(
+        "--allow-slow-cpu",
+        action="store_true",
+        help="on a machine without a GPU, start even where a point is estimated to outlast its watchdog",
+    )
+    run.add_argument(
         "--retry-failed", action="store_true", help="with --resume: retry blocked points in fresh attempts"
     )
     run.add_argument(

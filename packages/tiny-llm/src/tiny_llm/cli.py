@@ -1,4 +1,4 @@
-"""`python -m tiny_llm COMMAND`: describe a recipe, or run the throughput worker.
+"""`python -m tiny_llm COMMAND`: describe a recipe, run the throughput worker, or probe the CPU.
 
 Each command (`describe` here, the worker in `worker_cli`) takes its parsed arguments and
 returns an exit status. Bad input is one line on stderr and exit status 2.
@@ -13,7 +13,7 @@ from typing import Any
 from throughput_schema import dumps, hf_config
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.recipe import RecipeError, flops_per_token, load_recipe, parameter_count
-from tiny_llm import worker_cli
+from tiny_llm import cpu_rate, worker_cli
 from tiny_llm.recipe_args import add_recipe_args
 
 
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=describe)
     # The worker imports torch only when it runs, so registering it keeps `describe` light.
     worker_cli.register(sub)
+    cpu_rate.register(sub)
     return parser
 
 

@@ -1,0 +1,128 @@
+"""How long a campaign's points take on this machine's CPU, said before the first one starts.
+
+A model meant for a GPU trains on a CPU at a few updates a minute: without a word, the first
+point of `--models smollm2-135m` sat for twelve minutes as "1 running" until its watchdog
+ended it. For a campaign whose jobs run here (a backend without `remote_nodes`) with the real
+worker, the compute Python times the real update of the campaign's smallest model at batch 1
+of the smallest context (`python -m tiny_llm cpu-rate`, which says "cuda" instead where a GPU
+is visible): its FLOPs over that time are the CPU's rate. Each model's seconds per update are
+its FLOPs at that rate, and its first point's seconds the protocol's at that pace (the setup's
+eager updates, warm-up, calibration, every window at its minimum of updates; extra windows
+not counted). The rate of one model at one shape stands for the others, so the figures are
+estimates (`docs/guide.md` gives one against the update it estimated). A point estimated
+beyond the watchdog is refused unless `--allow-slow-cpu`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from throughput_schema import ClusterProfile, Protocol, Recipe, write_atomic
+from throughput_schema.provenance import PRODUCTION_WORKER
+from throughput_schema.recipe import flops_per_token
+from throughput_sweep.attempt import point_recipe
+from throughput_sweep.campaign import Campaign, CampaignError
+from throughput_sweep.node.watchdog import thread_count
+from throughput_sweep.schedulers import backend
+
+# The real worker's eager updates before its measurement starts (the CUDA-graph build's, also run on a CPU).
+SETUP_UPDATES = 3
+PROBE_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: str
+    context: int
+    update_seconds: float
+    point_seconds: float
+
+
+def point_seconds(update: float, protocol: Protocol) -> float:
+    before = (SETUP_UPDATES + protocol.warmup + protocol.calibration_updates) * update
+    window = max(protocol.window_seconds, protocol.min_updates_per_window * update)
+    return before + protocol.windows * window
+
+
+def probe(profile: ClusterProfile, recipe: Recipe) -> dict:
+    """The compute Python's word on `recipe`'s update: {"device": "cuda"}, or its time on the
+    CPU (cpu_rate.py's JSON), or {"error": why}."""
+    with tempfile.TemporaryDirectory(prefix="throughput-cpu-rate-") as tmp:
+        config = Path(tmp) / "recipe.json"
+        write_atomic(config, recipe)
+        argv = [profile.python, "-m", "tiny_llm", "cpu-rate", "--config", str(config)]
+        argv += ["--threads", str(thread_count(profile.cpus_per_task))]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        answer = None
+    if not isinstance(answer, dict) or answer.get("device") not in ("cuda", "cpu"):
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
+    return answer
+
+
+def estimates(campaign: Campaign, rate: float) -> list[Estimate]:
+    m = campaign.manifest
+    context = min(m.contexts)
+    out = []
+    for model in m.models:
+        recipe = point_recipe(campaign, model, context, 1)
+        update = flops_per_token(recipe.model) * context / rate
+        out.append(Estimate(model, context, update, point_seconds(update, m.protocol)))
+    return out
+
+
+def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
+    """The lines to say before a campaign on this machine's CPU starts (none elsewhere), and
+    the refusal where a point would outlast its watchdog and `allow_slow` is off ('' if none)."""
+    m = campaign.manifest
+    if backend(m.profile.scheduler).remote_nodes or m.worker != PRODUCTION_WORKER:
+        return [], ""
+    context = min(m.contexts)
+    recipes = {model: point_recipe(campaign, model, context, 1) for model in m.models}
+    timed = min(recipes, key=lambda model: flops_per_token(recipes[model].model))
+    answer = probe(m.profile, recipes[timed])
+    if "error" in answer:
+        return [f"note: could not time an update with {m.profile.python} ({answer['error']}); no CPU time estimate"], ""
+    if answer["device"] != "cpu":
+        return [], ""
+    rate = float(answer["flops_per_second"])
+    lines = [
+        f"no GPU here: the points train on the CPU ({answer['threads']} threads, {answer['backend']}); "
+        f"{timed} at context {context}, batch 1 ran {answer['seconds_per_update']:.2g} s an update, "
+        f"{rate / 1e9:.1f} GFLOP/s. Estimated for one job alone:"
+    ]
+    limit = m.profile.watchdog_minutes * 60
+    slow = []
+    for e in estimates(campaign, rate):
+        lines.append(
+            f"  {e.model} at context {e.context}, batch 1: {e.update_seconds:.2g} s per update, "
+            f"{e.point_seconds:.0f} s for the point (the watchdog stops a job at {limit:.0f} s)"
+        )
+        if e.point_seconds > limit:
+            slow.append(e)
+    if not slow or allow_slow:
+        return lines, ""
+    names = ", ".join(f"{e.model} ({e.point_seconds:.0f} s)" for e in slow)
+    return lines, (
+        f"on this machine's CPU the first point of {names} would outlast the watchdog's {limit:.0f} s; "
+        "run it on a GPU, choose a smaller model (tiny, 20m), or add --allow-slow-cpu"
+    )
+
+
+def announce(campaign: Campaign, *, allow_slow: bool) -> None:
+    """Say `check`'s lines on stderr; raise its refusal as the one-line CampaignError."""
+    lines, refusal = check(campaign, allow_slow=allow_slow)
+    for line in lines:
+        print(f"[sweep] {line}", file=sys.stderr)
+    if refusal:
+        raise CampaignError(refusal)

@@ -1,0 +1,108 @@
+"""The CPU estimate before a local campaign starts, against a scripted compute Python: the
+probe's answer is planned (a boundary we own: `python -m tiny_llm cpu-rate`), the arithmetic
+and the refusal are the controller's. `tests/test_cpu_estimate_real.py` asks the real one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from campaign_helpers import sweep
+from throughput_schema import Protocol
+from throughput_schema.recipe import flops_per_token, load_recipe
+from throughput_sweep.cpu_estimate import point_seconds
+
+ROOT = Path(__file__).resolve().parents[3]
+RATE = 50e9  # the planned CPU's training FLOP/s
+
+
+def scripted_python(tmp_path: Path, answer: dict | None) -> Path:
+    """A compute Python that answers cpu-rate as planned (or fails), and notes each call."""
+    calls = tmp_path / "calls"
+    script = tmp_path / "python"
+    reply = f"echo '{json.dumps(answer)}'" if answer is not None else "echo 'no module named torch' >&2; exit 1"
+    script.write_text(f'#!/bin/bash\necho "$*" >> {calls}\n{reply}\n')
+    script.chmod(0o755)
+    return script
+
+
+def local_profile(tmp_path: Path, python: Path, scheduler: str = "local") -> Path:
+    path = tmp_path / "profile.yaml"
+    extra = "account: throughput\npartition: gpu\n" if scheduler == "slurm" else ""
+    path.write_text(f"name: cpu-test\nscheduler: {scheduler}\nmem: ''\npython: {python}\n{extra}")
+    return path
+
+
+def dry_run(tmp_path, python: Path, *models: str, context: int = 128, extra=(), rc=0, profile=None):
+    return sweep(
+        "run",
+        "--output",
+        tmp_path / "camp",
+        "--profile",
+        profile or local_profile(tmp_path, python),
+        "--models",
+        *models,
+        "--contexts",
+        str(context),
+        "--no-preflight",
+        "--dry-run",
+        *extra,
+        rc=rc,
+    )
+
+
+CPU = {"device": "cpu", "threads": 2, "backend": "cpu-eager", "seconds_per_update": 0.5, "flops_per_second": RATE}
+
+
+def seconds(model: str, context: int) -> tuple[float, float]:
+    """(per update, per first point) from the preset's FLOPs at the planned rate."""
+    recipe = load_recipe(ROOT / "configs" / f"{model}.yaml")
+    update = flops_per_token(msgspec.structs.replace(recipe.model, context_length=context)) * context / RATE
+    return update, point_seconds(update, Protocol())
+
+
+def test_point_seconds_follow_the_protocol():
+    # 28 updates before the windows; each window its 10 s, or its 20 updates where longer.
+    assert point_seconds(0.1, Protocol()) == pytest.approx(28 * 0.1 + 5 * 10)
+    assert point_seconds(2.0, Protocol()) == pytest.approx(28 * 2.0 + 5 * 40)
+
+
+def test_each_model_is_estimated_from_the_smallest_ones_timed_update(tmp_path):
+    python = scripted_python(tmp_path, CPU)
+    said = dry_run(tmp_path, python, "20m", "tiny").stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith("-m tiny_llm cpu-rate --config ")
+    assert "no GPU here: the points train on the CPU (2 threads, cpu-eager); tiny at context 128" in said
+    for model in ("tiny", "20m"):
+        update, point = seconds(model, 128)
+        assert f"{model} at context 128, batch 1: {update:.2g} s per update, {point:.0f} s for the point" in said
+
+
+def test_a_point_beyond_the_watchdog_is_refused_unless_allowed(tmp_path):
+    python = scripted_python(tmp_path, CPU)
+    _, point = seconds("smollm2-135m", 2048)
+    assert point > 13 * 60
+    refused = dry_run(tmp_path, python, "tiny", "smollm2-135m", context=2048, rc=2)
+    lines = refused.stderr.strip().splitlines()
+    assert lines[-1] == (
+        f"throughput-sweep: on this machine's CPU the first point of smollm2-135m ({point:.0f} s) would outlast "
+        "the watchdog's 780 s; run it on a GPU, choose a smaller model (tiny, 20m), or add --allow-slow-cpu"
+    )
+    assert "Traceback" not in refused.stderr and not (tmp_path / "camp").exists()
+    allowed = dry_run(tmp_path, python, "tiny", "smollm2-135m", context=2048, extra=["--allow-slow-cpu"])
+    assert "smollm2-135m at context 2048, batch 1: " in allowed.stderr and "Dry run:" in allowed.stdout
+
+
+def test_a_gpu_or_a_broken_python_or_slurm_is_not_estimated(tmp_path):
+    gpu = dry_run(tmp_path, scripted_python(tmp_path, {"device": "cuda"}), "smollm2-135m", context=2048)
+    assert "no GPU here" not in gpu.stderr and "Dry run:" in gpu.stdout
+    broken = dry_run(tmp_path, scripted_python(tmp_path, None), "smollm2-135m", context=2048)
+    assert "note: could not time an update with " in broken.stderr
+    assert "(no module named torch); no CPU time estimate" in broken.stderr
+    (tmp_path / "calls").unlink()
+    python = scripted_python(tmp_path, CPU)
+    slurm = dry_run(tmp_path, python, "smollm2-135m", context=2048, profile=local_profile(tmp_path, python, "slurm"))
+    assert "Dry run:" in slurm.stdout and not (tmp_path / "calls").exists()
