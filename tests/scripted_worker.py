@@ -60,6 +60,7 @@ from throughput_schema.energy import EnergySource
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
+from throughput_schema.results import JOB_STARTED_AT_ENV
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import energy_summary, optimizer_summary, throughput_summary, write_bursts
 from tiny_llm.worker_cli import DEFAULT, PROTOCOL_FLAGS
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         protocol=protocol,
         hardware=hw,
         started_at=started,
+        job_started_at=os.environ.get(JOB_STARTED_AT_ENV, ""),
         worker=WorkerIdentity(module="scripted_worker", version=SCRIPTED_WORKER_VERSION),
     )
     mem = 200 * 2**20 + batch * context * 4096

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from throughput_audit import query_windows, slurm
+from throughput_audit import clock_skew, query_windows, slurm
 from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.energy import check_job_energy
@@ -76,6 +76,7 @@ def check_slurm(
     )
     used: list[AccountingRow] = []
     compared = 0
+    skews = clock_skew.measure(SACCT, [(r, rows[j]) for j, r in jobs.items() if j in rows], checks)
     for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
         row = rows.get(job_id)
@@ -106,7 +107,8 @@ def check_slurm(
             partition=row.partition,
             problems={what: {"expected": e, "actual": a} for what, e, a in problems},
         )
-        compared += check_job(SACCT, r, row, checks, unzoned=unzoned)
+        skew = skews.get(clock_skew.node_of(r, row), 0.0)
+        compared += check_job(SACCT, r, row, checks, unzoned=unzoned, skew=skew)
         check_job_energy(r, row, checks)
     check_worker_times_ran(SACCT, len(used), compared, checks)
     check_peak(SACCT, used, profile.max_concurrent_jobs, checks)

@@ -51,12 +51,14 @@ def check_job(
     *,
     times: AccountingRow | None = None,
     unzoned: bool = False,
+    skew: float = 0.0,
 ) -> int:
     """`times`: the row with start and end as instants, where the record's own strings
     are ambiguous (older local registries wrote local time without an offset). `unzoned`:
     the receipt's times, where they name no offset, are in a zone the audit does not know
     (`receipt_zone` said so once) and are not compared. Returns how many worker results
-    were compared with the job's times."""
+    were compared with the job's times. `skew`: the node's clock's seconds ahead of the
+    scheduler's (`clock_skew`), removed from the workers' times before they are compared."""
     file = r.file(RECEIPT)
     job_id = row.job_id
     receipt = r.attempt.receipt
@@ -75,7 +77,7 @@ def check_job(
     res = r.attempt.result
     if res is not None:
         k = kind(res)
-        ok = slurm.state_explains(k, row, res.finished_at)
+        ok = slurm.state_explains(k, row, _on_scheduler_clock(res.finished_at, skew))
         checks.expect(
             f"{source.prefix}.state",
             ok,
@@ -88,7 +90,7 @@ def check_job(
             exit_code=row.exit_code,
             outcome=k,
         )
-    compared = check_worker_times(source, r, times or row, checks)
+    compared = check_worker_times(source, r, times or row, checks, skew=skew)
     check_receipt_copy(source, r, row, checks, unzoned=unzoned)
     return compared
 
@@ -151,17 +153,25 @@ def _same(field: str, recorded: str, now: str) -> bool:
     return when == instant
 
 
-def _worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
+def worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
     """Results written inside the job. One the controller wrote from the final accounting
     for a job that left none (`written_by_scheduler`, whatever the scheduler) is dated after it."""
     found = [(r.file(RESULT), r.attempt.result), (r.file(BASELINE), r.attempt.baseline)]
     return [(file, res) for file, res in found if res is not None and not written_by_scheduler(res.outcome)]
 
 
-def check_worker_times(source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks) -> int:
+def _on_scheduler_clock(text: str, skew: float) -> str:
+    """A node's time as the scheduler's clock read it then (the text as it is where not a time)."""
+    at = slurm.parse_time(text) if text and skew else None
+    return (at - timedelta(seconds=skew)).isoformat() if at is not None else text
+
+
+def check_worker_times(
+    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, skew: float = 0.0
+) -> int:
     """Each worker-written result's times within its job's; returns how many were compared.
     A job time that is missing or does not parse fails, naming the field and the text."""
-    found = _worker_results(r)
+    found = worker_results(r)
     if not found:
         return 0
     bad = slurm.time_problems(row)
@@ -179,7 +189,7 @@ def check_worker_times(source: Source, r: AttemptRecord, row: AccountingRow, che
             )
         when: dict[str, datetime] = {}
         for what, text in {"started_at": res.started_at, "finished_at": res.finished_at}.items():
-            at = slurm.parse_time(text) if text else None
+            at = slurm.parse_time(_on_scheduler_clock(text, skew)) if text else None
             if at is None:
                 problems.append(f"{what} {text!r} is not a time (a worker always records when it ran)")
             elif start is not None and end is not None and not start - GRANULARITY <= at <= end + GRANULARITY:
@@ -197,12 +207,14 @@ def check_worker_times(source: Source, r: AttemptRecord, row: AccountingRow, che
             file,
             f"{file}: "
             + ("; ".join(problems) if problems else f"worker ran {res.started_at} .. {res.finished_at}")
-            + f" (job {row.job_id}: {row.start} .. {row.end}, elapsed {row.elapsed})",
+            + f" (job {row.job_id}: {row.start} .. {row.end}, elapsed {row.elapsed}"
+            + (f"; the node's clock skew of {skew:+.1f} s removed)" if skew else ")"),
             job_id=row.job_id,
             started_at=res.started_at,
             finished_at=res.finished_at,
             job_start=row.start,
             job_end=row.end,
+            skew_seconds=round(skew, 3),
         )
     return len(found)
 

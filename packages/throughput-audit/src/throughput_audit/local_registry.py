@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import msgspec
 
-from throughput_audit import slurm
+from throughput_audit import clock_skew, slurm
 from throughput_audit.allocation import mem_mib
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
@@ -60,6 +60,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
     }
     instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
     compared = 0
+    skews = clock_skew.measure(REGISTRY, [(r, instants[j]) for j, r in receipts.items() if j in instants], checks)
     for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
         file = r.file(RECEIPT)
         if _receipt(r).scheduler != "local":
@@ -78,7 +79,8 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             "local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id
         )
         check_allocation(entry.job, profile, file, checks)
-        compared += check_job(REGISTRY, r, rows[job_id], checks, times=instants[job_id])
+        skew = skews.get(clock_skew.node_of(r, instants[job_id]), 0.0)
+        compared += check_job(REGISTRY, r, rows[job_id], checks, times=instants[job_id], skew=skew)
     check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
     unreceipted = [job_id for job_id in registry if job_id not in receipts]
     for job_id in unreceipted:

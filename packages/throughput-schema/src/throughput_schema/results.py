@@ -116,6 +116,10 @@ class OptimizerTiming(msgspec.Struct, frozen=True, kw_only=True):
     separate_step_ms: float | None = None
 
 
+# The watchdog's start time, passed to its workers, which record it as `job_started_at`.
+JOB_STARTED_AT_ENV = "THROUGHPUT_JOB_STARTED_AT"
+
+
 class WorkerResult(_Record, frozen=True):
     """What one worker run measured, or how it failed. Always written atomically."""
 
@@ -134,6 +138,10 @@ class WorkerResult(_Record, frozen=True):
     hardware: Hardware = Hardware()
     started_at: str = ""
     finished_at: str = ""
+    # When the job's watchdog started, by the node's clock (JOB_STARTED_AT_ENV): against the
+    # scheduler's Start it measures the node's clock skew (the audit's `clock_skew`), with no
+    # import or compile time in it. "" where no watchdog ran the worker.
+    job_started_at: str = ""
     exit_code: int = 0
     # Optimizer campaigns: the paired uninstrumented worker's result path, if any.
     baseline: str | None = None

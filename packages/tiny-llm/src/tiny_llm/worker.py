@@ -33,6 +33,7 @@ a driver without it, `--energy off`, a read that failed) `energy` is None and
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import time
 import traceback
@@ -60,6 +61,7 @@ from throughput_schema import (
     write_atomic,
 )
 from throughput_schema.recipe import flops_per_token, parameter_count
+from throughput_schema.results import JOB_STARTED_AT_ENV
 from tiny_llm import hardware, stats
 from tiny_llm.energy_meter import open_meter
 from tiny_llm.kernels import Kernels
@@ -273,6 +275,7 @@ def run_worker(
         hardware=hw,
         started_at=started_at,
         finished_at=_now(),
+        job_started_at=os.environ.get(JOB_STARTED_AT_ENV, ""),
         exit_code=EXIT_CODES[kind],
         setup_updates=built.setup_updates if built is not None else 0,
         kernels=_kernels_record(options, built, device, recipe.model),

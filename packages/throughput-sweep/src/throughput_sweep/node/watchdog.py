@@ -55,6 +55,7 @@ from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, out
 from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import parameter_count
 from throughput_schema.records import Hardware, Protocol, Recipe, WorkerIdentity, WorkerResult
+from throughput_schema.results import JOB_STARTED_AT_ENV
 from throughput_schema.slurm_states import time_limit_slack
 from throughput_sweep.node.worker_exit import (
     exit_code_for,
@@ -149,6 +150,7 @@ class Watchdog:
             hardware=Hardware(hostname=socket.gethostname(), python=sys.version.split()[0]),
             started_at=started_at,
             finished_at=now(),
+            job_started_at=self.started_at,
             exit_code=exit_code_for(outcome_kind(outcome)),
             worker=WorkerIdentity(module=self.worker, written_by="watchdog"),
         )
@@ -176,6 +178,7 @@ class Watchdog:
             path.mkdir(parents=True, exist_ok=True)
             env[name] = str(path)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[JOB_STARTED_AT_ENV] = self.started_at
         return env
 
     def _remaining(self) -> float:
