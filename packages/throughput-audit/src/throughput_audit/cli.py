@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from throughput_schema import SchemaError
-from throughput_schema.argparsing import OneLineParser, command_line
+from throughput_schema.argparsing import OneLineParser, command_line, storage_error
 from throughput_schema.provenance import ALLOW_TEST_WORKER
 from throughput_schema.scheduler_names import UnknownScheduler
 
@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write_outputs(args.output, outcome)
     except OSError as exc:
+        if storage_error(exc):
+            raise  # command_line says it in its one line, with what to do
         print(f"throughput-audit: cannot write {AUDIT}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     report = outcome.report

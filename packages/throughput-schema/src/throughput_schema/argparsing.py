@@ -8,6 +8,7 @@ by its reader (`throughput-sweep status | head`) ends the command quietly.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import math
 import os
@@ -16,6 +17,8 @@ from typing import Protocol
 
 # What a shell reports for a command ended by SIGPIPE (128 + 13).
 BROKEN_PIPE_EXIT = 141
+# A full filesystem, or a user's quota used up (a cluster's campaign folder usually has one).
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def positive_int(text: str) -> int:
@@ -52,8 +55,40 @@ class Main(Protocol):
     def __call__(self, argv: list[str] | None = None) -> int: ...
 
 
+def storage_error(exc: BaseException) -> OSError | None:
+    """The full disk or exceeded quota behind `exc` (also inside an exception group: the
+    watcher's tasks), or None."""
+    if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = storage_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def storage_line(exc: OSError) -> str:
+    where = f"cannot write {exc.filename}" if exc.filename else "cannot write"
+    return (
+        f"{where}: {exc.strerror} ({errno.errorcode.get(exc.errno or 0, exc.errno)}): its filesystem is full or over "
+        "its quota. Nothing already written is damaged (every file is written whole or not at all); free space, "
+        "then run the same command again (a campaign: with --resume)"
+    )
+
+
+def _prog(main: Main) -> str:
+    """The command's name from its package: throughput_audit.cli -> throughput-audit."""
+    module = main.__module__
+    if module == "__main__":  # python -m package.cli
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec is not None else "command"
+    return module.split(".")[0].replace("_", "-")
+
+
 def command_line(main: Main) -> Main:
-    """Wraps a command's `main(argv)`: a reader that closed the pipe is not a traceback."""
+    """Wraps a command's `main(argv)`: a reader that closed the pipe is not a traceback, nor is
+    a full disk or quota (one line, exit status 2)."""
 
     @functools.wraps(main)
     def run(argv: list[str] | None = None) -> int:
@@ -64,5 +99,11 @@ def command_line(main: Main) -> Main:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return BROKEN_PIPE_EXIT
+        except (OSError, BaseExceptionGroup) as exc:
+            full = storage_error(exc)
+            if full is None:
+                raise
+            print(f"{_prog(main)}: {storage_line(full)}", file=sys.stderr)
+            return 2
 
     return run

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import overload
 
 from throughput_schema import Protocol, SchemaError
-from throughput_schema.argparsing import command_line
+from throughput_schema.argparsing import command_line, storage_error
 from throughput_schema.layout import JOB_SCRIPT, MANIFEST, SPOT_CHECK, attempt_dir
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         raise  # the reader has gone: command_line ends quietly
     except OSError as exc:
+        if storage_error(exc):
+            raise  # command_line says it in its one line
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
         return EXIT_USAGE
