@@ -36,7 +36,7 @@ def local_profile(tmp_path: Path, python: Path, scheduler: str = "local") -> Pat
     return path
 
 
-def dry_run(tmp_path, python: Path, *models: str, context: int = 128, extra=(), rc=0, profile=None):
+def dry_run(tmp_path, python: Path, *models: str, context: int = 128, extra=("--dry-run",), rc=0, profile=None):
     return sweep(
         "run",
         "--output",
@@ -48,7 +48,6 @@ def dry_run(tmp_path, python: Path, *models: str, context: int = 128, extra=(), 
         "--contexts",
         str(context),
         "--no-preflight",
-        "--dry-run",
         *extra,
         rc=rc,
     )
@@ -70,7 +69,7 @@ def test_point_seconds_follow_the_protocol():
     assert point_seconds(2.0, Protocol()) == pytest.approx(28 * 2.0 + 5 * 40)
 
 
-def test_each_model_is_estimated_from_the_smallest_ones_timed_update(tmp_path):
+def test_each_model_is_estimated_from_the_tiny_presets_timed_update(tmp_path):
     python = scripted_python(tmp_path, CPU)
     said = dry_run(tmp_path, python, "20m", "tiny").stderr
     calls = (tmp_path / "calls").read_text().splitlines()
@@ -85,15 +84,17 @@ def test_a_point_beyond_the_watchdog_is_refused_unless_allowed(tmp_path):
     python = scripted_python(tmp_path, CPU)
     _, point = seconds("smollm2-135m", 2048)
     assert point > 13 * 60
-    refused = dry_run(tmp_path, python, "tiny", "smollm2-135m", context=2048, rc=2)
-    lines = refused.stderr.strip().splitlines()
-    assert lines[-1] == (
-        f"throughput-sweep: on this machine's CPU the first point of smollm2-135m ({point:.0f} s) would outlast "
+    refusal = (
+        f"on this machine's CPU the first point of smollm2-135m ({point:.0f} s) would outlast "
         "the watchdog's 780 s; run it on a GPU, choose a smaller model (tiny, 20m), or add --allow-slow-cpu"
     )
+    refused = dry_run(tmp_path, python, "smollm2-135m", context=2048, extra=(), rc=2)
+    assert refused.stderr.strip().splitlines()[-1] == f"throughput-sweep: {refusal}"
     assert "Traceback" not in refused.stderr and not (tmp_path / "camp").exists()
-    allowed = dry_run(tmp_path, python, "tiny", "smollm2-135m", context=2048, extra=["--allow-slow-cpu"])
-    assert "smollm2-135m at context 2048, batch 1: " in allowed.stderr and "Dry run:" in allowed.stdout
+    planned = dry_run(tmp_path, python, "smollm2-135m", context=2048)
+    assert f"[sweep] note: the run will refuse: {refusal}" in planned.stderr and "Dry run:" in planned.stdout
+    allowed = dry_run(tmp_path, python, "smollm2-135m", context=2048, extra=("--dry-run", "--allow-slow-cpu"))
+    assert "smollm2-135m at context 2048, batch 1: " in allowed.stderr and "will refuse" not in allowed.stderr
 
 
 def test_a_gpu_or_a_broken_python_or_slurm_is_not_estimated(tmp_path):

@@ -161,9 +161,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         if output.exists() and (not output.is_dir() or any(output.iterdir())):
             raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
+        above = next(p for p in output.absolute().parents if p.exists())
+        if not above.is_dir():
+            raise CampaignError(f"{output}: cannot be created, {above} is a file; choose a new --output")
         preview = plan.preview()
         verdict = gate(preview, dry_run=args.dry_run, skip=args.no_preflight)  # the profile against the cluster
-        cpu_estimate.announce(preview, allow_slow=args.allow_slow_cpu)
+        cpu_estimate.announce(preview, allow_slow=args.allow_slow_cpu, dry_run=args.dry_run)
         if args.dry_run or verdict.exit_status:
             shown = print_plan(preview, args) if args.dry_run else 0
             verdict.print()

@@ -3,9 +3,10 @@
 A model meant for a GPU trains on a CPU at a few updates a minute: without a word, the first
 point of `--models smollm2-135m` sat for twelve minutes as "1 running" until its watchdog
 ended it. For a campaign whose jobs run here (a backend without `remote_nodes`) with the real
-worker, the compute Python times the real update of the campaign's smallest model at batch 1
-of the smallest context (`python -m tiny_llm cpu-rate`, which says "cuda" instead where a GPU
-is visible): its FLOPs over that time are the CPU's rate. Each model's seconds per update are
+worker, the compute Python times the real update of the `tiny` preset at batch 1 of the
+smallest context (`python -m tiny_llm cpu-rate`, which says "cuda" instead where a GPU is
+visible; a few seconds, where a large model's own update could take minutes): its FLOPs
+over that time are the CPU's rate. Each model's seconds per update are
 its FLOPs at that rate, and its first point's seconds the protocol's at that pace (the setup's
 eager updates, warm-up, calibration, every window at its minimum of updates; extra windows
 not counted). The rate of one model at one shape stands for the others, so the figures are
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from throughput_schema import ClusterProfile, Protocol, Recipe, write_atomic
 from throughput_schema.provenance import PRODUCTION_WORKER
-from throughput_schema.recipe import flops_per_token
+from throughput_schema.recipe import flops_per_token, load_recipe, with_point
 from throughput_sweep.attempt import point_recipe
 from throughput_sweep.campaign import Campaign, CampaignError
 from throughput_sweep.node.watchdog import thread_count
@@ -33,6 +34,7 @@ from throughput_sweep.schedulers import backend
 # The real worker's eager updates before its measurement starts (the CUDA-graph build's, also run on a CPU).
 SETUP_UPDATES = 3
 PROBE_TIMEOUT = 120.0
+REFERENCE = "tiny"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,19 @@ def probe(profile: ClusterProfile, recipe: Recipe) -> dict:
     return answer
 
 
+def reference(campaign: Campaign) -> tuple[str, Recipe]:
+    """The update timed: the tiny preset (seconds on any CPU) at batch 1 of the smallest
+    context, or the campaign's smallest model where the preset is not found."""
+    m = campaign.manifest
+    context = min(m.contexts)
+    preset = Path(m.source_root) / "configs" / f"{REFERENCE}.yaml"
+    if preset.exists():
+        return REFERENCE, with_point(load_recipe(preset), context_length=context, batch_size=1, protocol=m.protocol)
+    recipes = {model: point_recipe(campaign, model, context, 1) for model in m.models}
+    smallest = min(recipes, key=lambda model: flops_per_token(recipes[model].model))
+    return smallest, recipes[smallest]
+
+
 def estimates(campaign: Campaign, rate: float) -> list[Estimate]:
     m = campaign.manifest
     context = min(m.contexts)
@@ -87,10 +102,9 @@ def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
     m = campaign.manifest
     if backend(m.profile.scheduler).remote_nodes or m.worker != PRODUCTION_WORKER:
         return [], ""
-    context = min(m.contexts)
-    recipes = {model: point_recipe(campaign, model, context, 1) for model in m.models}
-    timed = min(recipes, key=lambda model: flops_per_token(recipes[model].model))
-    answer = probe(m.profile, recipes[timed])
+    timed, recipe = reference(campaign)
+    context = recipe.model.context_length
+    answer = probe(m.profile, recipe)
     if "error" in answer:
         return [f"note: could not time an update with {m.profile.python} ({answer['error']}); no CPU time estimate"], ""
     if answer["device"] != "cpu":
@@ -119,10 +133,13 @@ def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
     )
 
 
-def announce(campaign: Campaign, *, allow_slow: bool) -> None:
-    """Say `check`'s lines on stderr; raise its refusal as the one-line CampaignError."""
+def announce(campaign: Campaign, *, allow_slow: bool, dry_run: bool = False) -> None:
+    """Say `check`'s lines on stderr; raise its refusal as the one-line CampaignError (a dry
+    run, which plans without running, says it as a note)."""
     lines, refusal = check(campaign, allow_slow=allow_slow)
+    if refusal and dry_run:
+        lines.append(f"note: the run will refuse: {refusal}")
     for line in lines:
         print(f"[sweep] {line}", file=sys.stderr)
-    if refusal:
+    if refusal and not dry_run:
         raise CampaignError(refusal)
