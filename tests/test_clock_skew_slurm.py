@@ -1,6 +1,6 @@
 """A compute node whose clock is off from slurmctld's (real Slurm, scripted worker).
 
-The job's Python runs under `faketime` (a profile's `python` wrapper), so the watchdog and
+The job's Python runs under libfaketime (a profile's `python` wrapper), so the watchdog and
 the worker read a clock 90 s ahead of, or behind, the one slurmctld stamps Start and End
 with. The audit measures the node's skew from the watchdog's start against each job's Start,
 compares the workers' times after removing it, and passes; a skew beyond its bound fails
@@ -22,17 +22,20 @@ from campaign_helpers import check_campaign, profile, scripted_run, sweep, write
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411, pytest.mark.slow]
 
 
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")  # Debian's libfaketime
+
+
 def skewed_python(tmp_path: Path, offset: str) -> Path:
-    if shutil.which("faketime") is None:
+    """The compute Python with libfaketime preloaded. The library is copied beside the test,
+    since Slurm 24.11's jobs run in its own root, which shares /tmp but not /usr."""
+    if not LIBFAKETIME.exists():
         if os.environ.get("CI"):
-            pytest.fail("faketime is not installed; .ci/run installs it (apt-get install faketime)")
-        pytest.skip("faketime is not installed (apt-get install faketime)")
+            pytest.fail("libfaketime is not installed; .ci/run installs it (apt-get install faketime)")
+        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+    lib = tmp_path / LIBFAKETIME.name
+    shutil.copy(LIBFAKETIME, lib)
     path = tmp_path / f"python{offset}"
-    # The watchdog's workers run through it too, already under faketime (FAKETIME is set).
-    path.write_text(
-        f'#!/bin/bash\n[ -n "$FAKETIME" ] && exec "{sys.executable}" "$@"\n'
-        f'exec faketime -f "{offset}" "{sys.executable}" "$@"\n'
-    )
+    path.write_text(f'#!/bin/bash\nLD_PRELOAD="{lib}" FAKETIME="{offset}" exec "{sys.executable}" "$@"\n')
     path.chmod(0o755)
     return path
 
