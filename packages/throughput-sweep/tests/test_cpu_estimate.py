@@ -53,20 +53,27 @@ def dry_run(tmp_path, python: Path, *models: str, context: int = 128, extra=("--
     )
 
 
-CPU = {"device": "cpu", "threads": 2, "backend": "cpu-eager", "seconds_per_update": 0.5, "flops_per_second": RATE}
+CPU = {
+    "device": "cpu",
+    "threads": 2,
+    "backend": "cpu-eager",
+    "setup_updates": 3,
+    "seconds_per_update": 0.5,
+    "flops_per_second": RATE,
+}
 
 
 def seconds(model: str, context: int) -> tuple[float, float]:
     """(per update, per first point) from the preset's FLOPs at the planned rate."""
     recipe = load_recipe(ROOT / "configs" / f"{model}.yaml")
     update = flops_per_token(msgspec.structs.replace(recipe.model, context_length=context)) * context / RATE
-    return update, point_seconds(update, Protocol())
+    return update, point_seconds(update, Protocol(), CPU["setup_updates"])
 
 
 def test_point_seconds_follow_the_protocol():
     # 28 updates before the windows; each window its 10 s, or its 20 updates where longer.
-    assert point_seconds(0.1, Protocol()) == pytest.approx(28 * 0.1 + 5 * 10)
-    assert point_seconds(2.0, Protocol()) == pytest.approx(28 * 2.0 + 5 * 40)
+    assert point_seconds(0.1, Protocol(), 3) == pytest.approx(28 * 0.1 + 5 * 10)
+    assert point_seconds(2.0, Protocol(), 3) == pytest.approx(28 * 2.0 + 5 * 40)
 
 
 def test_each_model_is_estimated_from_the_tiny_presets_timed_update(tmp_path):

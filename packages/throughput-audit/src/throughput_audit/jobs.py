@@ -189,7 +189,8 @@ def check_worker_times(
             )
         when: dict[str, datetime] = {}
         for what, text in {"started_at": res.started_at, "finished_at": res.finished_at}.items():
-            at = slurm.parse_time(_on_scheduler_clock(text, skew)) if text else None
+            at = slurm.parse_time(text) if text else None
+            at = at - timedelta(seconds=skew) if at is not None else None
             if at is None:
                 problems.append(f"{what} {text!r} is not a time (a worker always records when it ran)")
             elif start is not None and end is not None and not start - GRANULARITY <= at <= end + GRANULARITY:

@@ -137,6 +137,32 @@ def _payload(data: bytes | str | Any) -> bytes:
     return dumps(data)
 
 
+def _written_beside(path: Path, data: bytes | str | Any, mode: int, suffix: str) -> str:
+    """`data` in a temporary file in `path`'s folder, flushed to disk; its name. A failed
+    write removes it and names `path` (a write or fsync names no file of its own)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_payload(data))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    return tmp
+
+
+def _remove(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: int = 0o644) -> Path:
     """Write `data` (bytes, text, or a record) so that readers see old or new, never half.
 
@@ -144,23 +170,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Any, *, mode:
     instant leaves either the previous file or the complete new one.
     """
     path = Path(path)
-    payload = _payload(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _written_beside(path, data, mode, ".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError) and exc.filename is None:  # a write or fsync names no file: name it
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    except BaseException:
+        _remove(tmp)
         raise
     fsync_dir(path.parent)
     return path
@@ -176,15 +190,8 @@ def write_new(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: in
     and report EEXIST for it, so the file found is compared with ours by its inode.
     """
     path = Path(path)
-    payload = _payload(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    tmp = _written_beside(path, data, mode, ".new")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         ours = os.stat(tmp).st_ino
         try:
             os.link(tmp, path)
@@ -196,10 +203,7 @@ def write_new(path: str | os.PathLike[str], data: bytes | str | Any, *, mode: in
             if not published:
                 return False
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _remove(tmp)
     fsync_dir(path.parent)
     return True
 

@@ -8,7 +8,7 @@ smallest context (`python -m tiny_llm cpu-rate`, which says "cuda" instead where
 visible; a few seconds, where a large model's own update could take minutes): its FLOPs
 over that time are the CPU's rate. Each model's seconds per update are
 its FLOPs at that rate, and its first point's seconds the protocol's at that pace (the setup's
-eager updates, warm-up, calibration, every window at its minimum of updates; extra windows
+updates, warm-up, calibration, every window at its minimum of updates; extra windows
 not counted). The rate of one model at one shape stands for the others, so the figures are
 estimates (`docs/guide.md` gives one against the update it estimated). A point estimated
 beyond the watchdog is refused unless `--allow-slow-cpu`.
@@ -31,8 +31,6 @@ from throughput_sweep.campaign import Campaign, CampaignError
 from throughput_sweep.node.watchdog import thread_count
 from throughput_sweep.schedulers import backend
 
-# The real worker's eager updates before its measurement starts (the CUDA-graph build's, also run on a CPU).
-SETUP_UPDATES = 3
 PROBE_TIMEOUT = 120.0
 REFERENCE = "tiny"
 
@@ -45,8 +43,9 @@ class Estimate:
     point_seconds: float
 
 
-def point_seconds(update: float, protocol: Protocol) -> float:
-    before = (SETUP_UPDATES + protocol.warmup + protocol.calibration_updates) * update
+def point_seconds(update: float, protocol: Protocol, setup_updates: int) -> float:
+    """`setup_updates`: those the worker's build runs before the protocol (the probe says)."""
+    before = (setup_updates + protocol.warmup + protocol.calibration_updates) * update
     window = max(protocol.window_seconds, protocol.min_updates_per_window * update)
     return before + protocol.windows * window
 
@@ -85,14 +84,14 @@ def reference(campaign: Campaign) -> tuple[str, Recipe]:
     return smallest, recipes[smallest]
 
 
-def estimates(campaign: Campaign, rate: float) -> list[Estimate]:
+def estimates(campaign: Campaign, rate: float, setup_updates: int) -> list[Estimate]:
     m = campaign.manifest
     context = min(m.contexts)
     out = []
     for model in m.models:
         recipe = point_recipe(campaign, model, context, 1)
         update = flops_per_token(recipe.model) * context / rate
-        out.append(Estimate(model, context, update, point_seconds(update, m.protocol)))
+        out.append(Estimate(model, context, update, point_seconds(update, m.protocol, setup_updates)))
     return out
 
 
@@ -117,7 +116,7 @@ def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
     ]
     limit = m.profile.watchdog_minutes * 60
     slow = []
-    for e in estimates(campaign, rate):
+    for e in estimates(campaign, rate, int(answer["setup_updates"])):
         lines.append(
             f"  {e.model} at context {e.context}, batch 1: {e.update_seconds:.2g} s per update, "
             f"{e.point_seconds:.0f} s for the point (the watchdog stops a job at {limit:.0f} s)"

@@ -2,8 +2,9 @@
 and on a CPU the training FLOP/s that the preset's real update reaches there.
 
 Prints one JSON object: `{"device": "cuda"}` where a GPU is visible, else
-`{"device": "cpu", "threads": N, "backend": ..., "updates": K, "seconds_per_update": S,
-"flops_per_second": F}`, F being the recipe's FLOPs per update over S. The controller scales
+`{"device": "cpu", "threads": N, "backend": ..., "updates": K, "setup_updates": U,
+"seconds_per_update": S, "flops_per_second": F}` (U: the updates the build runs before the
+protocol's), F being the recipe's FLOPs per update over S. The controller scales
 F to each model's FLOPs before it starts a campaign on the CPU (`throughput_sweep.cpu_estimate`):
 a model too large for a CPU would otherwise sit on its first point for many minutes with
 nothing to show. The update is the worker's own (`tiny_llm.update.build`), so the rate holds
@@ -45,6 +46,7 @@ def measure(recipe, threads: int) -> dict:
         "threads": torch.get_num_threads(),
         "backend": built.backend,
         "updates": updates,
+        "setup_updates": built.setup_updates,
         "seconds_per_update": per_update,
         "flops_per_second": flops_per_token(recipe.model) * tokens / per_update,
     }
