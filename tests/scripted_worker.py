@@ -18,7 +18,8 @@ throughput, optimizer CV above threshold), cuda_oom (exit 3), compile_error (4),
 nonfinite (5), crash (exit 1 without a result), sleep (for timeouts), allocate (touch
 `mb` MiB of host memory, for host-OOM kills). An entry may also set `slowdown` (the
 instrumented run's wall time over the baseline's, default 1.03), and an entry or the plan
-`rate` (a factor on the modelled tokens/s, default 1: a re-measurement that came out faster).
+`rate` (a factor on the modelled tokens/s, default 1: a re-measurement that came out faster),
+and `fill` (a file to grow until its filesystem is full before the result is written).
 
 Energy: an entry or the plan may set `watts` (e.g. {"default": "ok", "watts": 600}, or
 {"points": {"20m-c512-b8": {"outcome": "ok", "watts": 450}}}); the most specific wins. With
@@ -56,7 +57,9 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
+from throughput_schema.argparsing import STORAGE_ERRNOS
 from throughput_schema.energy import EnergySource
+from throughput_schema.node_local import not_written
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
@@ -249,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         result = WorkerResult(
             outcome=out, finished_at=_now(), exit_code=EXIT_CODES[kind], energy_unavailable=reason, **common, **extra
         )
-        write_atomic(args.output, result)
-        return EXIT_CODES[kind]
+        return publish(args.output, result, entry) or EXIT_CODES[kind]
 
     if outcome == "sleep":
         time.sleep(float(entry.get("seconds", 3600)))
@@ -339,10 +341,35 @@ def main(argv: list[str] | None = None) -> int:
         energy_unavailable=energy_unavailable,
         **common,
     )
-    if timing is not None:
-        write_bursts(args.output, timing)
-    write_atomic(args.output, result)
+    return publish(args.output, result, entry, timing)
+
+
+def publish(output: Path, result: WorkerResult, entry: dict, timing=None) -> int:
+    """Write the result as the real worker does (0), or, where the filesystem refuses it, keep
+    it on the node and return the storage_full status. A `"fill": PATH` entry first grows the
+    file PATH until its filesystem is full (a scratch space filling up under the job)."""
+    if entry.get("fill"):
+        fill_filesystem(Path(entry["fill"]))
+    try:
+        if timing is not None:
+            write_bursts(output, timing)
+        write_atomic(output, result)
+    except OSError as exc:
+        print(f"scripted_worker: {not_written(exc, output, result)}", file=sys.stderr)
+        return EXIT_CODES["storage_full"]
     return 0
+
+
+def fill_filesystem(path: Path) -> None:
+    """`path` grown until its filesystem is full."""
+    with open(path, "ab") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            if exc.errno not in STORAGE_ERRNOS:
+                raise
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ WORKER_WORDS = {
     "non-finite state": "nonfinite",
     "timeout": "timeout",
     "host memory": "host_oom",
+    "result not written": "storage_full",
 }
 
 
@@ -55,5 +56,5 @@ def test_the_workers_docstring_table_is_its_outcomes():
     import tiny_llm.worker
 
     rows = re.findall(r"^\| `?\(?(\w+)\)?`? +\| (\d+) +\|", tiny_llm.worker.__doc__ or "", flags=re.MULTILINE)
-    assert len(rows) == 6
+    assert len(rows) == 7
     assert {kind: int(code) for kind, code in rows} == {kind: EXIT_CODES[kind] for kind, _ in rows}

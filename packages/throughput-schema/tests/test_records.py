@@ -189,6 +189,7 @@ def test_json_schema_export_covers_every_record(tmp_path, capsys):
         "crashed",
         "cancelled",
         "node_fail",
+        "storage_full",
         "capped",
     ):
         assert f'"{kind}"' in outcome_kinds

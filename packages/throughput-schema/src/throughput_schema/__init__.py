@@ -22,6 +22,7 @@ from throughput_schema.outcomes import (
     Ok,
     Outcome,
     Refused,
+    StorageFull,
     Timeout,
     outcome_kind,
 )

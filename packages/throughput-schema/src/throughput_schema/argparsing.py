@@ -68,12 +68,17 @@ def storage_error(exc: BaseException) -> OSError | None:
     return None
 
 
-def storage_line(exc: OSError) -> str:
+def storage_reason(exc: OSError) -> str:
+    """'cannot write FILE: No space left on device (ENOSPC): its filesystem is full or over its quota'."""
     where = f"cannot write {exc.filename}" if exc.filename else "cannot write"
+    code = errno.errorcode.get(exc.errno or 0, exc.errno)
+    return f"{where}: {exc.strerror} ({code}): its filesystem is full or over its quota"
+
+
+def storage_line(exc: OSError) -> str:
     return (
-        f"{where}: {exc.strerror} ({errno.errorcode.get(exc.errno or 0, exc.errno)}): its filesystem is full or over "
-        "its quota. Nothing already written is damaged (every file is written whole or not at all); free space, "
-        "then run the same command again (a campaign: with --resume)"
+        f"{storage_reason(exc)}. Nothing already written is damaged (every file is written whole or not at all); "
+        "free space, then run the same command again (a campaign: with --resume)"
     )
 
 

@@ -70,12 +70,29 @@ class Refused(_Outcome, frozen=True, tag="refused"):
     fix: str = ""
 
 
+class StorageFull(_Outcome, frozen=True, tag="storage_full"):
+    """The point's result could not be written: the campaign's filesystem was full or over
+    its quota. Says nothing of the point itself (never a memory boundary); measure it again
+    once there is space."""
+
+
 class Capped(_Outcome, frozen=True, tag="capped"):
     max_batch: int = 0
 
 
 Outcome = (
-    Ok | CudaOom | Timeout | HostOom | CompileError | NonFinite | Crashed | Cancelled | NodeFail | Refused | Capped
+    Ok
+    | CudaOom
+    | Timeout
+    | HostOom
+    | CompileError
+    | NonFinite
+    | Crashed
+    | Cancelled
+    | NodeFail
+    | Refused
+    | StorageFull
+    | Capped
 )
 
 
@@ -107,4 +124,7 @@ EXIT_CODES: dict[str, int] = {
     "host_oom": 7,
     "cancelled": 8,
     "node_fail": 9,
+    # The worker or its watchdog could not write the result (the job log may not take a
+    # line either): the exit status is what the scheduler's accounting still shows.
+    "storage_full": 10,
 }

@@ -37,7 +37,16 @@ TERMINAL_STATES = frozenset(STATES)
 
 # A result the worker or its watchdog wrote exits with its outcome's code (EXIT_CODES),
 # and the batch script passes it on: Slurm then says FAILED with that exit code.
-_WORKER_CODE = ("timeout", "host_oom", "cancelled", "node_fail", "cuda_oom", "compile_error", "nonfinite")
+_WORKER_CODE = (
+    "timeout",
+    "host_oom",
+    "cancelled",
+    "node_fail",
+    "cuda_oom",
+    "compile_error",
+    "nonfinite",
+    "storage_full",
+)
 
 
 def time_limit_slack(limit_seconds: float) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import overload
 
 from throughput_schema import Protocol, SchemaError
-from throughput_schema.argparsing import command_line, storage_error
+from throughput_schema.argparsing import command_line, storage_error, storage_reason
 from throughput_schema.layout import JOB_SCRIPT, MANIFEST, SPOT_CHECK, attempt_dir
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
@@ -221,8 +221,11 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
             # Disk full, folder gone...: stop cleanly; every file is written atomically, so
             # --resume continues from what is on disk (submitted jobs keep running).
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            why = f"{exc.strerror or exc}{where}"
+            if storage_error(exc):
+                why = f"{storage_reason(exc)}; nothing more is submitted"
             raise CampaignError(
-                f"{campaign.root}: the watcher stopped: {exc.strerror or exc}{where}; "
+                f"{campaign.root}: the watcher stopped: {why}; "
                 f"submitted jobs keep running; fix it, then resume with: {options.resume_command}"
             ) from None
     if code == EXIT_INTERRUPTED:

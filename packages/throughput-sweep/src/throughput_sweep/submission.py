@@ -36,7 +36,17 @@ from throughput_schema import (
 from throughput_schema.campaigns import SettledBy, SettlementState
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import RECEIPT, REQUEST, RESULT, SETTLEMENT
-from throughput_schema.outcomes import SCHEDULER_PHASE, Cancelled, Crashed, HostOom, NodeFail, Refused, Timeout
+from throughput_schema.outcomes import (
+    EXIT_CODES,
+    SCHEDULER_PHASE,
+    Cancelled,
+    Crashed,
+    HostOom,
+    NodeFail,
+    Refused,
+    StorageFull,
+    Timeout,
+)
 from throughput_schema.recipe import parameter_count
 from throughput_sweep.attempt import point_recipe
 from throughput_sweep.attempt_status import AttemptInfo
@@ -179,6 +189,13 @@ def outcome_of(status: JobStatus, deadline_seconds: float, launch_failure: str |
         if launch_failure:
             note += f"; {launch_failure}"
     outcome = OUTCOME_OF_STATE.get(status.state, "crashed")
+    if outcome == "crashed" and code == EXIT_CODES["storage_full"]:
+        # The job's watchdog said so by its exit status: it could not write the result.
+        return StorageFull(
+            phase=SCHEDULER_PHASE,
+            message=f"result could not be written (disk full or over quota): {note}, exit status {code}; free space "
+            "in the campaign folder, then run --resume --retry-failed (the job log names any copy kept on its node)",
+        )
     if outcome == "timeout":
         return Timeout(
             phase=SCHEDULER_PHASE, message=f"{note} (scheduler time limit)", deadline_seconds=deadline_seconds

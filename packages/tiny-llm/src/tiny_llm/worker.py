@@ -10,6 +10,7 @@ Outcomes and exit codes (`throughput_schema.outcomes.EXIT_CODES`):
 | `cuda_oom`      | 3    | `torch.cuda.OutOfMemoryError` anywhere; `phase` says where |
 | `compile_error` | 4    | a torch._dynamo / inductor / triton failure (not an OOM) |
 | `nonfinite`     | 5    | the state is not finite after warm-up or after a window |
+| `storage_full`  | 10   | the result could not be written (filesystem full or over its quota): kept on the node instead, no result file |
 
 Phases: `setup` (model, arena, inputs), `compile` (the first eager update, which
 compiles forward and backward), `capture` (the CUDA graph), `warmup` (warm-up and
@@ -60,6 +61,7 @@ from throughput_schema import (
     outcome_kind,
     write_atomic,
 )
+from throughput_schema.node_local import not_written
 from throughput_schema.recipe import flops_per_token, parameter_count
 from throughput_schema.results import JOB_STARTED_AT_ENV
 from tiny_llm import hardware, stats
@@ -283,11 +285,14 @@ def run_worker(
         energy=energy,
         energy_unavailable=energy_unavailable,
     )
-    if timing is not None:
-        # Raw burst samples beside the result (bursts.jsonl for result.json), written
-        # before it, so a result with optimizer timing always has its bursts file.
-        write_bursts(output, timing)
-    write_atomic(output, result)
+    try:
+        if timing is not None:
+            # Raw burst samples beside the result (bursts.jsonl for result.json), written
+            # before it, so a result with optimizer timing always has its bursts file.
+            write_bursts(output, timing)
+        write_atomic(output, result)
+    except OSError as exc:
+        raise not_written(exc, output, result) from None  # a full disk: kept on the node
     return result
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import Protocol, Recipe, SchemaError, WorkerRequest, outcome_kind, read
+from throughput_schema import EXIT_CODES, Protocol, Recipe, SchemaError, WorkerRequest, outcome_kind, read
+from throughput_schema.node_local import ResultNotWritten
 from throughput_schema.recipe import load_recipe
 from tiny_llm.recipe_args import add_recipe_args
 
@@ -209,7 +210,11 @@ def main(args: argparse.Namespace) -> int:
         kernels=kernels,
         energy=args.energy,
     )
-    result = run_worker(recipe, args.output, options)
+    try:
+        result = run_worker(recipe, args.output, options)
+    except ResultNotWritten as exc:
+        print(f"tiny_llm: {exc}", file=sys.stderr)
+        return EXIT_CODES["storage_full"]
     print(summary_line(result, args.output))
     return result.exit_code
 

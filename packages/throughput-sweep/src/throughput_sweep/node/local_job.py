@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from throughput_schema import SchemaError, read, write_atomic
+from throughput_schema import EXIT_CODES, SchemaError, read, write_atomic
 from throughput_schema.local_jobs import LocalEnd, LocalJob, end_path, job_path, stamp
+from throughput_schema.node_local import not_written
 
 __all__ = ["main", "run_job"]
 
@@ -117,18 +118,21 @@ def run_job(jobs_dir: Path, job_id: str) -> int:
     started = time.time()
 
     def finish(state: str, exit_code: str, message: str = "") -> int:
-        write_atomic(
-            end_file,
-            LocalEnd(
-                job_id=job_id,
-                state=state,
-                exit_code=exit_code,
-                start=stamp(started),
-                end=stamp(),
-                elapsed_seconds=round(time.time() - started, 3),
-                message=message,
-            ),
+        end = LocalEnd(
+            job_id=job_id,
+            state=state,
+            exit_code=exit_code,
+            start=stamp(started),
+            end=stamp(),
+            elapsed_seconds=round(time.time() - started, 3),
+            message=message,
         )
+        try:
+            write_atomic(end_file, end)
+        except OSError as exc:
+            # A full disk: the end is kept on this machine, where the scheduler looks for it.
+            print(f"local job {job_id}: {not_written(exc, end_file, end)}", file=sys.stderr)
+            return EXIT_CODES["storage_full"]
         return 0
 
     if stop:

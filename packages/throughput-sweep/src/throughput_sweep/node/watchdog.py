@@ -31,6 +31,9 @@ What it does:
     do not run and the last worker's result path (the point's result) gets the same
     outcome, its message naming the worker that failed.
   * Exit status mirrors the point's outcome (throughput_schema.EXIT_CODES; ok/capped 0).
+    A record the campaign's filesystem refuses (full, or over its quota) is kept on the
+    node (throughput_schema.node_local) and the exit status is `storage_full`'s: the
+    scheduler's accounting keeps it where nothing else could be written.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import msgspec
 
 from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, write_new
 from throughput_schema.layout import REQUEST
+from throughput_schema.node_local import ResultNotWritten, not_written
 from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind
 from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import parameter_count
@@ -100,6 +104,7 @@ class WorkerSpec:
 @dataclass
 class WatchdogState:
     stop_signal: int | None = None
+    unwritten: ResultNotWritten | None = None  # a record the campaign's filesystem refused
 
 
 class Watchdog:
@@ -156,8 +161,15 @@ class Watchdog:
         )
 
     def _write(self, path: Path, outcome: Outcome, started_at: str) -> None:
-        # Never over a record the worker wrote after all (it may still have been finishing).
-        if write_new(path, self._record(outcome, started_at)):
+        record = self._record(outcome, started_at)
+        try:
+            # Never over a record the worker wrote after all (it may still have been finishing).
+            written = write_new(path, record)
+        except OSError as exc:
+            self.state.unwritten = not_written(exc, path, record)  # a full disk: kept on the node
+            log(f"{outcome_kind(outcome)} result not written: {self.state.unwritten}")
+            return
+        if written:
             log(f"wrote {outcome_kind(outcome)} result to {path}: {outcome.message}")
         else:
             log(f"kept the result found at {path}; not writing {outcome_kind(outcome)}")
@@ -302,6 +314,8 @@ class Watchdog:
             shutil.rmtree(cache_root, ignore_errors=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self.state.unwritten is not None:
+            final_kind = "storage_full"  # the accounting's exit status is the only record left
         code = exit_code_for(final_kind)
         log(f"done: {final_kind} (exit {code})")
         return code

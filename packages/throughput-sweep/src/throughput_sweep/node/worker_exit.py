@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from throughput_schema import EXIT_CODES, SchemaError, read
-from throughput_schema.outcomes import Crashed, HostOom, Outcome
+from throughput_schema.outcomes import Crashed, HostOom, Outcome, StorageFull
 from throughput_schema.records import WorkerResult
 
 
@@ -71,6 +71,12 @@ def outcome_for_exit(returncode: int) -> Outcome:
             phase="worker",
             exit_code=returncode,
             message=f"killed by signal {sig} ({signal_name(sig)}) without writing a result",
+        )
+    if returncode == EXIT_CODES["storage_full"]:
+        return StorageFull(
+            phase="worker",
+            message=f"exited {returncode}: the worker could not write its result (the filesystem is full or over "
+            "its quota; its log says where a copy was kept on the node)",
         )
     if returncode == 0:
         return Crashed(phase="worker", exit_code=0, message="exited 0 without writing a result")

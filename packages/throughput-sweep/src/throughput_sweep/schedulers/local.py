@@ -45,6 +45,7 @@ import anyio
 import anyio.to_thread
 
 from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic, write_new
+from throughput_schema.argparsing import storage_error
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.local_jobs import (
@@ -57,6 +58,7 @@ from throughput_schema.local_jobs import (
     read_registry,
     stamp,
 )
+from throughput_schema.node_local import kept_path
 from throughput_sweep.node import local_job
 from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
 from throughput_sweep.schedulers.accounting_rows import exit_status, read_row
@@ -212,6 +214,15 @@ class LocalScheduler:
         end = self._load_end(job.job_id)  # written just before the wrapper exited?
         if end is not None:
             return end
+        kept = kept_path(self._end_path(job.job_id))
+        if kept.exists():
+            # The wrapper's end, kept on this machine while the registry's disk was full:
+            # published now (a full disk still stops the watcher, one line), then dropped.
+            end = read(kept, LocalEnd)
+            if not write_new(self._end_path(job.job_id), end):
+                end = self._load_end(job.job_id)
+            kept.unlink(missing_ok=True)
+            return end
         if self._cancel_path(job.job_id).exists():
             # cancel's SIGTERM reached the wrapper before it had set its handlers (a loaded
             # machine starting Python), so it never started the job's script.
@@ -298,6 +309,8 @@ class LocalScheduler:
                 except SchemaError as exc:
                     raise SubmitFailed(f"local job registry unreadable: {exc}", permanent=True) from None
                 except OSError as exc:
+                    if storage_error(exc):
+                        raise  # a full disk stops the watcher, not a retry (docs/reliability.md)
                     raise SubmitFailed(f"local job registry: {exc}", permanent=False) from None
                 if job_id is not None:
                     return job_id
@@ -331,14 +344,14 @@ class LocalScheduler:
         try:
             return await anyio.to_thread.run_sync(work)
         except (SchemaError, OSError) as exc:
-            raise QueryFailed(f"local job registry unreadable: {exc}") from None
+            raise _query_failed(exc) from None
 
     async def find_by_token(self, tokens: list[str], since: datetime) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {t: [] for t in tokens}
         try:
             jobs = await anyio.to_thread.run_sync(self._all_jobs)
         except (SchemaError, OSError) as exc:
-            raise QueryFailed(f"local job registry unreadable: {exc}") from None
+            raise _query_failed(exc) from None
         for job in jobs:
             if job.token in found:
                 found[job.token].append(job.job_id)
@@ -363,3 +376,11 @@ class LocalScheduler:
     def running_jobs(self) -> list[str]:
         """Ids of jobs whose wrapper is alive (for diagnostics and tests)."""
         return [j.job_id for j in self._all_jobs() if self._running(j)]
+
+
+def _query_failed(exc: Exception) -> Exception:
+    """A registry the poll cannot read or settle is retried; a full disk under it is not
+    (the watcher stops in one line and `--resume` goes on once there is space)."""
+    if isinstance(exc, OSError) and storage_error(exc):
+        return exc
+    return QueryFailed(f"local job registry unreadable: {exc}")
