@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from throughput_audit.campaign import AttemptRecord, Loaded, load, sha256
+from throughput_audit.campaign import AttemptRecord, Loaded, load
 from throughput_audit.curves import group, planned_grid, walk_grid, walk_throughput
 from throughput_audit.findings import Checks
 from throughput_audit.points import CV_REL, RATE_REL
 from throughput_audit.stats import first_difference, median, sample_cv, weighted_mean
 from throughput_schema import Manifest, SchemaError
 from throughput_schema.audit import CurveFinding
+from throughput_schema.digests import sha256_file
 from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 
 
@@ -51,7 +52,7 @@ def parent_fitting(root: Path, manifest: Manifest, checks: Checks) -> dict[str, 
             parent=manifest.parent.path,
         )
         return None
-    digest = sha256(path / MANIFEST)
+    digest = sha256_file(path / MANIFEST)
     checks.expect(
         "optimizer.parent",
         digest == manifest.parent.manifest_sha256,
