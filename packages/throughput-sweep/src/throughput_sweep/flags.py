@@ -17,7 +17,12 @@ PROG = "throughput-sweep"
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    _add_run(sub)
+    _add_others(sub)
+    return parser
 
+
+def _add_run(sub) -> None:
     run = sub.add_parser(
         "run", help="create or resume a campaign and watch it until every curve ends", epilog=EXIT_STATUSES
     )
@@ -85,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)  # tests of sbatch's own refusals
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr (for logs and scripts)")
 
+
+def _add_others(sub) -> None:
+    """The subcommands that read or settle an existing campaign."""
     status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
     status.add_argument("--output", type=Path, required=True)
     status.add_argument(
@@ -105,4 +113,3 @@ def build_parser() -> argparse.ArgumentParser:
     group = rec.add_mutually_exclusive_group(required=True)
     group.add_argument("--job-id", help="adopt this scheduler job as the point's receipt")
     group.add_argument("--none", action="store_true", help="record that no job was submitted")
-    return parser
