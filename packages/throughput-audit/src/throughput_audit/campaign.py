@@ -3,13 +3,13 @@ attempt's intent, receipt and job script."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import overload
 
 from throughput_audit.findings import Checks
 from throughput_schema import BurstSample, Manifest, Recipe, SchemaError, WorkerResult, outcome_kind, read
+from throughput_schema.digests import sha256_bytes, sha256_file
 from throughput_schema.layout import (
     BURSTS,
     CURVES,
@@ -111,14 +111,6 @@ def load(root: Path, checks: Checks, *, optimizer: bool) -> Loaded:
 # ---------------------------------------------------------------------------- frozen
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def check_frozen(loaded: Loaded, checks: Checks) -> None:
     """Every frozen file against the manifest's sha256 and size; nothing extra, nothing missing."""
     frozen = loaded.root / FROZEN
@@ -134,7 +126,7 @@ def check_frozen(loaded: Loaded, checks: Checks) -> None:
         if not path.is_file():
             checks.fail("frozen.sha256", name, f"{name}: listed in {MANIFEST} but missing", expected=f.sha256)
             continue
-        digest, size = sha256(path), path.stat().st_size
+        digest, size = sha256_file(path), path.stat().st_size
         checks.expect(
             "frozen.sha256",
             digest == f.sha256 and size == f.size,
@@ -206,7 +198,7 @@ def check_attempt_files(loaded: Loaded, record: AttemptRecord, checks: Checks) -
     script = record.files.files.get(JOB_SCRIPT)
     sfile = record.file(JOB_SCRIPT)
     if script is not None and script.data is not None:
-        digest = hashlib.sha256(script.data).hexdigest()
+        digest = sha256_bytes(script.data)
         checks.expect(
             "attempt.job_script",
             digest == intent.script_sha256,

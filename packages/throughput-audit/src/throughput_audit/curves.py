@@ -8,6 +8,7 @@ person closed the curve on exactly that failed attempt (`closure.json`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -63,6 +64,19 @@ def check_retries(curve: str, records: list[AttemptRecord], checks: Checks) -> N
         )
 
 
+@dataclass
+class _Walk:
+    """Where the walk up the doublings stopped, and what it passed on the way."""
+
+    state: str = "pending"
+    fitting: list[int] = field(default_factory=list)
+    unstable: list[int] = field(default_factory=list)
+    end: int | None = None  # the batch that ended the walk
+    first_oom: int | None = None
+    blocked: int | None = None
+    reason: str = ""
+
+
 def walk_throughput(
     curve: str, records: list[AttemptRecord], manifest: Manifest, checks: Checks, root: Path | None = None
 ) -> CurveFinding:
@@ -76,6 +90,47 @@ def walk_throughput(
     while b <= max(top, 1):
         doublings.append(b)
         b *= 2
+    _check_batches(where, present, top, doublings, finals, manifest.max_batch, checks)
+    walk = _walk(finals, doublings if present else [], top, manifest.max_batch, root)
+    _check_after_end(where, present, walk, checks)
+    largest = walk.fitting[-1] if walk.fitting else None
+    if walk.state == "bounded":
+        assert walk.first_oom is not None, "a curve is bounded at its first CUDA OOM"
+        _check_boundary(finals[walk.first_oom], walk.first_oom, largest, checks)
+    state, reason = walk.state, walk.reason
+    if root is not None and closure_path(root, curve).exists():
+        last = finals.get(walk.end) if walk.end else None
+        if check_closure(closure_path(root, curve), where, state, last, checks):
+            state, reason = "closed", ""
+    checks.expect(
+        "curve.finished",
+        state != "incomplete" and bool(present),
+        where,
+        f"{where}: {state}" + (f": {reason}" if reason else "") if present else f"{where}: no points at all",
+        state=state,
+    )
+    return msgspec.structs.replace(
+        CurveFinding(curve=curve, state="pending", batches=present),
+        state=state if present else "pending",
+        fitting_batches=walk.fitting,
+        largest_fitting_batch=largest,
+        first_oom_batch=walk.first_oom,
+        unstable_batches=walk.unstable,
+        blocked_batch=walk.blocked,
+        blocked_reason=reason if state == "blocked" else "",
+    )
+
+
+def _check_batches(
+    where: str,
+    present: list[int],
+    top: int,
+    doublings: list[int],
+    finals: dict[int, AttemptRecord],
+    cap: int | None,
+    checks: Checks,
+) -> None:
+    """The batches tried are the doublings from 1 with no gap, none above the cap."""
     missing = [b for b in doublings if b <= top and b not in finals]
     odd = [b for b in present if b & (b - 1)]
     checks.expect(
@@ -90,7 +145,6 @@ def walk_throughput(
         missing=missing,
         not_doublings=odd,
     )
-    cap = manifest.max_batch
     if cap is not None:
         over = [b for b in present if b > cap]
         checks.expect(
@@ -103,89 +157,71 @@ def walk_throughput(
             over=over,
             max_batch=cap,
         )
-    finding = CurveFinding(curve=curve, state="pending", batches=present)
-    fitting: list[int] = []
-    unstable: list[int] = []
-    end: int | None = None
-    state, first_oom, blocked, reason = "pending", None, None, ""
-    for b in doublings if present else []:
+
+
+def _walk(
+    finals: dict[int, AttemptRecord], doublings: list[int], top: int, cap: int | None, root: Path | None
+) -> _Walk:
+    """Up the doublings until a batch does not fit: the guide's rule, read from the results."""
+    walk = _Walk()
+    for b in doublings:
         r = finals.get(b)
         if r is None:
-            state = "incomplete"
-            reason = f"batch {b} has no attempt"
-            end = b
-            break
+            walk.state, walk.reason, walk.end = "incomplete", f"batch {b} has no attempt", b
+            return walk
         s = status(r, optimizer=False)
         if s == "ok":
-            fitting.append(b)
+            walk.fitting.append(b)
             assert r.attempt.result is not None, "an ok status is read from the result"
             tp = r.attempt.result.throughput
             if tp is not None and tp.unstable:
-                unstable.append(b)
+                walk.unstable.append(b)
             continue
-        end = b
+        walk.end = b
         if s == "cuda_oom":
-            state, first_oom = "bounded", b
+            walk.state, walk.first_oom = "bounded", b
         elif s == "no-result":
-            state, reason = "incomplete", f"batch {b} ({r.rel}) has no result"
+            walk.state, walk.reason = "incomplete", f"batch {b} ({r.rel}) has no result"
         else:
-            state, blocked, reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
+            walk.state, walk.blocked, walk.reason = "blocked", b, f"batch {b} ({r.rel}) ended {s}"
             if s == "cancelled":
                 shown = f" --output {root}" if root is not None else ""
-                reason += f" by someone else, not a boundary: retry it with throughput-sweep run{shown} --resume --retry-failed"
-        break
-    else:
-        if present:
-            if cap is not None and top * 2 > cap:
-                state = "capped"
-            else:
-                state, reason = "incomplete", f"batch {top} fitted and neither a CUDA OOM nor the cap followed"
-    after = [b for b in present if end is not None and b > end]
+                walk.reason += f" by someone else, not a boundary: retry it with throughput-sweep run{shown} --resume --retry-failed"
+        return walk
+    if doublings:
+        if cap is not None and top * 2 > cap:
+            walk.state = "capped"
+        else:
+            walk.state, walk.reason = "incomplete", f"batch {top} fitted and neither a CUDA OOM nor the cap followed"
+    return walk
+
+
+def _check_after_end(where: str, present: list[int], walk: _Walk, checks: Checks) -> None:
+    after = [b for b in present if walk.end is not None and b > walk.end]
     checks.expect(
         "curve.after_end",
         not after,
         where,
-        f"{where}: batches {after} exist beyond batch {end}, which ended the curve ({state})"
+        f"{where}: batches {after} exist beyond batch {walk.end}, which ended the curve ({walk.state})"
         if after
         else f"{where}: no batch beyond the curve's end",
         beyond=after,
-        end=end,
+        end=walk.end,
     )
-    largest = fitting[-1] if fitting else None
-    if state == "bounded":
-        assert first_oom is not None, "a curve is bounded at its first CUDA OOM"
-        r = finals[first_oom]
-        expected_oom = 2 * largest if largest else 1
-        checks.expect(
-            "curve.boundary",
-            first_oom == expected_oom and kind(r.attempt.result) == "cuda_oom",
-            r.file(RESULT),
-            f"{r.file(RESULT)}: boundary largest fitting {largest}, first OOM {first_oom} "
-            f"(2 x largest = {expected_oom}), set by outcome {kind(r.attempt.result)}",
-            largest_fitting=largest,
-            first_oom=first_oom,
-            outcome=kind(r.attempt.result),
-        )
-    if root is not None and closure_path(root, curve).exists():
-        closed = check_closure(closure_path(root, curve), where, state, finals.get(end) if end else None, checks)
-        if closed:
-            state, reason = "closed", ""
+
+
+def _check_boundary(r: AttemptRecord, first_oom: int, largest: int | None, checks: Checks) -> None:
+    """A bounded curve's first OOM is twice its largest fitting batch, set by a CUDA OOM."""
+    expected_oom = 2 * largest if largest else 1
     checks.expect(
-        "curve.finished",
-        state != "incomplete" and bool(present),
-        where,
-        f"{where}: {state}" + (f": {reason}" if reason else "") if present else f"{where}: no points at all",
-        state=state,
-    )
-    return msgspec.structs.replace(
-        finding,
-        state=state if present else "pending",
-        fitting_batches=fitting,
-        largest_fitting_batch=largest,
-        first_oom_batch=first_oom,
-        unstable_batches=unstable,
-        blocked_batch=blocked,
-        blocked_reason=reason if state == "blocked" else "",
+        "curve.boundary",
+        first_oom == expected_oom and kind(r.attempt.result) == "cuda_oom",
+        r.file(RESULT),
+        f"{r.file(RESULT)}: boundary largest fitting {largest}, first OOM {first_oom} "
+        f"(2 x largest = {expected_oom}), set by outcome {kind(r.attempt.result)}",
+        largest_fitting=largest,
+        first_oom=first_oom,
+        outcome=kind(r.attempt.result),
     )
 
 

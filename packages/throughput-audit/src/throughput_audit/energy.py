@@ -17,7 +17,7 @@ from __future__ import annotations
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
 from throughput_audit.stats import first_difference, median
-from throughput_schema import AccountingRow, WorkerResult
+from throughput_schema import AccountingRow, Energy, WindowEnergy, WorkerResult
 from throughput_schema.audit import Check
 from throughput_schema.layout import BASELINE, RECEIPT, RESULT
 
@@ -38,51 +38,12 @@ def window_joules(result: WorkerResult) -> list[float] | None:
 def check_energy(checks: Checks, file: str, result: WorkerResult, *, batch: int, context: int) -> None:
     """Every energy figure of one ok result against its windows' raw readings."""
     e = result.energy
-    with_readings = sum(w.energy is not None for w in result.windows)
-    if e is None:
-        if with_readings:
-            checks.fail(
-                "energy.present",
-                file,
-                f"{file}: {with_readings} of {len(result.windows)} windows carry energy readings, "
-                "but the result records no energy",
-            )
-            return
-        reason = result.energy_unavailable or "the result records none (written before energy was measured)"
-        checks.not_applicable("energy", f"{file}: energy checks not applicable: {reason}", file)
+    raw = _readings(checks, file, result)
+    if e is None or raw is None:
         return
-    if with_readings != len(result.windows) or not result.windows:
-        checks.fail(
-            "energy.present",
-            file,
-            f"{file}: the result records energy, but {with_readings} of {len(result.windows)} windows "
-            "carry the counter's readings",
-        )
-        return
-    raw = [w.energy for w in result.windows if w.energy is not None]
-    starts, ends = [r.start_mj for r in raw], [r.end_mj for r in raw]
-    backwards = [f"window {i}: {s} -> {t} mJ" for i, (s, t) in enumerate(zip(starts, ends)) if t < s]
-    backwards += [
-        f"window {i} starts at {starts[i]} mJ, window {i - 1} ended at {ends[i - 1]} mJ"
-        for i in range(1, len(raw))
-        if starts[i] < ends[i - 1]
-    ]
-    checks.expect(
-        "energy.counter",
-        not backwards,
-        file,
-        f"{file}: the energy counter "
-        + (
-            "went backwards: " + "; ".join(backwards[:3])
-            if backwards
-            else f"never went backwards over {len(raw)} windows ({starts[0]} to {ends[-1]} mJ)"
-        ),
-        start_mj=starts,
-        end_mj=ends,
-    )
-
+    _check_counter(checks, file, raw)
     tokens = batch * context
-    joules = [(t - s) / 1000.0 for s, t in zip(starts, ends)]
+    joules = [(r.end_mj - r.start_mj) / 1000.0 for r in raw]
     seconds = [r.interval_seconds for r in raw]
     watts = [j / s for j, s in zip(joules, seconds)]
     per_token = [j / (w.updates * tokens) for j, w in zip(joules, result.windows)]
@@ -112,6 +73,63 @@ def check_energy(checks: Checks, file: str, result: WorkerResult, *, batch: int,
         how=f" W ({sum(joules):.6g} J over {sum(seconds):.6g} s of windows)",
         rel=ENERGY_REL,
     )
+    _check_interval(checks, file, result, e)
+    _check_power(checks, file, watts, e.power_limit_watts)
+    _check_setup(checks, file, e)
+
+
+def _readings(checks: Checks, file: str, result: WorkerResult) -> list[WindowEnergy] | None:
+    """Every window's raw readings where the result records energy; None (and why, as a
+    finding) where the energy checks cannot run."""
+    with_readings = sum(w.energy is not None for w in result.windows)
+    if result.energy is None:
+        if with_readings:
+            checks.fail(
+                "energy.present",
+                file,
+                f"{file}: {with_readings} of {len(result.windows)} windows carry energy readings, "
+                "but the result records no energy",
+            )
+            return None
+        reason = result.energy_unavailable or "the result records none (written before energy was measured)"
+        checks.not_applicable("energy", f"{file}: energy checks not applicable: {reason}", file)
+        return None
+    if with_readings != len(result.windows) or not result.windows:
+        checks.fail(
+            "energy.present",
+            file,
+            f"{file}: the result records energy, but {with_readings} of {len(result.windows)} windows "
+            "carry the counter's readings",
+        )
+        return None
+    return [w.energy for w in result.windows if w.energy is not None]
+
+
+def _check_counter(checks: Checks, file: str, raw: list[WindowEnergy]) -> None:
+    """The counter never runs backwards, within a window or from one window to the next."""
+    starts, ends = [r.start_mj for r in raw], [r.end_mj for r in raw]
+    backwards = [f"window {i}: {s} -> {t} mJ" for i, (s, t) in enumerate(zip(starts, ends)) if t < s]
+    backwards += [
+        f"window {i} starts at {starts[i]} mJ, window {i - 1} ended at {ends[i - 1]} mJ"
+        for i in range(1, len(raw))
+        if starts[i] < ends[i - 1]
+    ]
+    checks.expect(
+        "energy.counter",
+        not backwards,
+        file,
+        f"{file}: the energy counter "
+        + (
+            "went backwards: " + "; ".join(backwards[:3])
+            if backwards
+            else f"never went backwards over {len(raw)} windows ({starts[0]} to {ends[-1]} mJ)"
+        ),
+        start_mj=starts,
+        end_mj=ends,
+    )
+
+
+def _check_interval(checks: Checks, file: str, result: WorkerResult, e: Energy) -> None:
     span = result.optimizer_timing is not None
     want = "span" if span else "window"
     checks.expect(
@@ -124,7 +142,9 @@ def check_energy(checks: Checks, file: str, result: WorkerResult, *, batch: int,
         interval=e.interval,
         expected=want,
     )
-    _check_power(checks, file, watts, e.power_limit_watts)
+
+
+def _check_setup(checks: Checks, file: str, e: Energy) -> None:
     if e.setup_joules is None:
         checks.not_applicable("energy.setup", f"{file}: setup energy not applicable: setup was not read", file)
     else:

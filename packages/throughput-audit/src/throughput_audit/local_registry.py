@@ -25,21 +25,7 @@ REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 
 def check_local(loaded: Loaded, checks: Checks) -> str:
     profile = loaded.manifest.profile
-    receipts: dict[str, AttemptRecord] = {}
-    for r in loaded.attempts:
-        rec = r.attempt.receipt
-        if rec is None:
-            continue
-        if rec.job_id in receipts:
-            file = r.file(RECEIPT)
-            checks.fail(
-                "local.duplicate_job",
-                file,
-                f"{file}: job {rec.job_id} is also the receipt of {receipts[rec.job_id].file(RECEIPT)}",
-                job_id=rec.job_id,
-            )
-            continue
-        receipts[rec.job_id] = r
+    receipts = _receipts_by_job(loaded, checks)
     try:
         registry = read_registry(loaded.root / LOCAL_JOBS_DIR)
     except SchemaError as exc:
@@ -59,29 +45,68 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         for job_id, entry in registry.items()
     }
     instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
-    compared = 0
     skews = clock_skew.measure(REGISTRY, [(r, instants[j]) for j, r in receipts.items() if j in instants], checks)
+    compared = 0
     for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
-        file = r.file(RECEIPT)
-        if _receipt(r).scheduler != "local":
-            checks.fail("local.receipt", file, f"{file}: scheduler {_receipt(r).scheduler} in a local campaign")
+        if _check_registered(r, job_id, registry, profile, checks):
+            skew = skews.get(clock_skew.node_of(r, instants[job_id]), 0.0)
+            compared += check_job(REGISTRY, r, rows[job_id], checks, times=instants[job_id], skew=skew)
+    check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
+    _check_unreceipted(loaded, registry, receipts, checks)
+    check_peak(REGISTRY, list(instants.values()), profile.max_concurrent_jobs, checks)
+    return (
+        f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
+        + slurm.format_rows(rows.values())
+    )
+
+
+def _receipts_by_job(loaded: Loaded, checks: Checks) -> dict[str, AttemptRecord]:
+    """Each job's attempt, by the job id its receipt names; a job named twice is a finding."""
+    receipts: dict[str, AttemptRecord] = {}
+    for r in loaded.attempts:
+        rec = r.attempt.receipt
+        if rec is None:
             continue
-        entry = registry.get(job_id)
-        if entry is None:
+        if rec.job_id in receipts:
+            file = r.file(RECEIPT)
             checks.fail(
-                "local.accounted",
+                "local.duplicate_job",
                 file,
-                f"{file}: job {job_id} is not in the local job registry ({LOCAL_JOBS_DIR})",
-                job_id=job_id,
+                f"{file}: job {rec.job_id} is also the receipt of {receipts[rec.job_id].file(RECEIPT)}",
+                job_id=rec.job_id,
             )
             continue
-        checks.expect(
-            "local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id
+        receipts[rec.job_id] = r
+    return receipts
+
+
+def _check_registered(
+    r: AttemptRecord, job_id: str, registry: dict[str, RegisteredJob], profile: ClusterProfile, checks: Checks
+) -> bool:
+    """Whether a receipt's job is a local job in the registry (its allocation checked); the
+    job's own checks run only where it is."""
+    file = r.file(RECEIPT)
+    if _receipt(r).scheduler != "local":
+        checks.fail("local.receipt", file, f"{file}: scheduler {_receipt(r).scheduler} in a local campaign")
+        return False
+    entry = registry.get(job_id)
+    if entry is None:
+        checks.fail(
+            "local.accounted",
+            file,
+            f"{file}: job {job_id} is not in the local job registry ({LOCAL_JOBS_DIR})",
+            job_id=job_id,
         )
-        check_allocation(entry.job, profile, file, checks)
-        skew = skews.get(clock_skew.node_of(r, instants[job_id]), 0.0)
-        compared += check_job(REGISTRY, r, rows[job_id], checks, times=instants[job_id], skew=skew)
-    check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
+        return False
+    checks.expect("local.accounted", True, file, f"{file}: job {job_id} found in the local job registry", job_id=job_id)
+    check_allocation(entry.job, profile, file, checks)
+    return True
+
+
+def _check_unreceipted(
+    loaded: Loaded, registry: dict[str, RegisteredJob], receipts: dict[str, AttemptRecord], checks: Checks
+) -> None:
+    """No job ran without a receipt in the campaign."""
     unreceipted = [job_id for job_id in registry if job_id not in receipts]
     for job_id in unreceipted:
         token = registry[job_id].job.token
@@ -103,11 +128,6 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             LOCAL_JOBS_DIR,
             f"{LOCAL_JOBS_DIR}: each of its {len(registry)} jobs has a receipt",
         )
-    check_peak(REGISTRY, list(instants.values()), profile.max_concurrent_jobs, checks)
-    return (
-        f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
-        + slurm.format_rows(rows.values())
-    )
 
 
 def check_allocation(job: LocalJob, profile: ClusterProfile, file: str, checks: Checks) -> None:

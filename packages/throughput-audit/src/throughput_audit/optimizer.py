@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from throughput_audit.campaign import AttemptRecord, Loaded, load, sha256
+from throughput_audit.campaign import AttemptRecord, Loaded, load
 from throughput_audit.curves import group, planned_grid, walk_grid, walk_throughput
 from throughput_audit.findings import Checks
 from throughput_audit.points import CV_REL, RATE_REL
 from throughput_audit.stats import first_difference, median, sample_cv, weighted_mean
-from throughput_schema import Manifest, SchemaError
+from throughput_schema import Manifest, OptimizerTiming, SchemaError, WorkerResult
 from throughput_schema.audit import CurveFinding
+from throughput_schema.digests import sha256_file
 from throughput_schema.layout import BASELINE, BURSTS, MANIFEST, RESULT
 
 
@@ -51,7 +52,7 @@ def parent_fitting(root: Path, manifest: Manifest, checks: Checks) -> dict[str, 
             parent=manifest.parent.path,
         )
         return None
-    digest = sha256(path / MANIFEST)
+    digest = sha256_file(path / MANIFEST)
     checks.expect(
         "optimizer.parent",
         digest == manifest.parent.manifest_sha256,
@@ -137,6 +138,26 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
     if res is None or ot is None:
         checks.fail("optimizer.timing", file, f"{file}: an ok optimizer-timing result without optimizer timing")
         return None
+    _check_bursts(record, res, ot, checks)
+    opt = window_values(record, "optimizer_ms")
+    graph = window_values(record, "graph_ms")
+    opt_list = [opt[i] for i in sorted(opt)]
+    graph_list = [graph[i] for i in sorted(graph)]
+    if not opt_list:
+        checks.fail("optimizer.window_ms", file, f"{file}: no burst samples to weight")
+        return None
+    opt_ms = _check_figures(file, res, ot, opt_list, graph_list, protocol, checks)
+    if base is None or base.throughput is None:
+        checks.fail(
+            "optimizer.baseline", record.file(BASELINE), f"{record.file(BASELINE)}: no paired baseline throughput"
+        )
+        return None
+    base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
+    return 100.0 * opt_ms / base_ms
+
+
+def _check_bursts(record: AttemptRecord, res: WorkerResult, ot: OptimizerTiming, checks: Checks) -> None:
+    """The raw burst samples are the result's, and cover exactly each window's updates."""
     bfile = record.file(BURSTS)
     if record.bursts is None:
         # Without the separate file, the raw samples are the ones result.json carries.
@@ -180,13 +201,19 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         bursts=[covered.get(i, 0) for i in range(len(windows))],
         windows=[w.updates for w in windows],
     )
-    opt = window_values(record, "optimizer_ms")
-    graph = window_values(record, "graph_ms")
-    opt_list = [opt[i] for i in sorted(opt)]
-    graph_list = [graph[i] for i in sorted(graph)]
-    if not opt_list:
-        checks.fail("optimizer.window_ms", file, f"{file}: no burst samples to weight")
-        return None
+
+
+def _check_figures(
+    file: str,
+    res: WorkerResult,
+    ot: OptimizerTiming,
+    opt_list: list[float],
+    graph_list: list[float],
+    protocol,
+    checks: Checks,
+) -> float:
+    """The result's optimizer figures recomputed from the update-weighted windows; returns the
+    median window optimizer ms."""
     reported = list(ot.window_optimizer_ms)
     i = first_difference(opt_list, reported, rel=RATE_REL)
     checks.figure(
@@ -231,7 +258,7 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         how=f" ({opt_ms!r} / median graph ms {graph_ms!r})",
         rel=1e-6,
     )
-    wall_ms = median([1000.0 * w.seconds / w.updates for w in windows])
+    wall_ms = median([1000.0 * w.seconds / w.updates for w in res.windows])
     share_wall = min(1.0, opt_ms / wall_ms)
     checks.figure(
         "optimizer.share_of_wall",
@@ -242,10 +269,4 @@ def check_timing(record: AttemptRecord, checks: Checks, *, protocol, batch: int,
         how=f" ({opt_ms!r} / median {wall_ms!r} ms per update)",
         rel=1e-6,
     )
-    if base is None or base.throughput is None:
-        checks.fail(
-            "optimizer.baseline", record.file(BASELINE), f"{record.file(BASELINE)}: no paired baseline throughput"
-        )
-        return None
-    base_ms = 1000.0 * batch * context / base.throughput.tokens_per_second
-    return 100.0 * opt_ms / base_ms
+    return opt_ms

@@ -12,7 +12,7 @@ from __future__ import annotations
 from throughput_audit.findings import Checks
 from throughput_audit.roofline import check_roofline
 from throughput_audit.stats import GUIDE_PARAMETERS, first_difference, flops_per_token, median, parameters, sample_cv
-from throughput_schema import Protocol, Recipe, WorkerResult
+from throughput_schema import Protocol, Recipe, Throughput, WorkerResult
 from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
 from throughput_schema.recipe import at_point
 
@@ -40,13 +40,21 @@ def check_windows(
     extended_by_optimizer: bool = False,
 ) -> list[float] | None:
     """Window count, update counts and counters; returns the recomputed window rates."""
-    windows = result.windows
-    base, extra = protocol.windows, protocol.extra_windows
-    if not windows:
+    if not result.windows:
         checks.fail("windows.present", file, f"{file}: an ok result without measurement windows")
         return None
     rates = window_rates(result, batch, context)
+    _check_window_count(checks, file, result, rates, protocol, extended_by_optimizer)
+    _check_window_updates(checks, file, result, protocol)
+    _check_update_counter(checks, file, result, protocol)
+    return rates
 
+
+def _check_window_count(
+    checks: Checks, file: str, result: WorkerResult, rates: list[float], protocol: Protocol, extended_by_optimizer: bool
+) -> None:
+    """The protocol's windows, plus its extra ones where the first windows' CV (or the optimizer's) called for them."""
+    base, extra = protocol.windows, protocol.extra_windows
     cv_first = sample_cv(rates[:base])
     due = extension_due(cv_first, protocol) or extended_by_optimizer
     expected_n = base + extra if due else base
@@ -56,15 +64,19 @@ def check_windows(
     )
     checks.expect(
         "windows.count",
-        len(windows) == expected_n,
+        len(result.windows) == expected_n,
         file,
-        f"{file}: {len(windows)} windows, expected {expected_n} ({why})",
-        windows=len(windows),
+        f"{file}: {len(result.windows)} windows, expected {expected_n} ({why})",
+        windows=len(result.windows),
         expected=expected_n,
         cv_first=cv_first,
         cv_threshold=protocol.cv_threshold,
     )
 
+
+def _check_window_updates(checks: Checks, file: str, result: WorkerResult, protocol: Protocol) -> None:
+    """Every window ran the calibrated updates, at least the protocol's minimum, after the protocol's calibration."""
+    windows = result.windows
     calib = result.calibration
     per_window = calib.updates_per_window if calib else None
     bad = [
@@ -92,14 +104,17 @@ def check_windows(
             expected=protocol.calibration_updates,
         )
 
+
+def _check_update_counter(checks: Checks, file: str, result: WorkerResult, protocol: Protocol) -> None:
     # The counter after window i must be setup_updates (eager updates before graph
     # capture) + warm-up + calibration + the updates of windows 0..i, exactly.
-    counters = [w.counter_after for w in windows]
+    calib = result.calibration
+    counters = [w.counter_after for w in result.windows]
     setup = getattr(result, "setup_updates", 0)
     start = setup + protocol.warmup + (calib.updates if calib else protocol.calibration_updates)
     expected_counters = []
     running = start
-    for w in windows:
+    for w in result.windows:
         running += w.updates
         expected_counters.append(running)
     mismatch = [i for i, (a, e) in enumerate(zip(counters, expected_counters)) if a != e]
@@ -114,7 +129,6 @@ def check_windows(
         expected=expected_counters,
         setup_updates=setup,
     )
-    return rates
 
 
 def check_throughput(
@@ -143,10 +157,37 @@ def check_throughput(
         return None
     if rates is None:
         return None
-    tokens = batch * context
+    _check_window_rates(checks, file, result, rates, list(tp.window_tokens_per_second), batch=batch, context=context)
     rate = median(rates)
-    cv = sample_cv(rates)
-    reported = list(tp.window_tokens_per_second)
+    _check_rate_figures(checks, file, tp, rates, rate, batch=batch, context=context, protocol=protocol)
+    flops = point_flops_per_token(result.recipe, context)
+    check_roofline(checks, file, result, max(rates), flops)
+    if tp.flops_per_token:
+        checks.figure(
+            "throughput.flops_per_token",
+            file,
+            flops,
+            tp.flops_per_token,
+            what="FLOPs/token",
+            how=" (6 x matmul P + 12 x layers x heads x head_dim x L)",
+            rel=1e-12,
+        )
+        if tp.mfu is not None and tp.peak_flops:
+            mfu = flops * rate / tp.peak_flops
+            checks.figure("throughput.mfu", file, mfu, tp.mfu, what="MFU", how=f" ({flops} x rate / {tp.peak_flops})")
+    return rate
+
+
+def _check_window_rates(
+    checks: Checks,
+    file: str,
+    result: WorkerResult,
+    rates: list[float],
+    reported: list[float],
+    *,
+    batch: int,
+    context: int,
+) -> None:
     i = first_difference(rates, reported, rel=RATE_REL)
     if i is None:
         detail = f"{len(rates)} window rates match updates x B x L / seconds"
@@ -159,6 +200,22 @@ def check_throughput(
     else:
         detail = f"{len(reported)} reported rates for {len(rates)} windows"
     checks.figure("throughput.window_rates", file, rates, reported, message=detail, rel=RATE_REL)
+
+
+def _check_rate_figures(
+    checks: Checks,
+    file: str,
+    tp: Throughput,
+    rates: list[float],
+    rate: float,
+    *,
+    batch: int,
+    context: int,
+    protocol: Protocol,
+) -> None:
+    """The figures derived from the median rate and the rates' spread."""
+    tokens = batch * context
+    cv = sample_cv(rates)
     checks.figure(
         "throughput.median", file, rate, tp.tokens_per_second, what="median window rate", how=" tok/s", rel=RATE_REL
     )
@@ -192,22 +249,6 @@ def check_throughput(
         f"result says unstable={tp.unstable}",
         given={"cv": cv, "threshold": protocol.cv_threshold},
     )
-    flops = point_flops_per_token(result.recipe, context)
-    check_roofline(checks, file, result, max(rates), flops)
-    if tp.flops_per_token:
-        checks.figure(
-            "throughput.flops_per_token",
-            file,
-            flops,
-            tp.flops_per_token,
-            what="FLOPs/token",
-            how=" (6 x matmul P + 12 x layers x heads x head_dim x L)",
-            rel=1e-12,
-        )
-        if tp.mfu is not None and tp.peak_flops:
-            mfu = flops * rate / tp.peak_flops
-            checks.figure("throughput.mfu", file, mfu, tp.mfu, what="MFU", how=f" ({flops} x rate / {tp.peak_flops})")
-    return rate
 
 
 def point_flops_per_token(recipe: Recipe, context: int) -> int:

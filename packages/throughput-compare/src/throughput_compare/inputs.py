@@ -8,7 +8,6 @@ baseline's, as in the report.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import msgspec
 from throughput_schema import noise as spread
 from throughput_schema import outcome_kind
 from throughput_schema.audit import AuditReport
+from throughput_schema.digests import sha256_bytes
 from throughput_schema.layout import (
     AUDIT,
     BASELINE,
@@ -108,10 +108,6 @@ class Campaign:
         return campaign_noise(self.rates())[1]
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def load(path: Path, label: str, *, audited: bool = True) -> Campaign:
     """Decode a campaign's manifest, audit and attempts; every refusal is one line.
 
@@ -137,7 +133,7 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
         if file.error:
             raise Refused(f"{label}: {file.error}; restore the file or re-run the point")
         assert file.data is not None, "read_file returns the bytes whenever it names no error"
-        hashes.append((str(file.path), _sha256(file.data)))
+        hashes.append((str(file.path), sha256_bytes(file.data)))
         return file.record
 
     manifest: Manifest = take(read_file(path / MANIFEST))
@@ -220,7 +216,7 @@ def _check_audit(path: Path, label: str, manifest: Manifest, hashes: list[tuple[
             f"{label} {path}: its audit records {audit.summary.failed} failed checks; "
             f"fix what {AUDIT} names and re-run `throughput-audit --output {path}`"
         )
-    hashes.append((str(file.path), _sha256(file.data)))
+    hashes.append((str(file.path), sha256_bytes(file.data)))
     return audit.test_worker
 
 

@@ -6,11 +6,11 @@ decoded, so `inputs.sha256` names exactly what the figures were drawn from.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from throughput_schema.codec import SchemaError
+from throughput_schema.digests import sha256_bytes
 from throughput_schema.layout import (
     BASELINE,
     BURSTS,
@@ -89,10 +89,6 @@ class ReportCampaign:
 
     def curves(self) -> list[str]:
         return self.manifest.curves()
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # Intents and receipts are read (and hashed) to prove they decode, and with a settlement

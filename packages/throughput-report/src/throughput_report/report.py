@@ -6,7 +6,6 @@ after the PDF has been verified, so OUT never holds half a report.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from throughput_report.pairing import pair_campaigns
 from throughput_report.pdf import Context, build_pdf
 from throughput_report.projections import Projection, project
 from throughput_schema.codec import fsync_dir, write_atomic
+from throughput_schema.digests import sha256_bytes
 from throughput_schema.layout import ACCOUNTING, AUDIT
 
 REPORT_PDF = "report.pdf"
@@ -64,7 +64,7 @@ def _hash_lines(campaigns: list[ReportCampaign]) -> tuple[str, list[tuple[str, s
     for c in campaigns:
         mine = [f"{sha}  {path}\n" for path, sha in c.hashes]
         lines += mine
-        digests.append((c.name, c.manifest_sha256, len(mine), hashlib.sha256("".join(mine).encode()).hexdigest()))
+        digests.append((c.name, c.manifest_sha256, len(mine), sha256_bytes("".join(mine))))
     return "".join(lines), digests
 
 
@@ -105,7 +105,7 @@ def build_report(
         )
 
     hash_text, digests = _hash_lines([c for pair in pairs for c in (pair.throughput, pair.optimizer)])
-    inputs_digest = hashlib.sha256(hash_text.encode()).hexdigest()
+    inputs_digest = sha256_bytes(hash_text)
     gpus = sorted({p.gpu_name for p in projection.points if p.gpu_name})
     ctx = Context(
         pairs=[(p.throughput.name, p.optimizer.name) for p in pairs],

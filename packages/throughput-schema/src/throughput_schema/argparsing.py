@@ -21,14 +21,26 @@ BROKEN_PIPE_EXIT = 141
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-def positive_int(text: str) -> int:
-    """An argparse `type=`: a whole number above zero, or a one-line usage error."""
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def positive_int(text: str) -> int:
+    """An argparse `type=`: a whole number above zero, or a one-line usage error."""
+    value = _whole_number(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse `type=`: a whole number, zero or above, or a one-line usage error."""
+    value = _whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must not be negative")
     return value
 
 

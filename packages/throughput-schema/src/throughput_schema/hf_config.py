@@ -16,7 +16,6 @@ No torch, no transformers: the controller converts files on machines without eit
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from throughput_schema.codec import SchemaError, not_text, read_bytes
 from throughput_schema.configs import Protocol, protocol_settings
 from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name, reduced_model_name
+from throughput_schema.digests import sha256_bytes
 from throughput_schema.hf_model_types import HEADS, MODEL_TYPES, ModelType
 
 # The context and batch a converted recipe carries until a campaign or `--set` chooses its
@@ -119,7 +119,7 @@ def read_config(path: str | Path) -> tuple[dict[str, Any], str]:
         raise HfConfigError(f"{path}: not JSON{where}; give a model's config.json") from None
     if not isinstance(parsed, dict):
         raise HfConfigError(f"{path}: not a model's config.json (expected a JSON object with model_type)")
-    return parsed, hashlib.sha256(data).hexdigest()
+    return parsed, sha256_bytes(data)
 
 
 def looks_like_hf_config(raw: Any) -> bool:

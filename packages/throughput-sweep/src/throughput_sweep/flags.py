@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from throughput_schema import Protocol
-from throughput_schema.argparsing import OneLineParser, positive_int
+from throughput_schema.argparsing import OneLineParser, non_negative_int, positive_float, positive_int
 from throughput_sweep.exit_statuses import EXIT_STATUSES
 
 DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns."
@@ -14,30 +14,15 @@ DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-cur
 PROG = "throughput-sweep"
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must not be negative")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EXIT_STATUSES)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    _add_run(sub)
+    _add_others(sub)
+    return parser
 
+
+def _add_run(sub) -> None:
     run = sub.add_parser(
         "run", help="create or resume a campaign and watch it until every curve ends", epilog=EXIT_STATUSES
     )
@@ -68,11 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-batch", type=positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
     run.add_argument(
         "--window-seconds",
-        type=_positive_float,
+        type=positive_float,
         help=f"seconds per measurement window (default {Protocol().window_seconds:g})",
     )
     run.add_argument("--windows", type=positive_int, help=f"measurement windows (default {Protocol().windows})")
-    run.add_argument("--warmup", type=_nonneg_int, help=f"warm-up updates (default {Protocol().warmup})")
+    run.add_argument("--warmup", type=non_negative_int, help=f"warm-up updates (default {Protocol().warmup})")
     run.add_argument(
         "--optimizer-timing-from",
         type=Path,
@@ -98,13 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seed", type=int, default=0, help="with --spot-check-from: the sample's random seed (default 0)")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
-    run.add_argument("--poll-max-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--poll-max-seconds", type=positive_float, default=None, help=argparse.SUPPRESS)
     # How long a job gone from squeue waits for Slurm's accounting before it is settled from its
     # files (the watcher's accounting_down_grace): the real-Slurm test of a purge while slurmdbd is down.
-    run.add_argument("--accounting-grace-seconds", type=_positive_float, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--accounting-grace-seconds", type=positive_float, default=None, help=argparse.SUPPRESS)
     run.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)  # tests of sbatch's own refusals
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr (for logs and scripts)")
 
+
+def _add_others(sub) -> None:
+    """The subcommands that read or settle an existing campaign."""
     status = sub.add_parser("status", help="where each curve stands: state, job ids, failures", epilog=EXIT_STATUSES)
     status.add_argument("--output", type=Path, required=True)
     status.add_argument(
@@ -125,4 +113,3 @@ def build_parser() -> argparse.ArgumentParser:
     group = rec.add_mutually_exclusive_group(required=True)
     group.add_argument("--job-id", help="adopt this scheduler job as the point's receipt")
     group.add_argument("--none", action="store_true", help="record that no job was submitted")
-    return parser

@@ -39,16 +39,13 @@ picks "triton" on CUDA with FP32 arenas, "fused" there when triton does not impo
   advance the step tensor, so we advance it first (inside the graph).
 - "compiled": the "tensor" step under `torch.compile`: inductor emits the norm as a
   reduction and each group's update as a pointwise kernel reading p, g, m, v and writing
-  p, m, v, the 32 bytes per parameter the step cannot avoid. Opt-in: on the H200 at 250m
-  it took 3.04 ms against the fused kernel's 2.68 ms (floor 1.90 ms), see
-  benchmarks/results/h200-20261129-worker-figures/.
+  p, m, v, the 32 bytes per parameter the step cannot avoid. Opt-in: it is slower than
+  "fused" (docs/performance.md).
 - "triton": `tiny_llm.triton_adamw`, two Triton passes (a deterministic multi-block norm
   whose last program also does the finite check, clip divisor and counters; then one
   update reading p, g, m, v and writing p, m, v). FP32 arenas on CUDA, or CPU tensors
-  under `TRITON_INTERPRET=1` (tests). The default on CUDA with FP32 arenas: on the H200 it
-  took 0.21x (tiny) to 0.72x (500m) the time of "fused", 0.99-1.08x its floor at 20m-500m,
-  and the whole update was never slower beyond the run's own noise, see
-  benchmarks/results/h200-20261130-triton-kernels/.
+  under `TRITON_INTERPRET=1` (tests). The default on CUDA with FP32 arenas: it runs near its
+  floor, faster than "fused" at every preset measured (docs/performance.md).
 "tensor" writes the clipped gradient back into the gradient arena, as `clip_grad_norm_`
 would; "fused" does too (`torch._fused_adamw_` stores `grad / grad_scale` whenever it is
 given a `grad_scale`: 4 bytes per parameter beyond the floor); "compiled" and "triton"

@@ -54,13 +54,10 @@ def unavailable(device: torch.device, head_dim: int) -> str | None:
     return None
 
 
-# "auto" picks FA4 from this context up. On the H200 (2026-12-04, benchmarks/results/
-# h200-20261204b-fa4/) the whole update was faster with FA4 at every point measured, contexts
-# 512-4096: 1.010x at 20m@512x64, 1.014x at 90m@1024x64, 1.024x at 500m@2048x16 and 250m@2048x64,
-# 1.027x at 250m@2048x16, 1.031x for the guide's 250m@2048x8, 1.055x at 250m@4096x8. Shorter
-# contexts were not measured, so "auto" keeps PyTorch's SDPA choice there. Small batches gain too
-# (SDPA 0.951x at 250m@2048x4, 0.961x at 90m@1024x2; h200-20261204c-fa4/), so the rule reads the
-# context alone and every batch of one curve runs the same kernel.
+# "auto" picks FA4 from this context up: the update was faster with FA4 at every context
+# measured from here, and shorter ones were not measured, so "auto" keeps PyTorch's SDPA choice
+# there. Small batches gain too, so the rule reads the context alone and every batch of one curve
+# runs the same kernel (docs/performance.md).
 FA4_MIN_CONTEXT = 512
 
 
@@ -140,7 +137,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
 # projection's output. Forward, `tiny_llm.triton_rope` writes q and k rotated in FA4's layout and
 # the kernel reads v in place; backward, FA4's dq, dk and dv go through one Triton pass that
 # rotates dq and dk back and writes d(qkv) whole, where inductor's fused RoPE backward gathers
-# them at 47% of copy speed (docs/performance.md, issue 27).
+# them at well under copy speed (docs/performance.md).
 
 
 def _v(qkv: torch.Tensor, n_heads: int, n_kv: int) -> torch.Tensor:

@@ -1,12 +1,11 @@
 """Speed variants of the update, each numerically faithful to the default.
 
 `Kernels()` is the default behaviour. A variant becomes a default only after a GPU
-measurement (`benchmarks/variants.py`) shows it faster and equal within BF16 tolerance;
-the Triton optimizer and SwiGLU kernels are the defaults on CUDA since issue 20's H200
-measurements (benchmarks/results/h200-20261130-triton-kernels/: each won at every preset),
-and the kernels they replaced stay selectable (`optimizer="fused"`, `swiglu="default"`).
-The worker records `Kernels.record()` in its result (`WorkerResult.kernels`), with the
-"auto" choices (`attention`, `optimizer`, `swiglu`) resolved to the kernel that ran, so every figure
+measurement (`benchmarks/variants.py`) shows it faster and equal within BF16 tolerance at
+every point measured; the kernels a default replaced stay selectable, so the old behaviour
+can be measured again. The figures behind each choice are in docs/performance.md. The worker
+records `Kernels.record()` in its result (`WorkerResult.kernels`), with the "auto" choices
+(`attention`, `optimizer`, `swiglu`, `rope`) resolved to the kernel that ran, so every figure
 says how it was produced.
 
 - `attention`: which attention kernel runs. "auto" (the default, resolved by
@@ -20,52 +19,43 @@ says how it was produced.
   CUDA graph replays it). "fa4" is FlashAttention-4's Hopper kernels (`tiny_llm.fa4_attention`)
   as custom ops the compiled graph and the CUDA graph keep: q, k and v stay in the projection's
   (B, T, H, D) layout, RoPE and the q/k norm are applied there, and k, v with fewer heads are
-  read as they are. On the H200 (2026-12-04, benchmarks/results/h200-20261204b-fa4/) the whole
-  update ran 1.010-1.055x faster with it at every point measured (contexts 512-4096), its
-  attention kernels 25.4 ms against cuDNN's 29.8 ms per update at 250m@2048x16.
+  read as they are.
 - `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits
   (and their gradient) never exist at once; "triton" is
   `tiny_llm.triton_cross_entropy.linear_cross_entropy`: the loss and the logits' gradient in
-  one Triton pass over the BF16 logits (no FP32 copy), the LM head's products on cuBLAS
-  (1.006-1.009x the whole update at 250m and 500m on the H200, about the run's own noise,
-  so not a default: docs/performance.md, issue 27).
+  one Triton pass over the BF16 logits (no FP32 copy), the LM head's products on cuBLAS. Not
+  a default: its gain was within the run's own noise.
 - `swiglu`: "auto" (the default) is "triton" on CUDA where triton imports, else
   "default" (`tiny_llm.model.resolve_swiglu`); "default" is `silu(gate) * up` as inductor
   fuses it; "triton" is `tiny_llm.triton_swiglu`: forward and backward each one Triton pass
-  over gate_up (1.010-1.026x the whole update at 20m-500m on the H200).
+  over gate_up.
 - `norm`: "default" is `x + f(norm(x))` per sublayer as inductor fuses it; "triton" is
   `tiny_llm.triton_norm`: each residual add, the RMSNorm after it and the cast to the autocast
   dtype in one Triton pass forward and one backward (the weight's gradient summed per program,
   no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
-  default: 1.003-1.005x the update at 250m and 500m on the H200, inside the noise, 0.982x at
-  20m@512x1; its backward runs at 59% of copy speed (docs/performance.md, issue 27).
+  default: its gain was within the noise, and it lost at batch 1.
 - `rope`: "auto" (the default) is "triton" where the attention resolves to "fa4" and the
-  model's shape takes the kernel, else "default" (`tiny_llm.model.resolve_rope`): with FA4 on
-  the H200 (2026-12-04, benchmarks/results/h200-20261204c-fa4/) it ran the update 1.027x,
-  1.015x and 1.009x at 250m@2048x16, 250m@4096x8 and 500m@2048x16 against repeat drifts of
-  1.003x, 1.003x and 0.996x, equal within the drift at each; on grouped llama-3.2-1b@2048x8
-  1.005x against 1.000x (h200-20261204d-fa4/call-m/). "default" is the split of the
-  QKV output (q/k norm, if any) and `apply_rope` as inductor fuses them;
+  model's shape takes the kernel, else "default" (`tiny_llm.model.resolve_rope`). "default" is
+  the split of the QKV output (q/k norm, if any) and `apply_rope` as inductor fuses them;
   "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
   output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
   dv in one pass; beside attention="fa4", q and k are written in FA4's (B, T, H, D) layout, v
   is read in place, and RoPE and attention are one pair of ops (`tiny_llm.fa4_attention`).
-  Beside SDPA it is not chosen by "auto": 0.9 ms less kernel time at 250m@2048x16 on the H200
-  but 1.000-1.006x the update, and not shown equal within the repeat drift at every point.
+  Beside SDPA "auto" does not choose it: less kernel time there did not make the update
+  measurably faster, nor was it shown equal within the repeat drift at every point.
   It reads the [q | k | v] projection with any number of kv heads (k and v rows for the first
   H_kv heads of each token) and rotates straight from it, so it is refused (`unsupported`) where
   a q/k norm comes first.
 - `compile_mode`: torch.compile's mode (None: inductor's default), e.g.
   "max-autotune-no-cudagraphs" (we capture the graph ourselves).
 - `inductor_tuning`: "coordinate-descent" turns on inductor's coordinate-descent
-  tuning of its generated kernels (RMSNorm, RoPE, SwiGLU, casts: 23% of the update).
+  tuning of its generated kernels (RMSNorm, RoPE, SwiGLU, casts).
 - `optimizer`: ArenaAdamW's kernel ("auto": "triton" on CUDA with FP32 arenas where
   triton imports, else "fused" on CUDA, "tensor" on CPU; see `tiny_llm.arena_adamw`):
-  "triton" is two Triton passes (`tiny_llm.triton_adamw`; 0.66-0.72x the step time of
-  "fused" at 20m-500m on the H200), "fused" is `torch._fused_adamw_`, "compiled" its
-  step through inductor (measured 13% slower than "fused" on the H200).
+  "triton" is two Triton passes (`tiny_llm.triton_adamw`), "fused" is `torch._fused_adamw_`,
+  "compiled" its step through inductor (slower than "fused", so opt-in).
 
 Torch-free at import (the CLI's parser reads the choices without importing torch).
 """

@@ -141,8 +141,8 @@ def resolve_swiglu(choice: str, device: torch.device) -> str:
 def resolve_rope(choice: str, attention: str, device: torch.device, cfg: ModelConfig) -> str:
     """`Kernels.rope` as it runs beside the resolved `attention`: "auto" is "triton" beside FA4
     where the kernel takes this model's shape (any kv heads, no q/k norm) and triton imports,
-    else "default". On the H200 the fused pair was faster and equal at every point measured:
-    1.009-1.027x at 250m and 500m, 1.005x on grouped llama-3.2-1b (docs/performance.md, issue 34)."""
+    else "default": beside FA4 the fused pair was faster and equal at every point measured
+    (docs/performance.md)."""
     if choice != "auto":
         return choice
     if attention != "fa4" or unsupported("rope", cfg) is not None:
@@ -216,8 +216,8 @@ class Attention(nn.Module):
         if self.grouped:
             q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
         else:
-            # The same tensors as the split, but compiled the split made the 250m@2048x16
-            # update 5.4% slower on the H200 (docs/performance.md, issue 32).
+            # The same tensors as the split, but inductor compiles the split into a measurably
+            # slower update (docs/performance.md).
             q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)

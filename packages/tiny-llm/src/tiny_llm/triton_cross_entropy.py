@@ -1,9 +1,9 @@
 """The "triton" cross-entropy (`Kernels.cross_entropy`): the LM head's loss and gradient in one pass.
 
 The default path (`F.cross_entropy(logits.float())`, compiled) reads the BF16 logits twice:
-inductor's log-softmax forward computes the log-sum-exp (2.1 GB at 250m@2048x16, at 32% of
-copy speed on the H200), its backward reads them again and writes their gradient (4.2 GB,
-77%). Here one Triton program per token reads its row of logits, computes the log-sum-exp
+inductor's log-softmax forward computes the log-sum-exp, its backward reads them again and
+writes their gradient, both below copy speed (docs/performance.md). Here one Triton program
+per token reads its row of logits, computes the log-sum-exp
 online, the row's loss, and writes (softmax - one-hot) / N as the logits' gradient, which
 the same row's second read finds in L2: about one read and one write of the logits, and no
 FP32 copy of them. The LM head's two gradient matrix products run right after, in the

@@ -2,8 +2,8 @@
 
 The default block is `x = x + f(norm(x))` with an FP32 residual stream `x` and a BF16 `f`
 (autocast). Compiled, inductor fuses the add into the next norm's forward, but its backward
-splits the weight's gradient (a reduction over tokens) into kernels that ran at 0-30% of copy
-speed on the H200 (docs/performance.md). Here one forward pass reads the residual and the
+splits the weight's gradient (a reduction over tokens) into kernels far below copy speed
+(docs/performance.md). Here one forward pass reads the residual and the
 sublayer's output, writes the new residual (FP32) and the normed activations in the autocast
 dtype; one backward pass reads the residual, the normed activations' gradient and the
 incoming residual gradient, writes the residual's gradient (FP32) and the sublayer output's

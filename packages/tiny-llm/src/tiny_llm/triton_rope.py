@@ -3,13 +3,12 @@ output, and d(qkv) written in that projection's layout, each in one pass.
 
 Compiled, inductor turns the default (`unbind` of the (B, T, 3, H, D) projection, then
 `apply_rope` on q and k) into a backward kernel that rotates dq and dk back and stacks them
-with dv into d(qkv); on the H200 it ran at 47% of the copy speed, 3.81 ms of 250m@2048x16's
-update (docs/performance.md, issue 27). Here the backward reads dq, dk and dv once, in
+with dv into d(qkv) at well under copy speed (docs/performance.md). Here the backward reads
+dq, dk and dv once, in
 whatever strides attention's backward gave them, and writes d(qkv) whole: the stack is the
 store. The forward reads q, k and v from the projection and writes them, q and k rotated,
 each as a dense (B, H, T, D) tensor: compiled, attention's inputs are copied into that layout
-first where they are not in it (a first version returned (B, T, H, D) views and measured one
-such copy of each, 1.89 ms of 250m@2048x16's update).
+first where they are not in it, so (B, T, H, D) views would cost one copy of each.
 
 A row is one (token, query head) pair: its D values, read as the two halves the rotate-half
 layout pairs. With fewer kv heads (grouped-query attention) the first `n_kv_heads` rows of each

@@ -1,8 +1,8 @@
 """The "triton" SwiGLU (`Kernels.swiglu`): silu(gate) * up and its backward, each one pass.
 
 Compiled, inductor turns `gate, up = gate_up.chunk(2, dim=-1); silu(gate) * up` into a
-backward kernel that writes d(gate_up) through a `cat` of the two halves; on the H200 it
-ran at about half the copy speed (benchmarks/results/h200-20261130-elementwise). Here the
+backward kernel that writes d(gate_up) through a `cat` of the two halves, at about half the
+copy speed (docs/performance.md). Here the
 backward reads dh and the saved gate_up once and writes d(gate_up) in place of the cat,
 recomputing silu rather than saving it.
 

@@ -30,11 +30,10 @@ PhaseHook = Callable[[str], None]
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """BF16 wherever the hardware multiplies BF16 natively, else None (FP32, no autocast).
 
-    On a CPU without AVX512-BF16 or AMX, PyTorch's BF16 matmul is a fallback that ran 175x
-    slower than FP32 on the CI machine's AVX2 cores (a 128x128 by 128x8192 product: 456 ms
-    against 2.6 ms), which turned the CPU quick start from minutes into a quarter of an hour.
-    The CPU is for trying the tool and for tests, never for the GPU figures, so it runs FP32
-    there and the backend says so."""
+    On a CPU without AVX512-BF16 or AMX, PyTorch's BF16 matmul is a fallback far slower than
+    FP32 (docs/performance.md), enough to turn the CPU quick start from minutes into a quarter
+    of an hour. The CPU is for trying the tool and for tests, never for the GPU figures, so it
+    runs FP32 there and the backend says so."""
     if device.type != "cpu":
         return torch.bfloat16
     try:
