@@ -23,7 +23,6 @@ value with a NUL byte, or a PYTHONPATH entry with ':', is refused (`ValueError`)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import shlex
@@ -41,6 +40,7 @@ from throughput_schema import (
     write_atomic,
 )
 from throughput_schema.campaigns import SettlementState
+from throughput_schema.digests import sha256_bytes
 from throughput_schema.layout import BASELINE, INTENT, JOB_SCRIPT, RECEIPT, REQUEST, RESULT, SETTLEMENT, attempt_dir
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep.campaign import EXTRA, Campaign, now
@@ -176,7 +176,7 @@ async def submit_attempt(campaign: Campaign, scheduler: Scheduler, point: NextPo
         token=token,
         campaign=campaign.manifest.name,
         point=request.point,
-        script_sha256=hashlib.sha256(script.encode()).hexdigest(),
+        script_sha256=sha256_bytes(script),
         created_at=now(),
         scheduler=scheduler.name,
     )

@@ -6,12 +6,12 @@ at once); one watcher at a time is `locking`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from throughput_schema import CurveClosure, Manifest, Recipe, Settlement, read
+from throughput_schema.digests import sha256_file
 from throughput_schema.layout import FROZEN, MANIFEST, RECIPES, SETTLEMENT, load_attempts, load_closures, load_manifest
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import Curve, derive
@@ -25,14 +25,6 @@ class CampaignError(Exception):
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def find_repo_root(start: Path | None = None) -> Path:

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from throughput_schema import FrozenFile, write_atomic
+from throughput_schema.digests import sha256_file
 from throughput_schema.layout import CURVES, FROZEN, MANIFEST, RECIPES
 from throughput_schema.recipe import load_recipe
-from throughput_sweep.campaign import EXTRA, Campaign, CampaignError, sha256_file
+from throughput_sweep.campaign import EXTRA, Campaign, CampaignError
 
 if TYPE_CHECKING:
     from throughput_sweep.planning import Plan

@@ -15,7 +15,6 @@ would mix two settings in one campaign, and is refused.
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import msgspec
 
 from throughput_schema import ClusterProfile, write_atomic
 from throughput_schema.campaigns import ProfileReplacement
+from throughput_schema.digests import sha256_bytes
 from throughput_schema.layout import MANIFEST
 from throughput_schema.slurm_reasons import profile_fields
 from throughput_sweep.attempt_status import AttemptInfo
@@ -77,7 +77,7 @@ def blocked_advice(campaign: Campaign, curves: list[Curve], driver: str) -> str:
 
 
 def profile_sha256(profile: ClusterProfile) -> str:
-    return hashlib.sha256(msgspec.json.encode(profile)).hexdigest()
+    return sha256_bytes(msgspec.json.encode(profile))
 
 
 def _frozen(campaign: Campaign) -> str:

@@ -26,12 +26,13 @@ from throughput_schema import (
 )
 from throughput_schema.campaigns import CampaignKind
 from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name
+from throughput_schema.digests import sha256_file
 from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import RecipeError, load_recipe, recipe_from_dict, with_point
 from throughput_schema.time_zones import local_zone
 from throughput_sweep import __version__
-from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, sha256_file, verify_frozen
+from throughput_sweep.campaign import Campaign, CampaignError, now, open_campaign, verify_frozen
 from throughput_sweep.frozen_profile import refuse_other_profile
 from throughput_sweep.schedulers import backend
 

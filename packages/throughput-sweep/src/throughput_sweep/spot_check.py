@@ -17,8 +17,9 @@ from pathlib import Path
 from throughput_schema import ClusterProfile, ParentCampaign, SpotCheck
 from throughput_schema.codec import SchemaError, read
 from throughput_schema.comparison import Comparison, differing
+from throughput_schema.digests import sha256_file
 from throughput_schema.layout import MANIFEST, SPOT_CHECK, spot_check_comparison
-from throughput_sweep.campaign import Campaign, CampaignError, open_campaign, sha256_file, verify_frozen
+from throughput_sweep.campaign import Campaign, CampaignError, open_campaign, verify_frozen
 from throughput_sweep.curves import Curve, is_complete
 from throughput_sweep.planning import Plan
 from throughput_sweep.recommendations import recommendations
