@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import shlex
 import sys
@@ -212,6 +213,9 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
         if removed:  # docs/reliability.md
             print(f"[sweep] kept from Slurm and its jobs: {', '.join(removed)}", file=sys.stderr)
         watcher = Watcher(campaign, scheduler, options)
+        # A watcher stopped mid-query (a full disk) kills that query's process; asyncio may then
+        # warn it could not reap it, a second line beside the one that says why the run stopped.
+        logging.getLogger("asyncio").setLevel(logging.ERROR)
         try:
             try:
                 code = anyio.run(watcher.run)
