@@ -66,9 +66,7 @@ def test_the_model_and_the_result_record_what_ran(tmp_path):
     quick = Protocol(
         warmup=1, calibration_updates=1, windows=1, extra_windows=0, window_seconds=0.05, min_updates_per_window=1
     )
-    result = run_worker(
-        recipe, tmp_path / "result.json", WorkerOptions(device="cpu", protocol=quick), log=lambda *_: None
-    )
+    result = run_worker(recipe, tmp_path / "result.json", WorkerOptions(device="cpu", protocol=quick))
     assert result.kernels["attention"] == "sdpa"
     assert result.kernels["rope"] == "default"
 

@@ -48,7 +48,7 @@ def knob_recipe(*extra: str):
 def test_worker_records_the_built_models_count(tmp_path):
     recipe = knob_recipe()
     out = tmp_path / "result.json"
-    result = run_worker(recipe, out, QUICK, log=lambda *_: None)
+    result = run_worker(recipe, out, QUICK)
     assert outcome_kind(result.outcome) == "ok"
     built = built_parameters(build_model(recipe.model, "meta"))
     # Untied: the head is its own (512 x 128) matrix; one kv head of 48 and q/k/v biases.

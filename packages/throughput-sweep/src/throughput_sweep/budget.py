@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
 from throughput_sweep.attempt_status import AttemptInfo
@@ -28,6 +29,9 @@ from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import write_missing_result
+
+if TYPE_CHECKING:  # the watcher calls these with itself
+    from throughput_sweep.watcher import Watcher
 
 
 def budget_reason(info: AttemptInfo) -> str:
@@ -62,24 +66,25 @@ def budget_line(campaign_root: Path, reason: str, driver: str) -> str:
     )
 
 
-def stop(w, pending: Pending) -> None:
+def stop(w: Watcher, pending: Pending) -> None:
     """Stop submitting: the budget behind `pending` is used up."""
     if not w.st.budget:
         w.st.budget = pending
         reason = pending.text
-        w._say(
+        w.say(
             f"the allocation budget is used up (a job pends with reason {reason}): submitting nothing more, "
             "cancelling the jobs still pending, waiting for the running ones to end"
         )
 
 
-async def settle_pending(w, info: AttemptInfo, status: JobStatus) -> bool:
+async def settle_pending(w: Watcher, info: AttemptInfo, status: JobStatus) -> bool:
     """After `stop`: a pending job of the campaign, whatever its own reason, waits on the same
     budget; settle it refused for the budget (its result first), then cancel it."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, is pending"
     own = (status.pending.text if status.pending else "") or "no reason given"
-    budget: Pending = w.st.budget
+    budget = w.st.budget
+    assert budget is not None, "settle_pending runs only after the budget stop"
     message = (
         f"job {receipt.job_id} was pending ({own}) when the campaign stopped on its allocation budget "
         f"({budget.text}); cancelled before it started. Fix: {budget.fix}"
@@ -90,7 +95,7 @@ async def settle_pending(w, info: AttemptInfo, status: JobStatus) -> bool:
         try:
             await w.scheduler.cancel(receipt.job_id)
         except QueryFailed as exc:
-            w._say(f"cannot cancel job {receipt.job_id} after the budget stop: {exc}; retrying")
+            w.say(f"cannot cancel job {receipt.job_id} after the budget stop: {exc}; retrying")
             return wrote
         w.st.refused_cancelled.add(receipt.job_id)
     return wrote

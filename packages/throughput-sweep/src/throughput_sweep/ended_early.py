@@ -18,6 +18,7 @@ is used up the retry pends with the budget's reason, and the watcher stops on th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from throughput_schema import WorkerResult, read
 from throughput_schema.layout import RESULT, job_log
@@ -27,6 +28,9 @@ from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.progress import fmt_seconds
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.submission import write_missing_result
+
+if TYPE_CHECKING:  # the watcher calls these with itself
+    from throughput_sweep.watcher import Watcher
 
 _SLURM_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CANCELLED AT ... DUE TO TIME LIMIT"
 
@@ -74,7 +78,7 @@ def message(status: JobStatus, elapsed: float, limit: float, says: str, reason: 
     return text + "; not the point's doing: it is retried (an allocation budget used up stops the campaign)"
 
 
-async def settle(w, info: AttemptInfo, status: JobStatus) -> bool:
+async def settle(w: Watcher, info: AttemptInfo, status: JobStatus) -> bool:
     """Where the job ended early: its result from Slurm's word (True when written)."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, ends"
@@ -97,7 +101,7 @@ async def settle(w, info: AttemptInfo, status: JobStatus) -> bool:
         ended_early=True,
     )
     write_missing_result(w.campaign, info, status, outcome=outcome, replace=True)
-    w._say(f"job {receipt.job_id} ({info.attempt.path.relative_to(w.campaign.root)}): {outcome.message}")
+    w.say(f"job {receipt.job_id} ({info.attempt.path.relative_to(w.campaign.root)}): {outcome.message}")
     return True
 
 

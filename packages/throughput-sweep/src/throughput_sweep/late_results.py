@@ -13,11 +13,16 @@ for nothing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from throughput_schema.layout import job_log
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.submission import write_missing_result
+
+if TYPE_CHECKING:  # the watcher calls these with itself
+    from throughput_sweep.watcher import Watcher
 
 WAITING = "waiting for the result to appear"
 
@@ -27,7 +32,7 @@ def grace_seconds(profile) -> float:
     return profile.result_grace_seconds if backend(profile.scheduler).remote_nodes else 0.0
 
 
-def awaiting(w, info: AttemptInfo, clock: float) -> bool:
+def awaiting(w: Watcher, info: AttemptInfo, clock: float) -> bool:
     """True while the grace for this ended job's result runs (said once per job)."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, ends"
@@ -35,7 +40,7 @@ def awaiting(w, info: AttemptInfo, clock: float) -> bool:
     waited = clock - w.st.first_seen_finished[receipt.job_id]
     if waited >= grace:
         return False
-    w._say_new(
+    w.say_new(
         f"job {receipt.job_id} ({info.attempt.path.relative_to(w.campaign.root)}) ended "
         f"{w.st.finished[receipt.job_id].upper()} and no result.json is seen yet; {WAITING} "
         f"(up to {grace:.0f} s: a shared filesystem shows a compute node's files late)"
@@ -43,7 +48,7 @@ def awaiting(w, info: AttemptInfo, clock: float) -> bool:
     return True
 
 
-async def settle(w, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
+async def settle(w: Watcher, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
     """An ended job without a visible result: False while its grace runs; then its derived
     result, or the job's own where that appeared meanwhile (True)."""
     if awaiting(w, info, clock):
@@ -52,5 +57,5 @@ async def settle(w, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
     log = info.attempt.path / job_log(job_id)
     launch = None if log.exists() else await w.scheduler.launch_failure(job_id)
     if write_missing_result(w.campaign, info, status, launch_failure=launch) is None:
-        w._say(f"job {job_id}: its own result.json appeared; kept it")
+        w.say(f"job {job_id}: its own result.json appeared; kept it")
     return True

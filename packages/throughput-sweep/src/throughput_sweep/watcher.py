@@ -84,7 +84,7 @@ class WatcherState:
     seen_out: set[str] = field(default_factory=set)  # job ids this watcher saw pending or running
     # Lookups of each late intent (its result came before its receipt): the run waits for a few.
     late_lookups: Counter[Path] = field(default_factory=Counter)
-    said: set[str] = field(default_factory=set)  # every `_say` of this run
+    said: set[str] = field(default_factory=set)  # every `say` of this run
     budget: Pending | None = None  # a used-up allocation budget: submit nothing more (budget.py)
 
 
@@ -148,10 +148,10 @@ class Watcher:
         for attempt in range(self.options.settle_attempts):
             infos = await self.infos()
             give_up = attempt == self.options.settle_attempts - 1
-            _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up, say_late=self._say)
+            _, error = await settle_intents(self.campaign, self.scheduler, infos, give_up=give_up, say_late=self.say)
             if not error:
                 break
-            self._say(f"cannot settle submission intents yet ({error}); retrying")
+            self.say(f"cannot settle submission intents yet ({error}); retrying")
             await anyio.sleep(min(self.options.poll_max, 2.0 * 2**attempt))
         await self._poll_once(await self.infos())
         if self.options.retry_failed:
@@ -215,13 +215,13 @@ class Watcher:
                     self.slots = self.limit.lower(out + submitted, time.monotonic())
                     if not self.limit.said:
                         self.limit.said = True
-                        self._say(
+                        self.say(
                             f"the cluster refused a job for a submit limit with {out + submitted} of ours "
                             f"queued; submitting at most {self.slots} at once, raising that again later "
                             f"({outcome.error})"
                         )
                 else:
-                    self._say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
+                    self.say(f"submission of {point.curve} batch {point.batch_size} failed: {outcome.error}")
                 if outcome.retry_later:
                     backoff = min(self.options.submit_backoff_max, max(2.0, backoff * 2))
                 break
@@ -260,7 +260,7 @@ class Watcher:
                 and time.monotonic() - since >= self.options.settle_patience
             )
             count, error = await settle_intents(
-                self.campaign, self.scheduler, infos, give_up=give_up, say_late=self._say_new
+                self.campaign, self.scheduler, infos, give_up=give_up, say_late=self.say_new
             )
             if give_up or not error:  # a lookup that answered, or the last one the run waits for
                 self.st.late_lookups.update(i.attempt.path for i in infos if late_intent(i))
@@ -268,7 +268,7 @@ class Watcher:
             self.st.settle_failures += 1
             if self.st.settle_failing_since is None:
                 self.st.settle_failing_since = time.monotonic()
-            self._say(f"cannot settle submission intents yet: {error}")
+            self.say(f"cannot settle submission intents yet: {error}")
         else:
             self.st.settle_failures = 0
             self.st.settle_failing_since = None
@@ -281,7 +281,7 @@ class Watcher:
         try:
             statuses = await self.scheduler.poll([i.job_id for i in wanted])
         except QueryFailed as exc:
-            self._say(f"cannot query the scheduler: {exc}; retrying")
+            self.say(f"cannot query the scheduler: {exc}; retrying")
             return False
         changed = False
         clock = time.monotonic()
@@ -384,14 +384,14 @@ class Watcher:
         if sys.stderr.isatty() and self.st.last_line:
             print(file=sys.stderr)
 
-    def _say(self, message: str) -> None:
+    def say(self, message: str) -> None:
         self.st.said.add(message)
         self._end_progress()
         print(f"[sweep] {message}", file=sys.stderr, flush=True)
 
-    def _say_new(self, message: str) -> None:
+    def say_new(self, message: str) -> None:
         if message not in self.st.said:
-            self._say(message)
+            self.say(message)
 
 
 def resume_command(output: Path, driver: str = "throughput-sweep") -> str:

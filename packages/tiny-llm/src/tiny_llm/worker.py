@@ -40,6 +40,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -161,119 +162,152 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def run_worker(
-    recipe: Recipe, output: Path, options: WorkerOptions, *, log=print, open_energy_meter=None
-) -> WorkerResult:
+@dataclass
+class _Point:
+    """What one point's run has produced so far: a failure keeps whatever came before it."""
+
+    parameters: int  # the recipe's count until a model is built (or where the built one differs)
+    energy_unavailable: str
+    phase: str = "setup"
+    built: Any = None
+    setup_seconds: float | None = None
+    setup_peaks: MemoryPeaks | None = None
+    memory: MemoryReport | None = None
+    throughput: Throughput | None = None
+    timing: Any = None
+    energy: Any = None
+    outcome: Any = None
+    energy_source: Any = None
+    power_limit: float | None = None
+
+    def on_phase(self, name: str) -> None:
+        self.phase = name
+
+
+def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, open_energy_meter=None) -> WorkerResult:
     """Measure one point and write its result to `output`; never raises for measurement failures.
 
     `open_energy_meter(device, mode) -> (meter, reason)` replaces `open_meter` (a check that
     logs the reads, a test's planned meter)."""
     started_at = _now()
-    opts = options.protocol
     device = resolve_device(options.device)
-    cuda = device.type == "cuda"
-    tokens_per_update = recipe.training.batch_tokens
-    fpt = flops_per_token(recipe.model)
-    phase = "setup"
-
-    def on_phase(name: str) -> None:
-        nonlocal phase
-        phase = name
-
-    protocol = protocol_record(recipe, opts)
     hw = hardware.collect(device)
     try:
         meter, no_energy = (open_energy_meter or open_meter)(device, options.energy)
     except Exception as exc:  # noqa: BLE001 - no counter is a result without energy, not a failed point
         meter, no_energy = None, f"the energy counter could not be opened: {_one_line(exc)}"
-    source = meter.source() if meter is not None else None
-    power_limit = meter.power_limit_watts() if meter is not None else None
-    measurement = Measurement(tokens_per_update=tokens_per_update, meter=meter, energy_unavailable=no_energy)
-    setup_mj: tuple[int | None, int | None] = (None, None)
-    energy, energy_unavailable = None, no_energy
-    setup_seconds = None
-    memory = None
-    throughput = None
-    timing = None
-    built = None
-    setup_peaks = None
-    outcome = None
-    # The parameters of the model built (the recipe's count until one is built, or where it differs).
-    parameters = parameter_count(recipe.model)
+    measurement = Measurement(tokens_per_update=recipe.training.batch_tokens, meter=meter, energy_unavailable=no_energy)
+    point = _Point(parameters=parameter_count(recipe.model), energy_unavailable=no_energy)
+    if meter is not None:  # asked once, before any read can drop the meter
+        point.energy_source, point.power_limit = meter.source(), meter.power_limit_watts()
     try:
-        from tiny_llm.update import build
-
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(device)
-        setup_start_mj = measurement.read_energy("before setup")
-        t0 = time.perf_counter()
-        built = build(
-            recipe,
-            device,
-            timing_events=options.optimizer_timing,
-            compile_mode=options.compile_mode,
-            kernels=options.kernels,
-            on_phase=on_phase,
-        )
-        parameters = built.parameters
-        if cuda:
-            torch.cuda.synchronize()
-        setup_seconds = time.perf_counter() - t0
-        setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
-        if cuda:
-            setup_peaks = _peaks(device)
-            memory = MemoryReport(setup=setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
-            torch.cuda.reset_peak_memory_stats(device)
-
-        measure(
-            TorchRunner(built),
-            opts,
-            measurement,
-            updates_before=built.setup_updates,
-            optimizer_timing=options.optimizer_timing,
-            on_phase=on_phase,
-        )
-        if cuda and setup_peaks is not None:  # read at the end of setup on CUDA
-            memory = MemoryReport(setup=setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes)
-        throughput = summarise(measurement, recipe, opts, hw, fpt)
-        if options.optimizer_timing:
-            timing = optimizer_summary(measurement, opts, separate_step_ms=_separate_step_ms(built))
-        energy, energy_unavailable = energy_summary(
-            measurement,
-            source,
-            optimizer_timing=options.optimizer_timing,
-            power_limit_watts=power_limit,
-            setup_mj=setup_mj,
-            setup_seconds=setup_seconds,
-        )
-        outcome = Ok()
+        _measure(recipe, options, device, hw, measurement, point)
+        point.outcome = Ok()
     except BaseException as exc:  # noqa: BLE001 - every failure must still produce a result file
         if isinstance(exc, KeyboardInterrupt):
             raise
-        outcome = classify(exc, phase)
+        point.outcome = classify(exc, point.phase)
         if isinstance(exc, ParameterCountMismatch):
-            parameters = exc.built
+            point.parameters = exc.built
             print(f"tiny_llm: {exc}", file=sys.stderr)  # a refusal: one line, no traceback
-        elif outcome_kind(outcome) in ("crashed", "compile_error"):
+        elif outcome_kind(point.outcome) in ("crashed", "compile_error"):
             traceback.print_exc(file=sys.stderr)
-        memory = _memory_after_failure(device, hw, setup_peaks, memory)
-    kind = outcome_kind(outcome)
+        point.memory = _memory_after_failure(device, hw, point.setup_peaks, point.memory)
+    result = _result(recipe, options, device, hw, measurement, point, started_at)
+    try:
+        if point.timing is not None:
+            # Raw burst samples beside the result (bursts.jsonl for result.json), written
+            # before it, so a result with optimizer timing always has its bursts file.
+            write_bursts(output, point.timing)
+        write_atomic(output, result)
+    except OSError as exc:
+        raise not_written(exc, output, result) from None  # a full disk: kept on the node
+    return result
+
+
+def _measure(
+    recipe: Recipe, options: WorkerOptions, device: torch.device, hw, measurement: Measurement, point: _Point
+) -> None:
+    """Build the update (the setup, its energy and memory), then run the protocol on it."""
+    from tiny_llm.update import build
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    setup_start_mj = measurement.read_energy("before setup")
+    t0 = time.perf_counter()
+    point.built = built = build(
+        recipe,
+        device,
+        timing_events=options.optimizer_timing,
+        compile_mode=options.compile_mode,
+        kernels=options.kernels,
+        on_phase=point.on_phase,
+    )
+    point.parameters = built.parameters
+    if cuda:
+        torch.cuda.synchronize()
+    point.setup_seconds = time.perf_counter() - t0
+    setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
+    if cuda:
+        point.setup_peaks = _peaks(device)
+        point.memory = MemoryReport(setup=point.setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
+        torch.cuda.reset_peak_memory_stats(device)
+
+    opts = options.protocol
+    measure(
+        TorchRunner(built),
+        opts,
+        measurement,
+        updates_before=built.setup_updates,
+        optimizer_timing=options.optimizer_timing,
+        on_phase=point.on_phase,
+    )
+    if cuda and point.setup_peaks is not None:  # read at the end of setup on CUDA
+        point.memory = MemoryReport(
+            setup=point.setup_peaks, measurement=_peaks(device), device_total_bytes=hw.gpu_memory_bytes
+        )
+    point.throughput = summarise(measurement, recipe, opts, hw, flops_per_token(recipe.model))
+    if options.optimizer_timing:
+        point.timing = optimizer_summary(measurement, opts, separate_step_ms=_separate_step_ms(built))
+    point.energy, point.energy_unavailable = energy_summary(
+        measurement,
+        point.energy_source,
+        optimizer_timing=options.optimizer_timing,
+        power_limit_watts=point.power_limit,
+        setup_mj=setup_mj,
+        setup_seconds=point.setup_seconds,
+    )
+
+
+def _result(
+    recipe: Recipe,
+    options: WorkerOptions,
+    device: torch.device,
+    hw,
+    measurement: Measurement,
+    point: _Point,
+    started_at: str,
+) -> WorkerResult:
+    kind = outcome_kind(point.outcome)
+    energy, energy_unavailable = point.energy, point.energy_unavailable
     if kind != "ok":
         energy = None
         energy_unavailable = measurement.energy_unavailable or f"the point was not measured to the end ({kind})"
-    result = WorkerResult(
-        outcome=outcome,
+    built = point.built
+    return WorkerResult(
+        outcome=point.outcome,
         recipe=recipe,
-        parameters=parameters,
+        parameters=point.parameters,
         mode="optimizer-timing" if options.optimizer_timing else "throughput",
-        backend=built.backend if built is not None else ("cuda-graph" if cuda else "cpu-eager"),
-        protocol=protocol,
-        setup_seconds=setup_seconds,
+        backend=built.backend if built is not None else ("cuda-graph" if device.type == "cuda" else "cpu-eager"),
+        protocol=protocol_record(recipe, options.protocol),
+        setup_seconds=point.setup_seconds,
         calibration=measurement.calibration,
         windows=list(measurement.windows),
-        throughput=throughput,
-        optimizer_timing=timing,
-        memory=memory,
+        throughput=point.throughput,
+        optimizer_timing=point.timing,
+        memory=point.memory,
         hardware=hw,
         started_at=started_at,
         finished_at=_now(),
@@ -285,15 +319,6 @@ def run_worker(
         energy=energy,
         energy_unavailable=energy_unavailable,
     )
-    try:
-        if timing is not None:
-            # Raw burst samples beside the result (bursts.jsonl for result.json), written
-            # before it, so a result with optimizer timing always has its bursts file.
-            write_bursts(output, timing)
-        write_atomic(output, result)
-    except OSError as exc:
-        raise not_written(exc, output, result) from None  # a full disk: kept on the node
-    return result
 
 
 def _memory_after_failure(device: torch.device, hw, setup_peaks, memory: MemoryReport | None) -> MemoryReport | None:
