@@ -20,7 +20,7 @@ rounded once to the input's dtype; its backward is the transposed rotation
 Plain Triton calls inside a `torch.autograd.Function`, as `tiny_llm.triton_swiglu`: dynamo
 traces them, so the compiled forward and backward launch them and the update's CUDA graph
 replays them. Importing this module needs triton; the model imports it only for
-`Kernels(rope="triton")` (`tiny_llm.model.load_triton`).
+`Kernels(rope="triton")` (`tiny_llm.kernel_registry.load_triton`).
 """
 
 from __future__ import annotations
