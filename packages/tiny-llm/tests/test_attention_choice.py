@@ -72,10 +72,10 @@ def test_the_model_and_the_result_record_what_ran(tmp_path):
 
 
 def test_rope_auto_is_triton_beside_fa4_where_the_kernel_takes_the_shape(monkeypatch):
-    import tiny_llm.model as model_module
-    from tiny_llm.model import resolve_rope
+    import tiny_llm.kernel_registry as kernel_registry
+    from tiny_llm.kernel_registry import resolve_rope
 
-    monkeypatch.setattr(model_module, "triton_imports", lambda: True)
+    monkeypatch.setattr(kernel_registry, "triton_imports", lambda: True)
     assert resolve_rope("auto", "fa4", CUDA, model(2048)) == "triton"
     assert resolve_rope("auto", "sdpa", CUDA, model(2048)) == "default"  # measured no gain beside SDPA
     assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.qk_norm=true")) == "default"  # refused shape
@@ -83,7 +83,7 @@ def test_rope_auto_is_triton_beside_fa4_where_the_kernel_takes_the_shape(monkeyp
     assert resolve_rope("auto", "fa4", CPU, model(2048)) == "default"
     for choice in ("default", "triton"):
         assert resolve_rope(choice, "sdpa", CUDA, model(2048)) == choice
-    monkeypatch.setattr(model_module, "triton_imports", lambda: False)
+    monkeypatch.setattr(kernel_registry, "triton_imports", lambda: False)
     assert resolve_rope("auto", "fa4", CUDA, model(2048)) == "default"
 
 

@@ -204,10 +204,9 @@ def test_kernels_record_and_validation():
 def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
     """ "auto": the Triton optimizer and SwiGLU on CUDA where triton imports, else "fused" and
     the inductor SwiGLU there; the CPU keeps "tensor" and "default" (no CUDA needed to check)."""
-    from tiny_llm import model as model_mod
-    from tiny_llm import triton_adamw
+    from tiny_llm import kernel_registry, triton_adamw
     from tiny_llm.arena_adamw import default_kernel
-    from tiny_llm.model import resolve_swiglu
+    from tiny_llm.kernel_registry import resolve_swiglu
     from tiny_llm.worker_cli import automatic_kernels
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
@@ -217,7 +216,7 @@ def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
     assert automatic_kernels("cpu", cfg) == {**automatic, "optimizer": "tensor", "swiglu": "default"}
     for imports, optimizer, swiglu in ((True, "triton", "triton"), (False, "fused", "default")):
         monkeypatch.setattr(triton_adamw, "available", lambda imports=imports: imports)
-        monkeypatch.setattr(model_mod, "triton_imports", lambda imports=imports: imports)
+        monkeypatch.setattr(kernel_registry, "triton_imports", lambda imports=imports: imports)
         assert default_kernel(cuda, torch.float32) == optimizer
         assert default_kernel(cuda, torch.float64) == "tensor"  # fused and triton need FP32 arenas
         assert resolve_swiglu("auto", cuda) == swiglu
@@ -225,7 +224,7 @@ def test_auto_resolves_to_triton_on_cuda_only(monkeypatch):
         for choice in ("default", "triton"):  # explicit choices stand
             assert resolve_swiglu(choice, cuda) == resolve_swiglu(choice, cpu) == choice
     # Even where triton imports, the CPU model keeps inductor's (here eager) SwiGLU.
-    monkeypatch.setattr(model_mod, "triton_imports", lambda: True)
+    monkeypatch.setattr(kernel_registry, "triton_imports", lambda: True)
     model = build_model(tiny().model, "cpu")
     assert model.kernels.swiglu == "default" and all(b.mlp.fused is None for b in model.blocks)
 

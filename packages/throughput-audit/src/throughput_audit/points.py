@@ -11,9 +11,18 @@ from __future__ import annotations
 
 from throughput_audit.findings import Checks
 from throughput_audit.roofline import check_roofline
-from throughput_audit.stats import GUIDE_PARAMETERS, first_difference, flops_per_token, median, parameters, sample_cv
+from throughput_audit.stats import (
+    GUIDE_PARAMETERS,
+    first_difference,
+    flops_per_token,
+    lookup_parameters,
+    median,
+    parameters,
+    sample_cv,
+)
 from throughput_schema import Protocol, Recipe, Throughput, WorkerResult
 from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
+from throughput_schema.knobs import knob_values
 from throughput_schema.recipe import at_point
 
 RATE_REL = 1e-9
@@ -255,7 +264,7 @@ def point_flops_per_token(recipe: Recipe, context: int) -> int:
     m = recipe.model
     return flops_per_token(
         parameters=_params(recipe),
-        lookup_parameters=0 if m.tie_embeddings else m.vocab_size * m.d_model,
+        lookup_parameters=lookup_parameters(vocab_size=m.vocab_size, d_model=m.d_model, knobs=knob_values(m)),
         n_layers=m.n_layers,
         n_heads=m.n_heads,
         head_dim=m.head_dim,
@@ -273,9 +282,7 @@ def _params(recipe: Recipe) -> int:
         kv_heads=m.kv_heads,
         head_dim=m.head_dim,
         ffn_dim=m.ffn_dim,
-        tied=m.tie_embeddings,
-        qkv_bias=m.qkv_bias,
-        qk_norm=m.qk_norm,
+        knobs=knob_values(m),
     )
 
 

@@ -7,7 +7,7 @@ that it reaches the same figures by its own route.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -74,11 +74,11 @@ def parameters(
     kv_heads: int,
     head_dim: int,
     ffn_dim: int,
-    tied: bool,
-    qkv_bias: bool,
-    qk_norm: bool,
+    knobs: Mapping[str, Any],
 ) -> int:
-    """Trainable parameters of the guide's (docs/guide.md) Llama-style decoder.
+    """Trainable parameters of the guide's (docs/guide.md) Llama-style decoder, `knobs` its
+    knob values by name (`throughput_schema.knobs.knob_values`; what each does is written
+    out here again, not read from the schema's table).
 
     The input embedding (vocab x width), and an LM head of the same size unless the two are
     tied; per layer: a q projection (width x heads*head_dim), k and v projections (width x
@@ -88,12 +88,18 @@ def parameters(
     """
     q_width, kv_width = n_heads * head_dim, kv_heads * head_dim
     attention = d_model * q_width + 2 * d_model * kv_width + q_width * d_model
-    biases = q_width + 2 * kv_width if qkv_bias else 0
-    head_norms = 2 * head_dim if qk_norm else 0
+    biases = q_width + 2 * kv_width if knobs["qkv_bias"] else 0
+    head_norms = 2 * head_dim if knobs["qk_norm"] else 0
     mlp = 3 * d_model * ffn_dim
     norms = 2 * d_model
-    embeddings = vocab_size * d_model * (1 if tied else 2)
+    embeddings = vocab_size * d_model * (1 if knobs["tie_embeddings"] else 2)
     return embeddings + n_layers * (attention + biases + head_norms + mlp + norms) + d_model
+
+
+def lookup_parameters(*, vocab_size: int, d_model: int, knobs: Mapping[str, Any]) -> int:
+    """The parameters only looked up per token: an untied input embedding; tied, it is also
+    the LM head, a matmul."""
+    return 0 if knobs["tie_embeddings"] else vocab_size * d_model
 
 
 def flops_per_token(

@@ -3,7 +3,9 @@ and the point itself, plus the base classes and value constraints every record s
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -43,6 +45,50 @@ class Llama3RopeScaling(_Config, frozen=True, tag_field="type", tag="llama3"):
 RopeScaling = Llama3RopeScaling
 
 
+Shapes = dict[str, tuple[int, ...]]
+
+
+def _adds_nothing(model: ModelConfig, value: Any) -> Shapes:
+    return {}
+
+
+def _builds_any(model: ModelConfig, value: Any) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What a knob of `ModelConfig` does, carried on its field (`Annotated[type, Knob(...)]`)
+    beside the name, type and default the field gives; `throughput_schema.knobs` reads them.
+    Each function gets the model and the knob's value in it.
+
+    The tensors a knob adds are counted by the schema's shape (`throughput_schema.shape`) and
+    so weigh 6 FLOPs per element per token there like every other weight.
+    """
+
+    help: str
+    # Trainable tensors it adds to each layer (named as under `blocks.{i}.` in `tiny_llm.model`).
+    layer_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
+    # Trainable tensors it adds outside the layers.
+    model_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
+    # Its recipe value from a config.json's values as the HF import read them, by key
+    # (`model_type` among them); None leaves it out of the recipe, at its default.
+    from_hf: Callable[[Mapping[str, Any]], Any] = lambda hf: None
+    # Why a recipe's value cannot be built (one line, without the source), or None.
+    check: Callable[[ModelConfig, Any], str | None] = _builds_any
+
+
+def _kv_heads_divide(model: ModelConfig, value: Any) -> str | None:
+    if model.n_heads % model.kv_heads == 0:
+        return None
+    return (
+        f"model.n_kv_heads ({model.kv_heads}) must divide model.n_heads ({model.n_heads}): "
+        "each key/value head serves a whole group of query heads"
+    )
+
+
+# The model-spec table: a field annotated with a `Knob` is a knob, and that field is its one
+# declaration. (A comment, not the docstring: the docstring is the JSON Schema's description.)
 class ModelConfig(_Config, frozen=True):
     """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, and the knobs the small Llama family turns.
 
@@ -60,14 +106,50 @@ class ModelConfig(_Config, frozen=True):
     head_dim: PositiveInt = 64
     rope_theta: PositiveFloat = 10_000.0
     norm_eps: PositiveFloat = 1e-5
-    # None: as many as n_heads (multi-head attention); 1 is multi-query attention.
-    n_kv_heads: PositiveInt | None = None
-    tie_embeddings: bool = True
-    # Biases on the q, k and v projections (Qwen2); never on the output projection.
-    qkv_bias: bool = False
-    # RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3).
-    qk_norm: bool = False
-    rope_scaling: RopeScaling | None = None
+    n_kv_heads: Annotated[
+        PositiveInt | None,
+        Knob(
+            "Key/value heads, each serving n_heads / n_kv_heads query heads: None is as many as "
+            "n_heads (multi-head attention), 1 is multi-query attention; narrows the k and v "
+            "projections (counted through `kv_heads`).",
+            # As many as the heads is the default: one spelling of one model.
+            from_hf=lambda hf: (
+                None if hf["num_key_value_heads"] == hf["num_attention_heads"] else hf["num_key_value_heads"]
+            ),
+            check=_kv_heads_divide,
+        ),
+    ] = None
+    tie_embeddings: Annotated[
+        bool,
+        Knob(
+            "The LM head reuses the embedding matrix; untied, it is a matrix of its own and the "
+            "input embedding is a lookup, outside the matmul FLOPs.",
+            model_tensors=lambda m, tied: {} if tied else {"lm_head.weight": (m.vocab_size, m.d_model)},
+            from_hf=lambda hf: hf["tie_word_embeddings"],
+        ),
+    ] = True
+    qkv_bias: Annotated[
+        bool,
+        Knob(
+            "Biases on the q, k and v projections (Qwen2); never on the output projection.",
+            layer_tensors=lambda m, on: {"attn.qkv.bias": ((m.n_heads + 2 * m.kv_heads) * m.head_dim,)} if on else {},
+            from_hf=lambda hf: hf["model_type"] == "qwen2",
+        ),
+    ] = False
+    qk_norm: Annotated[
+        bool,
+        Knob(
+            "RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3).",
+            layer_tensors=lambda m, on: (
+                {"attn.q_norm.weight": (m.head_dim,), "attn.k_norm.weight": (m.head_dim,)} if on else {}
+            ),
+            from_hf=lambda hf: hf["model_type"] == "qwen3",
+        ),
+    ] = False
+    rope_scaling: Annotated[
+        RopeScaling | None,
+        Knob("Llama 3's scaling of RoPE's frequencies; no weights, no FLOPs.", from_hf=lambda hf: hf["rope_scaling"]),
+    ] = None
 
     @property
     def kv_heads(self) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from throughput_schema import knobs
 from throughput_schema.codec import SchemaError, not_text, read_bytes
 from throughput_schema.configs import Protocol, protocol_settings
 from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name, reduced_model_name
@@ -184,11 +185,15 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
         "rope_theta": rope_theta,
         "norm_eps": eps,
     }
-    if kv_heads != heads:  # as many as the heads is the recipe's default: one spelling of one model
-        model["n_kv_heads"] = kv_heads
-    model |= {"tie_embeddings": tie, "qkv_bias": kind.qkv_bias, "qk_norm": kind.qk_norm}
-    if rope_scaling is not None:
-        model["rope_scaling"] = rope_scaling
+    model |= knobs.from_hf(
+        {
+            "model_type": model_type,
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads,
+            "tie_word_embeddings": tie,
+            "rope_scaling": rope_scaling,
+        }
+    )
     raw = {
         "name": model_name,
         "model": model,

@@ -1,6 +1,7 @@
 """The transformers config classes of the small Llama family, as far as a config.json is
-read here: each class's default for every key read, and what its attention has that no key
-says. Taken from transformers' own classes (v4's `__init__` arguments and v5's fields agree
+read here: each class's default for every key read. What a class's attention has that no key
+says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm) its knob declares
+(`throughput_schema.configs.ModelConfig`). Taken from transformers' own classes (v4's `__init__` arguments and v5's fields agree
 on these), so that a key a file leaves out means here what it means to transformers.
 """
 
@@ -14,13 +15,10 @@ HEADS = "hidden_size // num_attention_heads"
 
 @dataclass(frozen=True)
 class ModelType:
-    """One transformers config class: its defaults for the keys read here, and what its
-    attention has that no key says (Qwen2: q/k/v biases; Qwen3: q/k RMSNorm)."""
+    """One transformers config class: its defaults for the keys read here."""
 
     config_class: str
     defaults: dict[str, Any]
-    qkv_bias: bool = False
-    qk_norm: bool = False
     # Mistral applies `sliding_window` whenever it is set; Qwen only with use_sliding_window.
     sliding_window_always: bool = False
 
@@ -61,7 +59,6 @@ MODEL_TYPES: dict[str, ModelType] = {
             "max_position_embeddings": 32_768,
             "use_sliding_window": False,
         },
-        qkv_bias=True,
     ),
     "qwen3": ModelType(
         "Qwen3Config",
@@ -73,6 +70,5 @@ MODEL_TYPES: dict[str, ModelType] = {
             "max_position_embeddings": 32_768,
             "use_sliding_window": False,
         },
-        qk_norm=True,
     ),
 }

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from throughput_schema import hf_config
+from throughput_schema import hf_config, knobs
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
 from throughput_schema.configs import protocol_settings
 from throughput_schema.records import ModelConfig, OptimizerConfig, Protocol, Recipe, TrainingConfig
@@ -53,11 +53,9 @@ def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
 
 def check_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
     m, t = recipe.model, recipe.training
-    if m.n_heads % m.kv_heads:
-        raise RecipeError(
-            f"{source}: model.n_kv_heads ({m.kv_heads}) must divide model.n_heads ({m.n_heads}): "
-            "each key/value head serves a whole group of query heads"
-        )
+    problems = knobs.problems(m)
+    if problems:
+        raise RecipeError(f"{source}: {problems[0]}")
     if m.head_dim % 2:
         raise RecipeError(f"{source}: model.head_dim ({m.head_dim}) must be even: RoPE rotates pairs of values")
     if m.context_length not in SUPPORTED_CONTEXTS:
@@ -93,9 +91,9 @@ def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol
     return result
 
 
-# Model knobs added after campaigns were first frozen: a worker frozen before them refuses
+# Every knob came after campaigns were first frozen: a worker frozen before them refuses
 # their keys, so they are passed only where they differ from their defaults.
-_LATER_MODEL_FIELDS = ("n_kv_heads", "tie_embeddings", "qkv_bias", "qk_norm", "rope_scaling")
+_LATER_MODEL_FIELDS = knobs.NAMES
 
 
 def override_args(recipe: Recipe) -> list[str]:

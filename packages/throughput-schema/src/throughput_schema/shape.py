@@ -8,17 +8,18 @@ a wrong table here and a wrong model there each show.
 
 The tensors carry the names and shapes they have in `tiny_llm.model`: a token embedding;
 per layer an RMSNorm weight before attention and one before the MLP, a fused q/k/v
-projection (`n_heads` query heads and `kv_heads` key and value heads of `head_dim` each,
-with a fused bias where `qkv_bias`), RMSNorm weights of `head_dim` on q and on k where
-`qk_norm`, an output projection without bias, a SwiGLU MLP with fused gate/up and a down
-projection; a final RMSNorm; and an LM head of its own only where the embeddings are
-untied (tied, it is the embedding). Rotary tables are buffers, not parameters.
+projection (`n_heads` query heads and `kv_heads` key and value heads of `head_dim` each),
+an output projection without bias, a SwiGLU MLP with fused gate/up and a down projection;
+a final RMSNorm; and whatever tensors the model's knobs add, in a layer or outside the
+layers, as each knob declares them (`throughput_schema.knobs`). Rotary tables are buffers,
+not parameters.
 """
 
 from __future__ import annotations
 
 import math
 
+from throughput_schema import knobs
 from throughput_schema.configs import ModelConfig
 
 
@@ -28,23 +29,18 @@ def weight_shapes(model: ModelConfig) -> dict[str, tuple[int, ...]]:
     q_width, kv_width = model.n_heads * hd, model.kv_heads * hd
     qkv_rows = q_width + 2 * kv_width
     shapes: dict[str, tuple[int, ...]] = {"embed.weight": (model.vocab_size, d)}
+    added = knobs.layer_tensors(model)
     for i in range(model.n_layers):
         block = f"blocks.{i}"
         shapes[f"{block}.attn_norm.weight"] = (d,)
         shapes[f"{block}.attn.qkv.weight"] = (qkv_rows, d)
-        if model.qkv_bias:
-            shapes[f"{block}.attn.qkv.bias"] = (qkv_rows,)
-        if model.qk_norm:
-            shapes[f"{block}.attn.q_norm.weight"] = (hd,)
-            shapes[f"{block}.attn.k_norm.weight"] = (hd,)
+        shapes |= {f"{block}.{name}": shape for name, shape in added.items()}
         shapes[f"{block}.attn.proj.weight"] = (d, q_width)
         shapes[f"{block}.mlp_norm.weight"] = (d,)
         shapes[f"{block}.mlp.gate_up.weight"] = (2 * model.ffn_dim, d)
         shapes[f"{block}.mlp.down.weight"] = (d, model.ffn_dim)
     shapes["norm.weight"] = (d,)
-    if not model.tie_embeddings:
-        shapes["lm_head.weight"] = (model.vocab_size, d)
-    return shapes
+    return shapes | knobs.model_tensors(model)
 
 
 def parameter_count(model: ModelConfig) -> int:
@@ -53,10 +49,11 @@ def parameter_count(model: ModelConfig) -> int:
 
 
 def matmul_parameters(model: ModelConfig) -> int:
-    """The parameters that take part in a matmul per token: all of them, less an untied
-    input embedding, which is a lookup (the LM head is always a matmul; tied, it is the
-    embedding, counted once)."""
-    lookup = 0 if model.tie_embeddings else model.vocab_size * model.d_model
+    """The parameters that take part in a matmul per token: all of them, less an input
+    embedding that has an LM head of its own beside it, which makes it a lookup (the LM head
+    is always a matmul; where there is none of its own, it is the embedding, counted once)."""
+    shapes = weight_shapes(model)
+    lookup = math.prod(shapes["embed.weight"]) if "lm_head.weight" in shapes else 0
     return parameter_count(model) - lookup
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from throughput_schema import ModelConfig
+from throughput_schema.shape import weight_shapes
 
 if TYPE_CHECKING:
     from tiny_llm.model import Transformer
@@ -58,11 +59,12 @@ def from_transformers(state_dict: Mapping[str, torch.Tensor], cfg: ModelConfig) 
         used.add(name)
         return source[name]
 
-    knobs = {"attn.qkv.bias": cfg.qkv_bias, "attn.q_norm.weight": cfg.qk_norm, "attn.k_norm.weight": cfg.qk_norm}
+    # The schema's shape of a layer: `LAYER`'s tensors less those only a knob adds, where it does not.
+    layer = {name.removeprefix("blocks.0.") for name in weight_shapes(cfg) if name.startswith("blocks.0.")}
     out = {"embed.weight": take("model.embed_tokens.weight")}
     for i in range(cfg.n_layers):
         for ours, theirs in LAYER.items():
-            if not knobs.get(ours, True):  # a tensor only a knob adds
+            if ours not in layer:
                 continue
             parts = [take(f"model.layers.{i}.{name}") for name in theirs]
             out[f"blocks.{i}.{ours}"] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)

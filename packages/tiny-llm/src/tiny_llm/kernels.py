@@ -9,7 +9,8 @@ records `Kernels.record()` in its result (`WorkerResult.kernels`), with the "aut
 says how it was produced.
 
 - `attention`: which attention kernel runs. "auto" (the default, resolved by
-  `tiny_llm.fa4_attention.resolve_attention`, through `tiny_llm.model.resolve_kernels`) is "fa4" on a Hopper GPU where the
+  `tiny_llm.fa4_attention.resolve_attention`, through
+  `tiny_llm.kernel_registry.resolve_kernels`) is "fa4" on a Hopper GPU where the
   `tiny-llm[fa4]` extra imports, for contexts of at least `FA4_MIN_CONTEXT` (512), else "sdpa";
   results record the resolved name, and a result's "auto" from before "fa4" existed means
   "sdpa". "sdpa" lets PyTorch choose among its SDPA kernels (cuDNN on Hopper in torch 2.11).
@@ -28,7 +29,7 @@ says how it was produced.
   one Triton pass over the BF16 logits (no FP32 copy), the LM head's products on cuBLAS. Not
   a default: its gain was within the run's own noise.
 - `swiglu`: "auto" (the default) is "triton" on CUDA where triton imports, else
-  "default" (`tiny_llm.model.resolve_swiglu`); "default" is `silu(gate) * up` as inductor
+  "default" (`tiny_llm.kernel_registry.resolve_swiglu`); "default" is `silu(gate) * up` as inductor
   fuses it; "triton" is `tiny_llm.triton_swiglu`: forward and backward each one Triton pass
   over gate_up.
 - `norm`: "default" is `x + f(norm(x))` per sublayer as inductor fuses it; "triton" is
@@ -37,7 +38,7 @@ says how it was produced.
   no atomics), over the FP32 residual stream (`tiny_llm.model.fused_norm_blocks`). Not a
   default: its gain was within the noise, and it lost at batch 1.
 - `rope`: "auto" (the default) is "triton" where the attention resolves to "fa4" and the
-  model's shape takes the kernel, else "default" (`tiny_llm.model.resolve_rope`). "default" is
+  model's shape takes the kernel, else "default" (`tiny_llm.kernel_registry.resolve_rope`). "default" is
   the split of the QKV output (q/k norm, if any) and `apply_rope` as inductor fuses them;
   "triton" is `tiny_llm.triton_rope`: q and k rotated (and v copied) from the projection's
   output into dense (B, H, T, D) tensors in one pass, and d(qkv) written whole from dq, dk and
@@ -160,7 +161,7 @@ def unsupported(field: str, model: ModelConfig) -> str | None:
     head's weight (tied or not), which no knob changes; the RoPE kernel rotates q and k straight
     from the projection (any number of kv heads), so not where a q/k norm comes first. No "auto"
     choice resolves to a refused kernel: RoPE's "auto" asks this first
-    (`tiny_llm.model.resolve_rope`), and the optimizer's and SwiGLU's take every model.
+    (`tiny_llm.kernel_registry.resolve_rope`), and the optimizer's and SwiGLU's take every model.
     """
     if field != "rope":
         return None

@@ -19,7 +19,7 @@ logits' dtype before the BF16 products. Every target must be a valid class (no
 `ignore_index`: the update's targets are tokens).
 
 Importing this module needs triton; the model imports it only for
-`Kernels(cross_entropy="triton")` (`tiny_llm.model.load_triton`).
+`Kernels(cross_entropy="triton")` (`tiny_llm.kernel_registry.load_triton`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Arithmetic is FP32, as `F.rms_norm` computes on the FP32 residual: x * rsqrt(mea
 * weight, rounded once to the output dtype. Plain Triton calls inside `torch.autograd.Function`s,
 as `tiny_llm.triton_swiglu` does, so the compiled update launches them and the CUDA graph
 replays them. Importing this module needs triton; the model imports it only for
-`Kernels(norm="triton")` (`tiny_llm.model.load_triton`).
+`Kernels(norm="triton")` (`tiny_llm.kernel_registry.load_triton`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ each as a dense (B, H, T, D) tensor: compiled, attention's inputs are copied int
 first where they are not in it, so (B, T, H, D) views would cost one copy of each.
 
 A row is one (token, query head) pair: its D values, read as the two halves the rotate-half
-layout pairs. With fewer kv heads (grouped-query attention) the first `n_kv_heads` rows of each
+layout pairs. With fewer kv heads (grouped-query attention) the first `kv_heads` rows of each
 token also carry k and v; the projection's output is (B, T, (H + 2·H_kv)·D), q's heads first.
 The rotation is the eager one, `x * cos + cat(-x2, x1) * sin`, in FP32 over the FP32 tables and
 rounded once to the input's dtype; its backward is the transposed rotation
@@ -20,7 +20,7 @@ rounded once to the input's dtype; its backward is the transposed rotation
 Plain Triton calls inside a `torch.autograd.Function`, as `tiny_llm.triton_swiglu`: dynamo
 traces them, so the compiled forward and backward launch them and the update's CUDA graph
 replays them. Importing this module needs triton; the model imports it only for
-`Kernels(rope="triton")` (`tiny_llm.model.load_triton`).
+`Kernels(rope="triton")` (`tiny_llm.kernel_registry.load_triton`).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _rope_forward(
     v_out,
     n_rows,
     n_heads,
-    n_kv_heads,
+    kv_heads,
     context,
     q_sb,
     q_sh,
@@ -92,9 +92,9 @@ def _rope_forward(
 ):
     token, head, pos, cols, mask = _rows(n_rows, n_heads, context, BLOCK_ROWS, HALF, BLOCK_HALF)
     c1, c2, s1, s2 = _tables(cos, sin, pos, cols, mask, HALF)
-    kv = mask & (head < n_kv_heads)[:, None]
-    src = qkv + (token * ((n_heads + 2 * n_kv_heads) * 2 * HALF) + head * (2 * HALF))[:, None] + cols
-    k_src, v_src = src + n_heads * 2 * HALF, src + (n_heads + n_kv_heads) * 2 * HALF
+    kv = mask & (head < kv_heads)[:, None]
+    src = qkv + (token * ((n_heads + 2 * kv_heads) * 2 * HALF) + head * (2 * HALF))[:, None] + cols
+    k_src, v_src = src + n_heads * 2 * HALF, src + (n_heads + kv_heads) * 2 * HALF
     # The outputs' strides: dense (B, H, T, D) for SDPA (else compiled attention copies each of
     # q, k and v there first), dense (B, T, H, D) for FlashAttention-4, which reads v in place.
     batch = token // context
@@ -117,7 +117,7 @@ def _rope_backward(
     d_qkv,
     n_rows,
     n_heads,
-    n_kv_heads,
+    kv_heads,
     context,
     q_sb,
     q_sh,
@@ -134,10 +134,10 @@ def _rope_backward(
 ):
     token, head, pos, cols, mask = _rows(n_rows, n_heads, context, BLOCK_ROWS, HALF, BLOCK_HALF)
     c1, c2, s1, s2 = _tables(cos, sin, pos, cols, mask, HALF)
-    kv = mask & (head < n_kv_heads)[:, None]
+    kv = mask & (head < kv_heads)[:, None]
     batch = token // context
-    dst = d_qkv + (token * ((n_heads + 2 * n_kv_heads) * 2 * HALF) + head * (2 * HALF))[:, None] + cols
-    k_dst, v_dst = dst + n_heads * 2 * HALF, dst + (n_heads + n_kv_heads) * 2 * HALF
+    dst = d_qkv + (token * ((n_heads + 2 * kv_heads) * 2 * HALF) + head * (2 * HALF))[:, None] + cols
+    k_dst, v_dst = dst + n_heads * 2 * HALF, dst + (n_heads + kv_heads) * 2 * HALF
     _rotate(dq + (batch * q_sb + head * q_sh + pos * q_st)[:, None] + cols, dst, c1, c2, s1, s2, mask, HALF, True)
     _rotate(dk + (batch * k_sb + head * k_sh + pos * k_st)[:, None] + cols, k_dst, c1, c2, s1, s2, kv, HALF, True)
     src = dv + (batch * v_sb + head * v_sh + pos * v_st)[:, None] + cols
@@ -228,17 +228,17 @@ def check_tables(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_head
             raise ValueError(f"qkv_rope: the tables must be FP32 (T, D), got {tuple(table.shape)} {table.dtype}")
 
 
-def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv_heads: int):
+def qkv_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, kv_heads: int):
     """q, k and v, each a dense (B, heads, T, D) tensor, from the projection's (B, T, (H+2·H_kv)·D)
     output: q and k rotated by the (T, D) FP32 tables as `tiny_llm.model.apply_rope` rotates them."""
-    check_tables(qkv, cos, sin, n_heads, n_kv_heads)
-    return _QKVRope.apply(qkv, cos.contiguous(), sin.contiguous(), n_heads, n_kv_heads)
+    check_tables(qkv, cos, sin, n_heads, kv_heads)
+    return _QKVRope.apply(qkv, cos.contiguous(), sin.contiguous(), n_heads, kv_heads)
 
 
-def qk_rope_bthd(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv_heads: int):
+def qk_rope_bthd(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, kv_heads: int):
     """q and k rotated, each a dense (B, T, heads, D) tensor (FlashAttention-4's layout), from the
     projection's output; no autograd (`tiny_llm.fa4_attention`'s fused op owns the backward,
     `qkv_grad` with dq, dk and dv transposed to (B, heads, T, D) views)."""
-    check_tables(qkv, cos, sin, n_heads, n_kv_heads)
-    q, k, _ = _rotated(qkv, cos.contiguous(), sin.contiguous(), n_heads, n_kv_heads, heads_first=False)
+    check_tables(qkv, cos, sin, n_heads, kv_heads)
+    q, k, _ = _rotated(qkv, cos.contiguous(), sin.contiguous(), n_heads, kv_heads, heads_first=False)
     return q, k

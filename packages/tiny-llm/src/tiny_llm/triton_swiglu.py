@@ -19,7 +19,7 @@ Plain Triton calls inside a `torch.autograd.Function`: dynamo traces user Triton
 there (torch >= 2.3), so the compiled forward and backward launch them, and the
 whole-update CUDA graph replays them. Importing this module needs triton; the model
 imports it only where the SwiGLU resolves to "triton" (`Kernels(swiglu="triton")`, or "auto"
-on CUDA: `tiny_llm.model.resolve_swiglu` and `load_triton`).
+on CUDA: `tiny_llm.kernel_registry.resolve_swiglu` and `load_triton`).
 """
 
 from __future__ import annotations

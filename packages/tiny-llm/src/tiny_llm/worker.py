@@ -345,7 +345,7 @@ def _kernels_record(options: WorkerOptions, built, device: torch.device, cfg) ->
     kernels = options.kernels
     if options.compile_mode is not None:
         kernels = replace(kernels, compile_mode=options.compile_mode)
-    from tiny_llm.model import resolve_kernels
+    from tiny_llm.kernel_registry import resolve_kernels
 
     return resolve_kernels(kernels, device, cfg).record()
 

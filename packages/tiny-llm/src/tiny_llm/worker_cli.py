@@ -221,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _check_kernels(kernels, recipe: Recipe) -> None:
     """A kernel chosen explicitly that cannot build this recipe's model is refused here, before
-    anything runs (the model refuses it too, `tiny_llm.model.load_triton`)."""
+    anything runs (the model refuses it too, `tiny_llm.kernel_registry.load_triton`)."""
     from tiny_llm.kernels import unsupported
 
     for field, choice in kernels.record().items():
@@ -250,8 +250,8 @@ def automatic_kernels(device_type: str, cfg) -> dict[str, str]:
     """What a result records for `Kernels()` for this model on this kind of device ("auto" resolved)."""
     import torch
 
+    from tiny_llm.kernel_registry import resolve_kernels
     from tiny_llm.kernels import Kernels
-    from tiny_llm.model import resolve_kernels
 
     return resolve_kernels(Kernels(), torch.device(device_type), cfg).record()
 

@@ -1,0 +1,74 @@
+"""A model knob has one declaration (its annotated field of `ModelConfig`) and is otherwise
+named only where it must be: the model code that builds it, the audit's independent formula,
+the HF weight map and the kernels' eligibility. Every other module reads the table
+(`throughput_schema.knobs`); this lists the source files each knob's name appears in."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import msgspec
+
+from throughput_schema.configs import ModelConfig
+from throughput_schema.knobs import KNOBS, NAMES, from_hf, knob_values
+
+ROOT = Path(__file__).resolve().parents[3]
+HOMES = {
+    "packages/throughput-schema/src/throughput_schema/configs.py",  # the table
+    "packages/tiny-llm/src/tiny_llm/model.py",  # the model that builds it
+    "packages/throughput-audit/src/throughput_audit/stats.py",  # the audit's own formula
+    "packages/tiny-llm/src/tiny_llm/hf_weights.py",  # the HF weight map and model class
+    "packages/tiny-llm/src/tiny_llm/kernels.py",  # which kernel cannot build it
+}
+# A knob spelled as transformers spells its config.json key: the HF import reads that key.
+HF_KEYS = {"rope_scaling": {"packages/throughput-schema/src/throughput_schema/hf_config.py"}}
+
+
+def source_files() -> list[str]:
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [
+        path
+        for path in tracked.stdout.split()
+        if not path.startswith(("tests/", "docs/", "configs/"))
+        and "/tests/" not in path
+        and not path.endswith("conftest.py")
+    ]
+
+
+def test_each_knob_is_named_only_in_its_homes():
+    texts = {path: (ROOT / path).read_text() for path in source_files()}
+    assert "packages/tiny-llm/src/tiny_llm/model.py" in texts
+    for name in NAMES:
+        word = re.compile(rf"\b{name}\b")
+        found = {path for path, text in texts.items() if word.search(text)}
+        assert found <= HOMES | HF_KEYS.get(name, set()), f"{name} is named in {sorted(found - HOMES)}"
+
+
+def test_the_table_is_the_record_s_knobs_in_field_order():
+    fields = {f.name: f for f in msgspec.structs.fields(ModelConfig)}
+    assert NAMES == ("n_kv_heads", "tie_embeddings", "qkv_bias", "qk_norm", "rope_scaling")
+    assert list(NAMES) == [name for name in fields if name in NAMES]
+    for k in KNOBS:
+        assert k.default == fields[k.name].default and k.knob.help
+    model = ModelConfig(n_layers=1, d_model=8, n_heads=2, ffn_dim=4, context_length=128)
+    assert knob_values(model) == {k.name: k.default for k in KNOBS}
+
+
+def test_a_config_json_s_values_become_the_knobs_the_import_wrote_before():
+    read = {"model_type": "qwen2", "num_attention_heads": 4, "num_key_value_heads": 4}
+    assert from_hf(read | {"tie_word_embeddings": True, "rope_scaling": None}) == {
+        "tie_embeddings": True,
+        "qkv_bias": True,
+        "qk_norm": False,
+    }
+    scaling = {"type": "llama3", "factor": 8.0}
+    read |= {"model_type": "llama", "num_key_value_heads": 2, "tie_word_embeddings": False, "rope_scaling": scaling}
+    assert list(from_hf(read).items()) == [
+        ("n_kv_heads", 2),
+        ("tie_embeddings", False),
+        ("qkv_bias", False),
+        ("qk_norm", False),
+        ("rope_scaling", scaling),
+    ]
