@@ -54,3 +54,28 @@ def test_a_recipe_written_as_json_is_still_a_recipe(tmp_path):
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["parameters"] == 251_943_360 and "converted_from" not in payload
+
+
+def test_describe_takes_smollm3_and_refuses_flags_for_other_layers(tmp_path):
+    """SmolLM3-3B's shape with its NoPE flags (1, 1, 1, 0 repeated) as its config.json writes them."""
+    data = {
+        "model_type": "smollm3", "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 128256, "rope_theta": 5000000.0,
+        "rms_norm_eps": 1e-06, "tie_word_embeddings": True, "no_rope_layers": [1, 1, 1, 0] * 9,
+    }  # fmt: skip
+    good = tmp_path / "SmolLM3-3B" / "config.json"
+    good.parent.mkdir()
+    good.write_text(json.dumps(data))
+    done = describe("--config", str(good))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["parameters"] == 3_075_098_624
+    assert payload["recipe"]["model"]["nope_layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35]
+    bad = tmp_path / "short" / "config.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(data | {"no_rope_layers": [1, 1, 1, 0] * 8}))
+    done = describe("--config", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"tiny_llm: {bad}: no_rope_layers has 32 entries for 36 layers; one per layer"
+    ]

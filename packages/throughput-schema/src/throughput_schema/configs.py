@@ -87,6 +87,22 @@ def _kv_heads_divide(model: ModelConfig, value: Any) -> str | None:
     )
 
 
+def _nope_layers_in_range(model: ModelConfig, value: tuple[int, ...]) -> str | None:
+    if all(0 <= i < model.n_layers for i in value) and list(value) == sorted(set(value)):
+        return None
+    return (
+        f"model.nope_layers ({list(value)}) must list layers of this model (0 to {model.n_layers - 1}), "
+        "each once, in order"
+    )
+
+
+def _nope_from_hf(hf: Mapping[str, Any]) -> list[int] | None:
+    # transformers' SmolLM3 flags each layer: 1 rotates, 0 does not. A list, not a tuple:
+    # the converted recipe is written as YAML. None (no layer without RoPE) keeps the default.
+    flags = hf.get("no_rope_layers") or []
+    return [i for i, rotates in enumerate(flags) if not rotates] or None
+
+
 # The model-spec table: a field annotated with a `Knob` is a knob, and that field is its one
 # declaration. (A comment, not the docstring: the docstring is the JSON Schema's description.)
 class ModelConfig(_Config, frozen=True):
@@ -150,6 +166,15 @@ class ModelConfig(_Config, frozen=True):
         RopeScaling | None,
         Knob("Llama 3's scaling of RoPE's frequencies; no weights, no FLOPs.", from_hf=lambda hf: hf["rope_scaling"]),
     ] = None
+    nope_layers: Annotated[
+        tuple[int, ...],
+        Knob(
+            "The layers (from 0) whose attention has no RoPE: q and k are not rotated there (SmolLM3's "
+            "NoPE layers, every fourth); no weights, no FLOPs.",
+            from_hf=_nope_from_hf,
+            check=_nope_layers_in_range,
+        ),
+    ] = ()
 
     @property
     def kv_heads(self) -> int:

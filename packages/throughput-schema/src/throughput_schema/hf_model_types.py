@@ -21,6 +21,8 @@ class ModelType:
     defaults: dict[str, Any]
     # Mistral applies `sliding_window` whenever it is set; Qwen only with use_sliding_window.
     sliding_window_always: bool = False
+    # Per-layer lists the class reads and a knob takes (any other per-layer list is refused).
+    per_layer: tuple[str, ...] = ()
 
 
 # A string default is computed from other keys; None for num_key_value_heads means as many
@@ -70,5 +72,22 @@ MODEL_TYPES: dict[str, ModelType] = {
             "max_position_embeddings": 32_768,
             "use_sliding_window": False,
         },
+    ),
+    # v5's default_theta is rope_theta's default; no_rope_layers, where missing, is derived
+    # from no_rope_layer_interval: the last of every `interval` layers has no RoPE.
+    "smollm3": ModelType(
+        "SmolLM3Config",
+        {
+            **_COMMON,
+            "rope_theta": 2_000_000.0,
+            "tie_word_embeddings": True,
+            "vocab_size": 128_256,
+            "num_key_value_heads": 4,
+            "head_dim": HEADS,
+            "max_position_embeddings": 32_768,
+            "use_sliding_window": False,
+            "no_rope_layer_interval": 4,
+        },
+        per_layer=("no_rope_layers",),
     ),
 }

@@ -1,14 +1,15 @@
 """transformers checkpoints and our model: the state-dict converter, and the transformers
 model of a recipe's shape.
 
-`from_transformers` maps a `LlamaForCausalLM`, `Qwen2ForCausalLM` or `Qwen3ForCausalLM` state
-dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
+`from_transformers` maps a `LlamaForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM` or
+`SmolLM3ForCausalLM` state dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
 biases alike), gate and up into `gate_up` (gate first, as `SwiGLU` chunks it), the rest one to
 one. Both use the rotate-half RoPE layout, so no weight is permuted. It is how real weights
 are loaded (`load_transformers`), and what the equality tests hold the model to.
 
 `transformers_model` builds the transformers model a recipe means (the class that has its
-knobs: Qwen3 for a q/k norm, Qwen2 for q/k/v biases, Llama otherwise); the tests and
+knobs: Qwen3 for a q/k norm, Qwen2 for q/k/v biases, SmolLM3 for layers without RoPE, Llama
+otherwise); the tests and
 `benchmarks/peers.py` (peer B) use it. transformers is imported only there: the worker never
 needs it.
 """
@@ -112,6 +113,8 @@ def transformers_config(cfg: ModelConfig) -> Any:
     if cfg.qk_norm and cfg.qkv_bias:
         # Qwen3's attention_bias would add an output-projection bias as well.
         raise ValueError("no transformers model has q/k/v biases and a q/k norm without an output bias")
+    if cfg.nope_layers and (cfg.qk_norm or cfg.qkv_bias):
+        raise ValueError("no transformers model has layers without RoPE and a q/k norm or q/k/v biases")
     if cfg.rope_scaling is None:
         rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     else:
@@ -119,15 +122,21 @@ def transformers_config(cfg: ModelConfig) -> Any:
         rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, "factor": s.factor,
                 "low_freq_factor": s.low_freq_factor, "high_freq_factor": s.high_freq_factor,
                 "original_max_position_embeddings": s.original_max_position_embeddings}  # fmt: skip
-    kind = "Qwen3" if cfg.qk_norm else "Qwen2" if cfg.qkv_bias else "Llama"
+    kind = "Qwen3" if cfg.qk_norm else "Qwen2" if cfg.qkv_bias else "SmolLM3" if cfg.nope_layers else "Llama"
+    # SmolLM3's class defaults name special tokens of its own vocabulary; a padding token would also
+    # freeze that embedding row.
+    tokens = dict(pad_token_id=None, bos_token_id=None, eos_token_id=None) if kind == "SmolLM3" else {}
     config = getattr(transformers, f"{kind}Config")(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
+        **tokens, vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
         num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads,
         head_dim=cfg.head_dim, max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
         rope_parameters=rope, tie_word_embeddings=cfg.tie_embeddings, hidden_act="silu",
     )  # fmt: skip
-    if kind == "Llama":
+    if kind in ("Llama", "SmolLM3"):
         config.attention_bias = config.mlp_bias = False
+    if kind == "SmolLM3":  # its flags: 1 rotates, 0 does not; every layer attends in full
+        config.no_rope_layers = [int(i not in cfg.nope_layers) for i in range(cfg.n_layers)]
+        config.use_sliding_window, config.layer_types = False, ["full_attention"] * cfg.n_layers
     elif kind == "Qwen3":
         config.attention_bias = False
     config._attn_implementation = "sdpa"

@@ -159,15 +159,21 @@ def unsupported(field: str, model: ModelConfig) -> str | None:
 
     The Triton norm, SwiGLU and cross-entropy read the residual stream, the FFN and the LM
     head's weight (tied or not), which no knob changes; the RoPE kernel rotates q and k straight
-    from the projection (any number of kv heads), so not where a q/k norm comes first. No "auto"
+    from the projection (any number of kv heads), so not where a q/k norm comes first, nor where
+    some layers have no RoPE. No "auto"
     choice resolves to a refused kernel: RoPE's "auto" asks this first
     (`tiny_llm.kernel_registry.resolve_rope`), and the optimizer's and SwiGLU's take every model.
     """
     if field != "rope":
         return None
-    if not model.qk_norm:
-        return None
-    return (
-        "Kernels(rope='triton') cannot build this model (qk_norm): its kernel rotates q and k straight "
-        "from the projection, where the q/k norm comes first; use rope=default"
-    )
+    if model.qk_norm:
+        return (
+            "Kernels(rope='triton') cannot build this model (qk_norm): its kernel rotates q and k straight "
+            "from the projection, where the q/k norm comes first; use rope=default"
+        )
+    if model.nope_layers:
+        return (
+            "Kernels(rope='triton') cannot build this model (nope_layers): its kernel rotates q and k in "
+            "every layer, and these layers have no RoPE; use rope=default"
+        )
+    return None

@@ -5,7 +5,8 @@ RMSNorm, SwiGLU, rotary position embeddings and causal attention through
 cuDNN on Hopper), with the knobs the small Llama family turns (`ModelConfig`): fewer
 key/value heads than query heads (grouped-query attention, handed to the kernel as they
 are with `enable_gqa`, never repeated), an untied LM head, a head size of its own, biases
-on q, k and v (Qwen2), RMSNorm on each head of q and k (Qwen3) and Llama 3's RoPE scaling.
+on q, k and v (Qwen2), RMSNorm on each head of q and k (Qwen3), Llama 3's RoPE scaling and
+layers without RoPE (SmolLM3's NoPE layers).
 The defaults build the original decoder: as many kv heads as heads, tied embeddings, no
 biases, no q/k norm, plain RoPE.
 
@@ -80,9 +81,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels(), layer: int = 0) -> None:
         super().__init__()
         self.n_heads, self.kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+        # SmolLM3's NoPE layers attend without positions: q and k are used as projected. (The
+        # fused RoPE kernels rotate every layer, so `tiny_llm.kernels` refuses them here.)
+        self.rotary = layer not in cfg.nope_layers
         # Fewer kv heads: each serves n_heads / kv_heads query heads, and SDPA reads them as they
         # are (enable_gqa) instead of a repeated copy of k and v.
         self.grouped = cfg.kv_heads != cfg.n_heads
@@ -110,7 +114,8 @@ class Attention(nn.Module):
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads, self.kv_heads)
         else:
             q, k, v = (t.transpose(1, 2) for t in self.heads(x))  # (B, H, T, D)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            if self.rotary:
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
         else:
@@ -138,6 +143,8 @@ class Attention(nn.Module):
         transpose. q and k come out of inductor's fused RoPE as new tensors; v stays a strided
         view of the projection's output, which the kernel reads in place."""
         q, k, v = self.heads(x)
+        if not self.rotary:
+            return q, k, v
         cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, D): the same angle for every head
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
@@ -159,10 +166,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels(), layer: int = 0) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg, kernels)
+        self.attn = Attention(cfg, kernels, layer)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg, kernels)
 
@@ -206,7 +213,7 @@ class Transformer(nn.Module):
         # "auto" resolved for this device: `self.kernels` is what runs (the worker records it).
         kernels = resolve_kernels(kernels, self.embed.weight.device, cfg)
         self.cfg, self.kernels = cfg, kernels
-        self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, kernels, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:  # the output projection reuses the embedding matrix
