@@ -38,6 +38,16 @@ SMOLLM3 = {
 }  # fmt: skip
 
 
+# OLMo-2-0425-1B's config.json (allenai/OLMo-2-0425-1B) as far as it is read here; published
+# count 1,484,916,736.
+OLMO2 = {
+    "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+    "vocab_size": 100352, "max_position_embeddings": 4096, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 500000, "tie_word_embeddings": False, "attention_bias": False,
+}  # fmt: skip
+
+
 def config(model: str) -> dict:
     return json.loads((HF / model / "config.json").read_text())
 
@@ -116,6 +126,18 @@ def test_smollm3_is_its_preset_with_its_nope_layers(tmp_path):
     assert recipe_of(write(tmp_path, v5, "SmolLM3-3B"))[0] == recipe
     everywhere, imported = recipe_of(write(tmp_path, SMOLLM3 | {"no_rope_layers": [1] * 36}, "SmolLM3-3B"))
     assert everywhere.model.nope_layers == () and "nope_layers" not in imported.raw["model"]
+
+
+def test_olmo2_is_its_preset_with_its_norms(tmp_path):
+    recipe, imported = recipe_of(write(tmp_path, OLMO2, "OLMo-2-0425-1B"))
+    assert parameter_count(recipe.model) == 1_484_916_736 and imported.config_class == "Olmo2Config"
+    assert msgspec.structs.replace(recipe, name="olmo-2-1b") == load_recipe(CONFIGS / "olmo-2-1b.yaml")
+    assert (recipe.model.post_norm, recipe.model.qk_norm_whole, recipe.model.qk_norm) == (True, True, False)
+    # Olmo2Config's defaults: as many kv heads as heads, eps 1e-5, untied.
+    bare = {k: v for k, v in OLMO2.items() if k not in ("num_key_value_heads", "rms_norm_eps", "tie_word_embeddings")}
+    got, imported = recipe_of(write(tmp_path, bare, "o"))
+    assert (got.model.n_kv_heads, got.model.norm_eps, got.model.tie_embeddings) == (None, 1e-5, False)
+    assert "rms_norm_eps=1e-05" in imported.defaults
 
 
 def test_transformers_5_rope_parameters_read_as_transformers_4(tmp_path):
@@ -240,6 +262,11 @@ REFUSALS = [
     (SMOLLM3 | {"use_sliding_window": True, "sliding_window": 4096}, "use_sliding_window is true"),
     (SMOLLM3 | {"hidden_act": "gelu"}, "hidden_act is 'gelu'"),
     (SMOLLM3 | {"num_local_experts": 8}, "num_local_experts is 8: a mixture of experts"),
+    (OLMO2 | {"attention_bias": True}, "attention_bias is true"),
+    (OLMO2 | {"hidden_act": "gelu"}, "hidden_act is 'gelu'"),
+    (OLMO2 | {"num_experts": 64, "num_experts_per_tok": 8}, "num_experts is 64: a mixture of experts"),
+    (OLMO2 | {"layer_types": ["full_attention"] * 15}, "layer_types has 15 entries for 16 layers"),
+    (OLMO2 | {"no_rope_layers": [1] * 16}, "no_rope_layers is a per-layer array"),
     (_set("SmolLM2-135M", hidden_size=_DROP), "hidden_size is missing"),
     (_set("SmolLM2-135M", model_type=_DROP), "model_type is missing"),
     (_set("SmolLM2-135M", num_hidden_layers="30"), "num_hidden_layers is '30'; it must be a positive whole number"),

@@ -1,7 +1,8 @@
 """A Hugging Face model's `config.json` read as a recipe: the small Llama family only.
 
 A key the file leaves out takes the default of that model type's transformers config
-class (`LlamaConfig`, `MistralConfig`, `Qwen2Config`, `Qwen3Config`, `SmolLM3Config`), as transformers
+class (`LlamaConfig`, `MistralConfig`, `Qwen2Config`, `Qwen3Config`, `SmolLM3Config`,
+`Olmo2Config`), as transformers
 itself would, and the import says which defaults it used. Anything the decoder cannot
 build exactly (another architecture, experts, per-layer shapes, biases beyond Qwen2's
 q/k/v, an activation other than SiLU, a sliding window, RoPE scaling other than Llama 3's)

@@ -1,6 +1,6 @@
 """The transformers config classes of the small Llama family, as far as a config.json is
 read here: each class's default for every key read. What a class's attention has that no key
-says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm) its knob declares
+says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm, OLMo 2's norms) its knob declares
 (`throughput_schema.configs.ModelConfig`). Taken from transformers' own classes (v4's `__init__` arguments and v5's fields agree
 on these), so that a key a file leaves out means here what it means to transformers.
 """
@@ -89,5 +89,17 @@ MODEL_TYPES: dict[str, ModelType] = {
             "no_rope_layer_interval": 4,
         },
         per_layer=("no_rope_layers",),
+    ),
+    # OLMo 2's post-sublayer norms and whole q/k norm are in its class, not its keys (their knobs).
+    "olmo2": ModelType(
+        "Olmo2Config",
+        {
+            **_COMMON,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": 50_304,
+            "num_key_value_heads": None,
+            "head_dim": HEADS,
+            "max_position_embeddings": 2048,
+        },
     ),
 }
