@@ -240,8 +240,12 @@ def test_cpu_worker_with_a_meter_records_windows_setup_and_summary(tmp_path, mon
     e = result.energy
     assert e is not None and result.energy_unavailable == ""
     assert all(w.energy is not None for w in result.windows)
-    assert e.mean_watts == pytest.approx(250.0, rel=1e-3) and e.power_limit_watts == 700.0
+    # The planned meter follows the real clock, so the windows' own timing sees it within
+    # scheduling jitter (a loaded CI machine moves a 0.2 s window by a fraction of a ms).
+    joules = sum(w.energy.joules for w in result.windows)
+    assert e.mean_watts == pytest.approx(joules / sum(w.energy.interval_seconds for w in result.windows))
+    assert e.mean_watts == pytest.approx(250.0, rel=0.02) and e.power_limit_watts == 700.0
     # Setup read around compile and capture: its energy is its wall time at the planned power.
     assert e.setup_joules == pytest.approx(250.0 * result.setup_seconds, rel=0.05)
     assert e.source.counter == "planned test meter" and e.interval == "window"
-    assert f"energy {e.joules_per_token:.4g} J/token, 250 W mean, limit 700 W" in line
+    assert f"energy {e.joules_per_token:.4g} J/token, {e.mean_watts:.0f} W mean, limit 700 W" in line
