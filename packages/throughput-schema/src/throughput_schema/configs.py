@@ -11,6 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from throughput_schema.curve_names import curve_name
+from throughput_schema.precision import Precision
 from throughput_schema.scheduler_names import SchedulerName, check_name
 from throughput_schema.version import SCHEMA_VERSION
 
@@ -217,7 +218,9 @@ class TrainingConfig(_Config, frozen=True):
     batch_tokens: PositiveInt
     seed: int = 42
     grad_clip: PositiveFloat = 1.0
-    autocast_dtype: Literal["bfloat16"] = "bfloat16"
+    # BF16 autocast over FP32 weights, or FP8 linears besides (`throughput_schema.precision`).
+    # Records from before it named the field autocast_dtype (always BF16): it is ignored there.
+    precision: Precision = "bf16"
 
 
 class OptimizerConfig(_Config, frozen=True):
@@ -291,6 +294,7 @@ class Protocol(_Config, frozen=True):
     weight_decay: NonNegFloat = _OPTIMIZER.weight_decay
     grad_clip: PositiveFloat = _TRAINING.grad_clip
     seed: int = _TRAINING.seed
+    precision: Precision = _TRAINING.precision
     # Optimizer timing only: each synchronised burst of graph replays targets this.
     burst_seconds: PositiveFloat = 0.1
 

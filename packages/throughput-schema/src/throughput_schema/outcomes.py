@@ -63,7 +63,9 @@ class NodeFail(_Outcome, frozen=True, tag="node_fail"):
 
 class Refused(_Outcome, frozen=True, tag="refused"):
     """The scheduler accepted the job, but it pended for a reason that waiting cannot clear
-    (PartitionTimeLimit, InvalidQOS...): the controller cancelled it before it started.
+    (PartitionTimeLimit, InvalidQOS...): the controller cancelled it before it started. Or
+    the worker found its node unable to run the recipe (phase "setup": an FP8 precision
+    without torchao or FP8 matrix units), and measured nothing.
     `message` says what happened, `reason` is the scheduler's word, `fix` what to change."""
 
     reason: str = ""
@@ -127,4 +129,7 @@ EXIT_CODES: dict[str, int] = {
     # The worker or its watchdog could not write the result (the job log may not take a
     # line either): the exit status is what the scheduler's accounting still shows.
     "storage_full": 10,
+    # The worker could not run what was asked on this node (an FP8 precision without torchao
+    # or without FP8 matrix units): a `refused` outcome naming the cause and the fix.
+    "refused": 11,
 }

@@ -17,6 +17,7 @@ import msgspec
 from throughput_schema import hf_config, knobs
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
 from throughput_schema.configs import protocol_settings
+from throughput_schema.precision import GUIDE_PRECISION
 from throughput_schema.records import ModelConfig, OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 # Re-exported (the `as` form) for callers that load a recipe and count it in one place.
@@ -107,6 +108,8 @@ def override_args(recipe: Recipe) -> list[str]:
                     continue
                 if not isinstance(value, (bool, int)):
                     raise RecipeError(f"model.{key}={value!r} cannot be passed as a --set flag")
+            if (section, key) == ("training", "precision") and value == GUIDE_PRECISION:
+                continue  # as a knob: the BF16 default is every frozen worker's own
             out.append(f"{section}.{key}={value}")
     return out
 

@@ -46,6 +46,7 @@ from throughput_schema.request import WorkerRequest
 from throughput_schema.results import (
     BurstSample,
     Calibration,
+    Fp8Linears,
     Hardware,
     MemoryPeaks,
     MemoryReport,
@@ -74,6 +75,7 @@ __all__ = [
     "Hardware",
     "Manifest",
     "MemoryPeaks",
+    "Fp8Linears",
     "MemoryReport",
     "Llama3RopeScaling",
     "ModelConfig",

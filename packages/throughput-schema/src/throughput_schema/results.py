@@ -48,6 +48,15 @@ class MemoryReport(msgspec.Struct, frozen=True, kw_only=True):
     device_total_bytes: NonNegInt = 0
 
 
+class Fp8Linears(msgspec.Struct, frozen=True, kw_only=True):
+    """Which of the model's linears trained in FP8 (torchao's `recipe`), and why each other
+    stayed BF16 (`throughput_schema.precision.fp8_kept_reason`), by module name."""
+
+    recipe: str
+    converted: list[str] = []
+    kept: dict[str, str] = {}
+
+
 class Hardware(msgspec.Struct, frozen=True, kw_only=True):
     gpu_name: str = ""
     gpu_memory_bytes: int = 0
@@ -160,3 +169,5 @@ class WorkerResult(_Record, frozen=True):
     # energy_unavailable ("" in results from before energy was measured).
     energy: Energy | None = None
     energy_unavailable: str = ""
+    # An FP8 precision's linears (None at BF16, and where the point never built its model).
+    fp8: Fp8Linears | None = None

@@ -75,8 +75,9 @@ def expected_states(outcome: str) -> tuple[tuple[str, int | None], ...]:
         return (("COMPLETED", 0),)
     if outcome == "crashed":
         return (("FAILED", None),)
-    if outcome == "refused":  # pended for a reason that never clears; the watcher cancelled it
-        return (("CANCELLED", None),)
+    if outcome == "refused":  # pended for a reason that never clears (the watcher cancelled it),
+        return (("CANCELLED", None), ("FAILED", EXIT_CODES["refused"]))  # or the worker refused
+
     pairs: list[tuple[str, int | None]] = [(s, None) for s, m in STATES.items() if m.outcome == outcome]
     if outcome in _WORKER_CODE:
         pairs.append(("FAILED", EXIT_CODES[outcome]))

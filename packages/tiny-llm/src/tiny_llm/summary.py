@@ -19,6 +19,7 @@ from pathlib import Path
 from throughput_schema import Hardware, OptimizerTiming, Protocol, Recipe, Throughput, write_atomic
 from throughput_schema.energy import Energy, EnergySource, summarize
 from throughput_schema.layout import bursts_path, encode_bursts
+from throughput_schema.precision import is_fp8, peak_fp8_flops
 from throughput_schema.recipe import flops_per_token
 from tiny_llm import hardware, stats
 from tiny_llm.protocol import Measurement
@@ -48,8 +49,19 @@ def throughput_summary(
         flops_per_token=float(fpt),
         mfu=stats.mfu(rate, fpt, peak),
         peak_flops=peak,
-        mfu_formula=MFU_FORMULA + (f", peak {peak:.4g} FLOP/s ({hw.gpu_name})" if peak else ", peak unknown"),
+        mfu_formula=MFU_FORMULA
+        + (f", peak {peak:.4g} FLOP/s ({hw.gpu_name})" if peak else ", peak unknown")
+        + fp8_peak_note(recipe.training.precision, hw),
     )
+
+
+def fp8_peak_note(precision: str, hw: Hardware) -> str:
+    """What an FP8 point's MFU is (the one definition, BF16-equivalent), with the FP8 peak beside it."""
+    if not is_fp8(precision):
+        return ""
+    peak = peak_fp8_flops(hw.gpu_name, hw.gpu_memory_bytes)
+    beside = f"; the dense FP8 peak is {peak:.4g} FLOP/s" if peak else ""
+    return f"; BF16-equivalent at {precision}{beside}"
 
 
 def optimizer_summary(m: Measurement, opts: Protocol, *, separate_step_ms: float | None = None) -> OptimizerTiming:

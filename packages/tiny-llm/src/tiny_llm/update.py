@@ -7,7 +7,8 @@ micro-batch is the optimizer batch. On CUDA the model is `torch.compile`d and th
 whole update is captured as one CUDA graph (see `graph.py`); on CPU the same
 update runs eagerly (backend "cpu-eager"), so CI exercises the same logic. A CPU
 without native BF16 matrix units runs it in FP32 (backend "cpu-eager-fp32",
-`autocast_dtype`).
+`autocast_dtype`). An FP8 precision (`training.precision`) swaps the chosen linears for
+torchao's (`tiny_llm.fp8`) before anything else sees the model.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from throughput_schema import Recipe
+from throughput_schema import Fp8Linears, Recipe
+from throughput_schema.precision import is_fp8
 from throughput_schema.recipe import parameter_count
 from tiny_llm.arena_adamw import ArenaAdamW
 from tiny_llm.kernels import Kernels
@@ -149,6 +151,7 @@ class Built:
     notes: dict = field(default_factory=dict)
     kernels: Kernels = Kernels()  # as requested ("auto" where left to the device)
     parameters: int = 0  # the built model's (`built_parameters`), equal to the recipe's count
+    fp8: Fp8Linears | None = None  # an FP8 precision's linears
 
     def ran(self) -> Kernels:
         """`kernels` with "auto" resolved: the model's own (`resolve_kernels`), with the
@@ -166,13 +169,16 @@ def build(
     compile_mode: str | None = None,
     kernels: Kernels = Kernels(),
     on_phase: PhaseHook = lambda phase: None,
+    fp8_emulate: bool = False,
 ) -> Built:
     """Model, arena, inputs, compile and capture. Phases are announced through `on_phase`.
 
     `kernels` picks the speed variants (default `Kernels()`: the Triton optimizer and SwiGLU
     on CUDA, resolved from "auto" by ArenaAdamW and the model; `optimizer.kernel` and
     `model.kernels.swiglu` say what runs); `compile_mode`, when given, overrides
-    `kernels.compile_mode`.
+    `kernels.compile_mode`. `fp8_emulate` (tests only) runs an FP8 precision through torchao's
+    emulation, which is what lets the CPU build one; without it an FP8 precision needs a GPU
+    with FP8 matrix units and torchao (`tiny_llm.fp8.Fp8Unavailable` otherwise).
     """
     if compile_mode is not None:
         kernels = replace(kernels, compile_mode=compile_mode)
@@ -184,6 +190,7 @@ def build(
     parameters = built_parameters(model)
     if parameters != parameter_count(recipe.model):
         raise ParameterCountMismatch(parameters, recipe)
+    fp8 = _fp8_linears(model, recipe.training.precision, device, emulate=fp8_emulate)
     o = recipe.optimizer
     optimizer = ArenaAdamW(
         model,
@@ -208,7 +215,9 @@ def build(
         backend = "cuda-graph" if use_graph else "cuda-compiled" if compile_model else "cuda-eager"
     else:
         backend = "cpu-eager" if update.autocast is not None else "cpu-eager-fp32"
-    built = Built(recipe, device, model, optimizer, update, backend, run=update, kernels=kernels, parameters=parameters)
+    built = Built(
+        recipe, device, model, optimizer, update, backend, run=update, kernels=kernels, parameters=parameters, fp8=fp8
+    )
     if use_graph:
         from tiny_llm.graph import capture_update
 
@@ -220,3 +229,16 @@ def build(
         built.setup_updates = 1
     optimizer.check_views()
     return built
+
+
+def _fp8_linears(model: Transformer, precision: str, device: torch.device, *, emulate: bool) -> Fp8Linears | None:
+    """Convert the model's linears for an FP8 precision (None at BF16); raises Fp8Unavailable
+    where this node cannot run it."""
+    if not is_fp8(precision):
+        return None
+    from tiny_llm import fp8
+
+    refusal = None if emulate else fp8.unavailable(precision, device)
+    if refusal is not None:
+        raise refusal
+    return fp8.convert(model, precision, emulate=emulate)

@@ -10,6 +10,7 @@ Outcomes and exit codes (`throughput_schema.outcomes.EXIT_CODES`):
 | `cuda_oom`      | 3    | `torch.cuda.OutOfMemoryError` anywhere; `phase` says where |
 | `compile_error` | 4    | a torch._dynamo / inductor / triton failure (not an OOM) |
 | `nonfinite`     | 5    | the state is not finite after warm-up or after a window |
+| `refused`       | 11   | this node cannot run the asked precision (FP8 without torchao or FP8 matrix units): nothing measured |
 | `storage_full`  | 10   | the result could not be written (filesystem full or over its quota): kept on the node instead, no result file |
 
 Phases: `setup` (model, arena, inputs), `compile` (the first eager update, which
@@ -56,6 +57,7 @@ from throughput_schema import (
     Ok,
     Protocol,
     Recipe,
+    Refused,
     Throughput,
     WorkerIdentity,
     WorkerResult,
@@ -67,6 +69,7 @@ from throughput_schema.recipe import flops_per_token, parameter_count
 from throughput_schema.results import JOB_STARTED_AT_ENV
 from tiny_llm import hardware, stats
 from tiny_llm.energy_meter import open_meter
+from tiny_llm.fp8 import Fp8Unavailable
 from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import MFU_FORMULA, energy_summary, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
@@ -145,6 +148,8 @@ def _one_line(exc: BaseException) -> str:
 def classify(exc: BaseException, phase: str):
     """The outcome for an exception raised in `phase` (OOM wins over everything it is wrapped in)."""
     chain = list(_chain(exc))
+    if isinstance(exc, Fp8Unavailable):  # the node's limit, not the point's: never a boundary
+        return Refused(phase=phase, message=str(exc), reason=exc.cause, fix=exc.fix)
     for e in chain:
         if isinstance(e, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(e):
             return CudaOom(phase=phase, message=_one_line(e))
@@ -207,8 +212,8 @@ def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, open_ene
         if isinstance(exc, KeyboardInterrupt):
             raise
         point.outcome = classify(exc, point.phase)
-        if isinstance(exc, ParameterCountMismatch):
-            point.parameters = exc.built
+        if isinstance(exc, (ParameterCountMismatch, Fp8Unavailable)):
+            point.parameters = getattr(exc, "built", point.parameters)
             print(f"tiny_llm: {exc}", file=sys.stderr)  # a refusal: one line, no traceback
         elif outcome_kind(point.outcome) in ("crashed", "compile_error"):
             traceback.print_exc(file=sys.stderr)
@@ -318,6 +323,7 @@ def _result(
         worker=WorkerIdentity(module=tiny_llm.__name__, version=tiny_llm.__version__),
         energy=energy,
         energy_unavailable=energy_unavailable,
+        fp8=built.fp8 if built is not None else None,
     )
 
 

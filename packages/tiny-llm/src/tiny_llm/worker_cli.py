@@ -18,6 +18,7 @@ import msgspec
 
 from throughput_schema import EXIT_CODES, Protocol, Recipe, SchemaError, WorkerRequest, outcome_kind, read
 from throughput_schema.node_local import ResultNotWritten
+from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, is_fp8, unknown_precision
 from throughput_schema.recipe import load_recipe
 from tiny_llm.recipe_args import add_recipe_args
 
@@ -51,6 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an attempt's request.json: its recipe and protocol, instead of --config, --set and the protocol flags",
     )
     p.add_argument("--output", type=Path, required=True, help="the result JSON, written atomically")
+    p.add_argument(
+        "--precision",
+        help=f"training precision: {', '.join(PRECISIONS)} (default {GUIDE_PRECISION}, the guide's: BF16 autocast; "
+        "fp8-*: torchao's float8 linears, on a GPU with FP8 matrix units and the tiny-llm[fp8] extra)",
+    )
     for name, text in PROTOCOL_HELP.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), help=text)
     p.add_argument(
@@ -157,8 +163,8 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
             if getattr(args, name) is None:
                 setattr(args, name, getattr(DEFAULT, name))
         protocol = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
-        return load_recipe(args.config, args.overrides), protocol
-    given = [f"--{n.replace('_', '-')}" for n in PROTOCOL_FLAGS if getattr(args, n) is not None]
+        return _with_precision(load_recipe(args.config, args.overrides), args.precision), protocol
+    given = [f"--{n.replace('_', '-')}" for n in (*PROTOCOL_FLAGS, "precision") if getattr(args, n) is not None]
     given += ["--config"] * (args.config is not None) + ["--set"] * bool(args.overrides)
     if given:
         raise UsageError(f"--request carries the recipe and the protocol; drop {', '.join(given)}")
@@ -169,6 +175,25 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
     for name in PROTOCOL_FLAGS:
         setattr(args, name, getattr(request.protocol, name))
     return request.recipe, request.protocol
+
+
+def _with_precision(recipe: Recipe, precision: str | None) -> Recipe:
+    """The recipe with `--precision` applied (it wins over a `--set training.precision`)."""
+    if precision is None:
+        return recipe
+    refusal = unknown_precision(precision)
+    if refusal is not None:
+        raise UsageError(refusal)
+    return msgspec.structs.replace(recipe, training=msgspec.structs.replace(recipe.training, precision=precision))
+
+
+def _check_precision(recipe: Recipe, device: str, cuda: bool) -> None:
+    """FP8 on the CPU, asked for at the command line: refused before anything is written."""
+    if is_fp8(recipe.training.precision) and (device == "cpu" or not cuda):
+        raise UsageError(
+            f"--precision {recipe.training.precision} trains only on a CUDA GPU with FP8 matrix units and "
+            "this run is on the CPU; use --precision bf16 here"
+        )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -196,6 +221,8 @@ def main(args: argparse.Namespace) -> int:
 
         if args.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+        if args.request is None:  # a campaign's job says it in its result: a refused point
+            _check_precision(recipe, args.device, torch.cuda.is_available())
     except UsageError as exc:
         print(f"tiny_llm: {exc}", file=sys.stderr)
         return 2
@@ -265,7 +292,7 @@ def summary_line(result, output: Path) -> str:
     mfu = f"{t.mfu:.1%}" if t.mfu is not None else "n/a (peak unknown)"
     text = (
         f"{head} [{result.backend}]: {t.tokens_per_second:,.0f} tokens/s, {t.sequences_per_second:,.2f} sequences/s, "
-        f"MFU {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
+        f"{fp8_mfu_text(result) or 'MFU'} {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
         f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
     )
     automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu", result.recipe.model)
@@ -290,3 +317,17 @@ def energy_text(result) -> str:
     limit = f", limit {e.power_limit_watts:.0f} W" if e.power_limit_watts is not None else ""
     span = " over the bursts' span" if e.interval == "span" else ""
     return f"energy {e.joules_per_token:.4g} J/token, {e.mean_watts:.0f} W mean{span}{limit}"
+
+
+def fp8_mfu_text(result) -> str:
+    """An FP8 point's MFU label: the FP8 linears, the one definition and the FP8 peak beside it."""
+    precision = result.recipe.training.precision
+    if not is_fp8(precision):
+        return ""
+    from throughput_schema.precision import peak_fp8_flops
+
+    fp8 = result.fp8
+    linears = f"{len(fp8.converted)} of {len(fp8.converted) + len(fp8.kept)} linears FP8, " if fp8 else ""
+    peak = peak_fp8_flops(result.hardware.gpu_name, result.hardware.gpu_memory_bytes)
+    beside = f", FP8 peak {peak / 1e12:,.0f} TFLOP/s" if peak else ""
+    return f"{precision} ({linears}MFU over the BF16 peak{beside}) BF16-equivalent MFU"
