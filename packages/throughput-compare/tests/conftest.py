@@ -13,8 +13,20 @@ from campaign_builder.complete import BuiltCampaign, build_optimizer, build_thro
 from campaign_builder.files import rewrite, sha256, write_attempt_files
 from campaign_builder.results import throughput_result
 from throughput_audit.audit import run_audit, write_outputs
-from throughput_schema import FrozenFile, Manifest, Receipt, Recipe, SubmissionIntent, WorkerResult, read, write_atomic
+from throughput_schema import (
+    Fp8Linears,
+    FrozenFile,
+    Manifest,
+    Receipt,
+    Recipe,
+    SubmissionIntent,
+    WorkerResult,
+    read,
+    write_atomic,
+)
 from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT, parse_curve_name
+from throughput_schema.precision import FP8_RECIPES, fp8_plan, recipe_linears
+from throughput_schema.shape import weight_shapes
 
 
 def audited(built: BuiltCampaign, *, allow_test_worker: bool = False) -> Path:
@@ -46,6 +58,23 @@ def change_protocol(built: BuiltCampaign, **changes) -> None:
     rewrite(built.root / MANIFEST, Manifest, protocol=protocol)
     for folder in all_results(built):
         rewrite(folder / RESULT, WorkerResult, protocol=protocol)
+
+
+def change_precision(built: BuiltCampaign, precision: str) -> None:
+    """The campaign as one at another precision: the protocol, each point's recipe, and its
+    FP8 linears as the filter picks them for that recipe."""
+    change_protocol(built, precision=precision)
+    for folder in all_results(built):
+        recipe = read(folder / RESULT, WorkerResult).recipe
+        converted, kept = fp8_plan(precision, recipe_linears(weight_shapes(recipe.model)))
+        rewrite(
+            folder / RESULT,
+            WorkerResult,
+            recipe=msgspec.structs.replace(
+                recipe, training=msgspec.structs.replace(recipe.training, precision=precision)
+            ),
+            fp8=Fp8Linears(recipe=FP8_RECIPES[precision], converted=converted, kept=kept),
+        )
 
 
 def change_recipe(built: BuiltCampaign, **model_changes) -> None:
@@ -113,6 +142,7 @@ class Lab:
     audited = staticmethod(audited)
     remeasure = staticmethod(remeasure)
     change_protocol = staticmethod(change_protocol)
+    change_precision = staticmethod(change_precision)
     change_recipe = staticmethod(change_recipe)
     repeat = staticmethod(repeat)
 

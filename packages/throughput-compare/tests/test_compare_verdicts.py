@@ -71,6 +71,20 @@ def test_protocol_mismatch_is_refused_unless_allowed(lab, tmp_path, capsys):
     assert c["allow_protocol_change"] is True
 
 
+def test_a_precision_difference_is_accepted_by_name_and_said_at_the_top(lab, tmp_path, capsys):
+    a = lab.build("a")
+    b = lab.build("b", edit=lambda built: lab.change_precision(built, "fp8-tensorwise"))
+    assert run(a, b, tmp_path / "out") == 0
+    c = comparison(tmp_path / "out")
+    assert [(d["area"], d["field"], d["a"], d["b"], d["refuses"]) for d in c["differences"]] == [
+        ("precision", "precision", "bf16", "fp8-tensorwise", False)
+    ]
+    assert c["allow_protocol_change"] is False and c["points"]
+    top = "Precision comparison: A bf16, B fp8-tensorwise (accepted by name)"
+    assert capsys.readouterr().out.startswith(top)
+    assert (tmp_path / "out" / "comparison.md").read_text().startswith(top)
+
+
 def test_recipe_difference_is_refused_unless_allowed(lab, tmp_path, capsys):
     a = lab.build("a")
     b = lab.build("b", edit=lambda built: lab.change_recipe(built, rope_theta=500_000.0))

@@ -114,3 +114,42 @@ def test_a_gpu_or_a_broken_python_or_slurm_is_not_estimated(tmp_path):
     python = scripted_python(tmp_path, CPU)
     slurm = dry_run(tmp_path, python, "smollm2-135m", context=2048, profile=local_profile(tmp_path, python, "slurm"))
     assert "Dry run:" in slurm.stdout and not (tmp_path / "calls").exists()
+
+
+def test_fp8_where_the_jobs_cannot_run_it_is_refused_in_one_line_with_nothing_written(tmp_path):
+    fp8 = ("--precision", "fp8-tensorwise")
+    cpu = dry_run(tmp_path, scripted_python(tmp_path, CPU), "tiny", extra=fp8, rc=2)
+    err = cpu.stderr.strip().splitlines()
+    assert err[-1] == (
+        "throughput-sweep: --precision fp8-tensorwise trains only on a CUDA GPU with FP8 matrix units, and this "
+        "campaign's jobs run on this machine's CPU; use --precision bf16 here, or a GPU profile"
+    )
+    assert "Traceback" not in cpu.stderr and not (tmp_path / "camp").exists()
+    # The GPU's compute Python without torchao: the probe's word is the refusal.
+    without = {"device": "cuda", "precision_refused": "fp8-tensorwise: no module named torchao"}
+    gpu = dry_run(tmp_path, scripted_python(tmp_path, without), "tiny", extra=fp8, rc=2)
+    assert gpu.stderr.strip().splitlines()[-1] == (
+        "throughput-sweep: the compute environment cannot run --precision fp8-tensorwise: "
+        "fp8-tensorwise: no module named torchao"
+    )
+    assert not (tmp_path / "camp").exists()
+    # A dry run plans without running: it says the same as a note.
+    planned = dry_run(tmp_path, scripted_python(tmp_path, without), "tiny", extra=(*fp8, "--dry-run"))
+    assert "note: the run will refuse: the compute environment cannot run --precision" in planned.stderr
+    # A GPU whose compute Python has torchao lets an FP8 campaign through (as the dry run shows).
+    able = dry_run(
+        tmp_path,
+        scripted_python(tmp_path, {"device": "cuda", "precision_refused": None}),
+        "tiny",
+        extra=(*fp8, "--dry-run"),
+    )
+    assert "refuse" not in able.stderr and "Dry run:" in able.stdout
+
+
+def test_an_unknown_precision_is_one_line(tmp_path):
+    bad = dry_run(tmp_path, scripted_python(tmp_path, CPU), "tiny", extra=("--precision", "fp4"), rc=2)
+    assert bad.stderr.strip() == (
+        "throughput-sweep run: argument --precision: 'fp4': unknown precision; use one of bf16, fp8-tensorwise, "
+        "fp8-rowwise (default bf16) (see --help)"
+    )
+    assert not (tmp_path / "camp").exists()

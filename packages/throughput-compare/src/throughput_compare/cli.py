@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from throughput_compare.precision import precision_line
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.provenance import ALLOW_TEST_WORKER, PRODUCTION_WORKER
 
@@ -57,7 +58,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     banner = [comparison.test_worker] if comparison.test_worker else []
-    print("\n".join([*banner, comparison.summary, f"wrote {len(files)} files to {args.output}", *banner]))
+    print(
+        "\n".join(
+            [
+                *banner,
+                *filter(None, [precision_line(comparison)]),
+                comparison.summary,
+                f"wrote {len(files)} files to {args.output}",
+                *banner,
+            ]
+        )
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from throughput_compare.inputs import Campaign
+from throughput_compare.precision import PROTOCOL_KEY, RECIPE_KEY, precision_difference
 from throughput_schema.comparison import Difference
 from throughput_schema.provenance import HARDWARE_COLUMNS as HARDWARE_FIELDS
 
@@ -67,7 +68,7 @@ def _protocol(a: Campaign, b: Campaign) -> list[Difference]:
     return [
         Difference(area="protocol", field=key, a=str(pa.get(key)), b=str(pb.get(key)), refuses=True)
         for key in sorted(set(pa) | set(pb))
-        if pa.get(key) != pb.get(key)
+        if pa.get(key) != pb.get(key) and key != PROTOCOL_KEY
     ]
 
 
@@ -89,7 +90,7 @@ def _recipe(a: Campaign, b: Campaign) -> list[Difference]:
     for model in sorted(set(ra) & set(rb)):
         fa, fb = ra[model], rb[model]
         for key in sorted(set(fa) | set(fb)):
-            if fa.get(key) != fb.get(key):
+            if fa.get(key) != fb.get(key) and key != RECIPE_KEY:
                 out.append(
                     Difference(
                         area="recipe",
@@ -113,4 +114,11 @@ def _frozen(a: Campaign, b: Campaign) -> list[Difference]:
 
 
 def differences(a: Campaign, b: Campaign) -> list[Difference]:
-    return [*_hardware(a, b), *_kernels(a, b), *_protocol(a, b), *_recipe(a, b), *_frozen(a, b)]
+    return [
+        *_hardware(a, b),
+        *_kernels(a, b),
+        *precision_difference(a, b),
+        *_protocol(a, b),
+        *_recipe(a, b),
+        *_frozen(a, b),
+    ]

@@ -53,6 +53,13 @@ def precision_deviation(precision: str) -> str | None:
     )
 
 
+def precision_label(precision: str) -> str:
+    """The precision as tables name it: what it is, and whether it is the guide's."""
+    if precision == GUIDE_PRECISION:
+        return f"`{precision}` (BF16 autocast over FP32 weights, the guide's)"
+    return f"`{precision}` (torchao's float8 linears, {FP8_RECIPES[precision]} scaling, besides BF16 autocast)"
+
+
 def mfu_label(precision: str) -> str:
     return "MFU" if precision == GUIDE_PRECISION else "BF16-equivalent MFU"
 

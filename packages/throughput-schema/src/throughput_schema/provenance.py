@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from throughput_schema.configs import Protocol
+from throughput_schema.precision import precision_deviation
 from throughput_schema.results import Hardware, WorkerResult
 
 # The only worker whose results are measurements; any other (`--worker scripted_worker`)
@@ -134,10 +135,14 @@ def hardware_mix(hardwares: Iterable[Hardware | None]) -> str | None:
 def notes(protocols: list[tuple[str, Protocol]], results: Iterable[WorkerResult | None]) -> list[str]:
     """The lines beside a campaign's figures: its protocol against the guide's (once when
     every campaign (name, protocol) shares it, else per campaign) and mixed hardware."""
-    deviations = [(name, protocol_deviation(protocol)) for name, protocol in protocols]
-    if len({line for _, line in deviations}) == 1:
-        out = [deviations[0][1]] if deviations[0][1] else []
-    else:
-        out = [f"{name}: {line}" for name, line in deviations if line]
+    out = _once_or_each([(name, protocol_deviation(protocol)) for name, protocol in protocols])
+    out += _once_or_each([(name, precision_deviation(protocol.precision)) for name, protocol in protocols])
     mixed = hardware_mix(map(hardware_of, results))
     return out + ([mixed] if mixed else [])
+
+
+def _once_or_each(lines: list[tuple[str, str | None]]) -> list[str]:
+    """A line every campaign (name, line) shares, once; else each campaign's own, named."""
+    if len({line for _, line in lines}) == 1:
+        return [lines[0][1]] if lines[0][1] else []
+    return [f"{name}: {line}" for name, line in lines if line]

@@ -29,7 +29,7 @@ from throughput_sweep.exit_statuses import (
     EXIT_SPOT_CHECK_FAILED,
     EXIT_USAGE,
 )
-from throughput_sweep.flags import PROG, build_parser
+from throughput_sweep.flags import PROG, PROTOCOL_FLAGS, build_parser
 from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
@@ -75,11 +75,7 @@ def _protocol(args: argparse.Namespace, base: None = None) -> Protocol | None: .
 def _protocol(args: argparse.Namespace, base: Protocol | None = None) -> Protocol | None:
     import msgspec
 
-    changes = {
-        k: v
-        for k, v in (("warmup", args.warmup), ("windows", args.windows), ("window_seconds", args.window_seconds))
-        if v is not None
-    }
+    changes = {k: getattr(args, k) for k in PROTOCOL_FLAGS if getattr(args, k) is not None}
     if base is None and not changes:
         return None
     return msgspec.structs.replace(base or Protocol(), **changes)

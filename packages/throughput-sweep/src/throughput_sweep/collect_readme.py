@@ -5,6 +5,7 @@ from __future__ import annotations
 from throughput_schema import layout
 from throughput_schema.comparison import Recommendation
 from throughput_schema.efficiency import EFFICIENCY_SENTENCE
+from throughput_schema.precision import precision_deviation, precision_label
 from throughput_schema.provenance import protocol_deviation, worker_warning
 from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 from throughput_sweep.attempt_status import AttemptInfo
@@ -63,8 +64,7 @@ def _heading(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], 
         f"(+{p.extra_windows} when CV > {p.cv_threshold:.0%}), seed {p.seed}, LR {p.lr:g}, betas ({p.beta1:g}, {p.beta2:g}), "
         f"eps {p.eps:g}, weight decay {p.weight_decay:g}, clipping {p.grad_clip:g}.\n"
     )
-    deviation = protocol_deviation(p)
-    if deviation:
+    for deviation in filter(None, [protocol_deviation(p), precision_deviation(p.precision)]):
         out.append(f"**Note**: {deviation}.\n")
     out.append(f"{gpu_hours(infos, m.profile).line()}.\n")
     energy = gpu_energy(infos).line()
@@ -77,7 +77,7 @@ def _curves_section(campaign: Campaign, curves: list[Curve], recommended: dict[s
     """The curve table, then each curve's recommended batch (a spot check points to its comparison)."""
     m = campaign.manifest
     efficient = any(c.most_efficient for c in curves)
-    out = ["## Curves\n"]
+    out = ["## Curves\n", f"Every curve trained at precision {precision_label(m.protocol.precision)}.\n"]
     head = "| curve | state | fitting batches | largest fitting | first OOM | fastest stable batch | tokens/s | recommended |"
     head += " most energy-efficient stable batch | J/token |" if efficient else ""
     out.append(f"{head} unstable |")

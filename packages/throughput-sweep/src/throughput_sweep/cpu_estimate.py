@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema import ClusterProfile, Protocol, Recipe, write_atomic
+from throughput_schema.precision import is_fp8
 from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import flops_per_token, load_recipe, with_point
 from throughput_sweep.attempt import point_recipe
@@ -97,7 +98,8 @@ def estimates(campaign: Campaign, rate: float, setup_updates: int) -> list[Estim
 
 def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
     """The lines to say before a campaign on this machine's CPU starts (none elsewhere), and
-    the refusal where a point would outlast its watchdog and `allow_slow` is off ('' if none)."""
+    the refusal where a point would outlast its watchdog and `allow_slow` is off, or where these
+    jobs cannot run the campaign's precision (`precision_refusal`) ('' if none)."""
     m = campaign.manifest
     if backend(m.profile.scheduler).remote_nodes or m.worker != PRODUCTION_WORKER:
         return [], ""
@@ -106,8 +108,8 @@ def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
     answer = probe(m.profile, recipe)
     if "error" in answer:
         return [f"note: could not time an update with {m.profile.python} ({answer['error']}); no CPU time estimate"], ""
-    if answer["device"] != "cpu":
-        return [], ""
+    if answer["device"] != "cpu" or is_fp8(m.protocol.precision):
+        return [], precision_refusal(m.protocol.precision, answer)
     rate = float(answer["flops_per_second"])
     lines = [
         f"no GPU here: the points train on the CPU ({answer['threads']} threads, {answer['backend']}); "
@@ -130,6 +132,18 @@ def check(campaign: Campaign, *, allow_slow: bool) -> tuple[list[str], str]:
         f"on this machine's CPU the first point of {names} would outlast the watchdog's {limit:.0f} s; "
         "run it on a GPU, choose a smaller model (tiny, 20m), or add --allow-slow-cpu"
     )
+
+
+def precision_refusal(precision: str, answer: dict) -> str:
+    """Why this machine's jobs cannot run `precision` ('' if they can): FP8 on its CPU, or on a
+    GPU where the compute Python has no torchao or the GPU no FP8 matrix units."""
+    if answer["device"] == "cpu" and is_fp8(precision):
+        return (
+            f"--precision {precision} trains only on a CUDA GPU with FP8 matrix units, and this "
+            "campaign's jobs run on this machine's CPU; use --precision bf16 here, or a GPU profile"
+        )
+    refused = answer.get("precision_refused")
+    return f"the compute environment cannot run --precision {precision}: {refused}" if refused else ""
 
 
 def announce(campaign: Campaign, *, allow_slow: bool, dry_run: bool = False) -> None:

@@ -7,11 +7,21 @@ from pathlib import Path
 
 from throughput_schema import Protocol
 from throughput_schema.argparsing import OneLineParser, non_negative_int, positive_float, positive_int
+from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, unknown_precision
 from throughput_sweep.exit_statuses import EXIT_STATUSES
 
 DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns."
 
 PROG = "throughput-sweep"
+# The protocol's settings `run` takes as flags, each under its Protocol field's name.
+PROTOCOL_FLAGS = ("warmup", "windows", "window_seconds", "precision")
+
+
+def precision(text: str) -> str:
+    refusal = unknown_precision(text, where="")
+    if refusal is not None:
+        raise argparse.ArgumentTypeError(refusal.strip())
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +65,12 @@ def _add_run(sub) -> None:
         "--window-seconds",
         type=positive_float,
         help=f"seconds per measurement window (default {Protocol().window_seconds:g})",
+    )
+    run.add_argument(
+        "--precision",
+        type=precision,
+        help=f"training precision: {', '.join(PRECISIONS)} (default {GUIDE_PRECISION}, the guide's; fp8-*: torchao's "
+        "float8 linears, on GPUs with FP8 matrix units and the tiny-llm[fp8] extra in the compute environment)",
     )
     run.add_argument("--windows", type=positive_int, help=f"measurement windows (default {Protocol().windows})")
     run.add_argument("--warmup", type=non_negative_int, help=f"warm-up updates (default {Protocol().warmup})")

@@ -1,14 +1,17 @@
 """`python -m tiny_llm cpu-rate --config PRESET [--set ...]`: what this machine trains on,
 and on a CPU the training FLOP/s that the preset's real update reaches there.
 
-Prints one JSON object: `{"device": "cuda"}` where a GPU is visible, else
+Prints one JSON object: `{"device": "cuda", "precision_refused": why or null}` where a GPU is
+visible (why the recipe's FP8 precision cannot run there: torchao missing, no FP8 matrix
+units), else
 `{"device": "cpu", "threads": N, "backend": ..., "updates": K, "setup_updates": U,
 "seconds_per_update": S, "flops_per_second": F}` (U: the updates the build runs before the
 protocol's), F being the recipe's FLOPs per update over S. The controller scales
 F to each model's FLOPs before it starts a campaign on the CPU (`throughput_sweep.cpu_estimate`):
 a model too large for a CPU would otherwise sit on its first point for many minutes with
 nothing to show. The update is the worker's own (`tiny_llm.update.build`), so the rate holds
-everything an update does besides matrix products.
+everything an update does besides matrix products. On the CPU it is timed at BF16 whatever the
+recipe's precision: the controller refuses FP8 there, having said what the CPU would do.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import json
 import sys
 import time
 
+import msgspec
+
+from throughput_schema.precision import GUIDE_PRECISION
 from throughput_schema.recipe import flops_per_token, load_recipe
 from tiny_llm.recipe_args import add_recipe_args
 
@@ -31,9 +37,13 @@ def measure(recipe, threads: int) -> dict:
     from tiny_llm.update import build
 
     if torch.cuda.is_available():
-        return {"device": "cuda"}
+        from tiny_llm.fp8 import unavailable
+
+        refusal = unavailable(recipe.training.precision, torch.device("cuda"))
+        return {"device": "cuda", "precision_refused": str(refusal) if refusal else None}
     torch.set_num_threads(max(1, threads))
-    built = build(recipe, torch.device("cpu"))
+    bf16 = msgspec.structs.replace(recipe.training, precision=GUIDE_PRECISION)
+    built = build(msgspec.structs.replace(recipe, training=bf16), torch.device("cpu"))
     built.run()
     updates, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < MIN_SECONDS or updates < MIN_UPDATES:
