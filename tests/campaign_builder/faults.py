@@ -346,3 +346,18 @@ def job_energy_below_its_windows(p: Planted) -> None:
 def window_without_energy(p: Planted) -> None:
     # The counter read the same at window 4's start and end: no power drawn; figures agree.
     _forge_readings(p, lambda rs: [(s, s, i) if k == 4 else (s, e, i) for k, (s, e, i) in enumerate(rs)])
+
+
+def precision_edited(p: Planted) -> None:
+    """A BF16 campaign's point claims to have trained its linears in FP8."""
+    p.edit_point("20m-c512", 1, "result.json", lambda d: d["recipe"]["training"].update(precision="fp8-tensorwise"))
+
+
+def fp8_linears_on_a_bf16_point(p: Planted) -> None:
+    """A BF16 point recording FP8 linears: what it says ran is not what its precision runs."""
+    p.edit_point(
+        "20m-c512",
+        1,
+        "result.json",
+        lambda d: d.update(fp8={"recipe": "tensorwise", "converted": ["blocks.0.mlp.gate_up"]}),
+    )

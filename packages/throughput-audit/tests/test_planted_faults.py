@@ -45,6 +45,8 @@ FAULTS: list[Fault] = [
     Fault("a rate beyond the GPU's datasheet peak (figures consistent)", edits.faster_than_the_gpu, "throughput.roofline"),
     Fault("a result's mode edited", edits.mode_edited, "result.mode"),
     Fault("a result's protocol edited", edits.result_protocol_edited, "result.protocol"),
+    Fault("a point's precision edited", edits.precision_edited, "precision.request", frozenset({"recipe.protocol", "recipe.frozen", "precision.fp8_linears"})),
+    Fault("FP8 linears recorded on a BF16 point", edits.fp8_linears_on_a_bf16_point, "precision.fp8_linears"),
     Fault("a middle point turned into a CUDA OOM", campaign.middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
     Fault("a duplicated attempt", campaign.attempt_duplicated, "slurm.duplicate_job", frozenset({"attempt.intent", "curve.attempts"})),
     Fault("a point deleted from a curve", campaign.point_deleted, "curve.contiguous", frozenset({"curve.after_end", "curve.finished", "summary.curve", "summary.fastest", "summary.unstable"})),

@@ -5,6 +5,7 @@ on different hardware are flagged on page 1."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from pathlib import Path
 
@@ -59,3 +60,21 @@ def test_points_on_different_gpus_are_flagged_on_page_one(tmp_path):
     first = " ".join(PdfReader(out / "report.pdf").pages[0].extract_text().split())
     assert "Points ran on different hardware or software: GPU models" in first
     assert "NVIDIA H100 80GB HBM3" in first and "TEST WORKER" not in first
+
+
+def test_an_fp8_pair_is_reported_with_its_precision_on_page_one_and_on_each_projection(tmp_path):
+    pair = campaigns.write_pair(tmp_path, "fp8", ["20m"], [512])
+    for campaign in pair:
+        edit(campaign / "manifest.json", lambda m: m["protocol"].update(precision="fp8-tensorwise"))
+        for path in [*campaign.glob("curves/*/b*/attempt-*/result.json"), *baselines(campaign)]:
+            edit(path, lambda r: r["recipe"]["training"].update(precision="fp8-tensorwise"))
+            edit(path, lambda r: r["protocol"].update(precision="fp8-tensorwise"))
+    parent = hashlib.sha256((pair[0] / "manifest.json").read_bytes()).hexdigest()
+    edit(pair[1] / "manifest.json", lambda m: m["parent"].update(manifest_sha256=parent))
+    out = tmp_path / "report"
+    assert main(argv(pair, out)) == 0
+    first = " ".join(PdfReader(out / "report.pdf").pages[0].extract_text().split())
+    assert "Precision differs from the guide: fp8-tensorwise (guide: bf16); MFU is BF16-equivalent" in first
+    assert "20m fp8-tensorwise" in first  # the key table's model cell
+    rows = list(csv.DictReader((out / "points.csv").open()))
+    assert rows and {row["precision"] for row in rows} == {"fp8-tensorwise"}

@@ -27,6 +27,7 @@ from throughput_audit.campaign import (
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import Checks
 from throughput_audit.points import check_point_recipe, check_throughput
+from throughput_audit.precision import check_precision
 from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
@@ -161,6 +162,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
         + ("equals" if res.protocol == m.protocol else f"{res.protocol} differs from")
         + " the manifest's",
     )
+    check_precision(checks, file, res, m.protocol)
     want_mode = "optimizer-timing" if is_opt else "throughput"
     checks.expect(
         "result.mode",

@@ -3,7 +3,8 @@
 Every other check compares a figure with the raw numbers it came from; a campaign whose
 windows were all written consistently, but faster than the hardware, passes them all.
 This one compares the fastest window with the datasheet's dense BF16 peak of the GPU the
-result names (`throughput_schema.gpus`, the table behind the worker's MFU), and the peak
+result names (its dense FP8 peak for an FP8 point, whose BF16-equivalent FLOP/s may pass the
+BF16 one) (`throughput_schema.gpus`, the table behind the worker's MFU), and the peak
 the result's MFU was computed with against the same table. A GPU the
 table does not know is not applicable, never a failure: a guessed peak would fail real
 figures or pass impossible ones.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from throughput_audit.findings import Checks
 from throughput_schema import WorkerResult
 from throughput_schema.gpus import peak_bf16_flops
+from throughput_schema.precision import is_fp8, peak_fp8_flops
 
 
 def check_roofline(checks: Checks, file: str, result: WorkerResult, fastest_rate: float, flops_per_token: int) -> None:
@@ -38,13 +40,16 @@ def check_roofline(checks: Checks, file: str, result: WorkerResult, fastest_rate
             datasheet=peak,
         )
     implied = flops_per_token * fastest_rate
+    precision = result.recipe.training.precision
+    fp8_peak = peak_fp8_flops(hw.gpu_name, hw.gpu_memory_bytes) if is_fp8(precision) else None
+    ceiling, which = (fp8_peak, "FP8") if fp8_peak else (peak, "BF16")
     checks.expect(
         "throughput.roofline",
-        implied <= peak,
+        implied <= ceiling,
         file,
         f"{file}: fastest window {fastest_rate:,.0f} tok/s x {flops_per_token:,} FLOP/token = "
-        f"{implied / 1e12:,.1f} TFLOP/s, {'within' if implied <= peak else 'above'} the {hw.gpu_name} "
-        f"dense BF16 peak {peak / 1e12:,.0f} TFLOP/s",
+        f"{implied / 1e12:,.1f} TFLOP/s, {'within' if implied <= ceiling else 'above'} the {hw.gpu_name} "
+        f"dense {which} peak {ceiling / 1e12:,.0f} TFLOP/s",
         implied_flops=implied,
         peak_flops=peak,
         share_of_peak=implied / peak,

@@ -24,6 +24,7 @@ from throughput_report.checks import cv, window_rates
 from throughput_report.pairing import Pair
 from throughput_schema.comparison import Recommendation
 from throughput_schema.layout import curve_name
+from throughput_schema.precision import GUIDE_PRECISION
 from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes, point_rate
 
 TOKENS_PER_PARAMETER = 20
@@ -116,6 +117,9 @@ class Point:
     projected_co2e_kg: float | None = None
     projected_co2e_kg_lowest_window: float | None = None
     projected_co2e_kg_highest_window: float | None = None
+    # The precision the point trained at (`throughput_schema.precision`): a projection at FP8
+    # is a projection of FP8 training, and is labelled so.
+    precision: str = GUIDE_PRECISION
 
     @property
     def curve(self) -> str:
@@ -233,6 +237,7 @@ def join_points(pairs: list[Pair], carbon_intensity: float | None = None) -> lis
                         throughput_campaign=pair.throughput.name,
                         optimizer_campaign=pair.optimizer.name,
                         **energy.point_energy(base, P, carbon_intensity),
+                        precision=base.recipe.training.precision,
                     )
                 )
     return points

@@ -10,6 +10,7 @@ import msgspec
 
 from throughput_report.energy import CARBON_FIELDS, ENERGY_FIELDS, fmt_co2e, fmt_kwh
 from throughput_report.projections import Point, Projection
+from throughput_schema.precision import GUIDE_PRECISION
 
 GIB = 1024**3
 
@@ -84,7 +85,7 @@ def _key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
         star = "" if curve.best_is_stable else " *"
         rows.append(
             [
-                curve.model,
+                curve.model if p.precision == GUIDE_PRECISION else f"{curve.model}\n{p.precision}",
                 fmt_params(p.parameters),
                 f"{p.context:,}",
                 f"{p.batch}{star}",
