@@ -56,6 +56,7 @@ def test_each_recipe_parses(recipe):
         ("worker-figures", "output folder"),
         ("optimizer-kernels", "output folder"),
         ("swiglu", "output folder"),
+        ("fp8", "output folder"),
     ],
 )
 def test_a_recipe_without_its_arguments_stops_before_the_gpu(recipe, says):

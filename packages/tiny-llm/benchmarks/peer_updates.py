@@ -1,7 +1,10 @@
 """The updates a user would write instead of ours, timed as ours is (`peers.py` runs them).
 
 - peer A: plain compiled PyTorch: the same model module, torch.compile (default mode),
-  clip_grad_norm_(foreach=True), torch.optim.AdamW(fused=True), no CUDA graph;
+  clip_grad_norm_(foreach=True), torch.optim.AdamW(fused=True), no CUDA graph; at an FP8
+  precision (`training.precision`) torchao's `convert_to_float8_training` first, over the
+  linears our filter picks (`tiny_llm.fp8.convert`), so the two updates differ only in how
+  they run, not in which matmuls are FP8;
 - peer B: transformers' causal LM of the same shape with SDPA attention, no compile, the same
   optimizer and clipping (`tiny_llm.hf_weights.transformers_model` picks the class).
 
@@ -15,6 +18,7 @@ import time
 
 import torch
 
+from throughput_schema.precision import is_fp8
 from tiny_llm.graph import time_replays
 from tiny_llm.model import build_model
 from tiny_llm.update import make_inputs
@@ -59,6 +63,11 @@ def fused_adamw(params: list[torch.nn.Parameter], o) -> torch.optim.AdamW:
 
 def case_peer_a(recipe, seconds, windows) -> dict:
     model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
+    fp8 = None
+    if is_fp8(recipe.training.precision):
+        from tiny_llm.fp8 import convert
+
+        fp8 = convert(model, recipe.training.precision)
     compiled = torch.compile(model)
     o = recipe.optimizer
     params = list(model.parameters())
@@ -72,13 +81,15 @@ def case_peer_a(recipe, seconds, windows) -> dict:
         torch.nn.utils.clip_grad_norm_(params, recipe.training.grad_clip, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return loss
 
     t0 = time.perf_counter()
-    step()
-    torch.cuda.synchronize()
+    first = step().item()
     setup = time.perf_counter() - t0
     out = timed_rate(step, recipe.training.batch_tokens, seconds, windows)
     out["setup_seconds"] = setup
+    out["first_loss"] = first
+    out["fp8_linears"] = len(fp8.converted) if fp8 else 0
     out["parameters"] = sum(p.numel() for p in params)
     # Peer A's optimizer alone (clip + fused AdamW) with events, on gradients left by a backward.
     with torch.autocast("cuda", dtype=torch.bfloat16):

@@ -23,6 +23,13 @@ Each case runs in try/except and a failure is recorded, not fatal. Usage:
         [--points 250m@2048x16 500m@2048x16] [--optimizer-kernels fused triton [--optimizer-only]] \
         [--kernel cross_entropy=triton]      # ours with other kernel choices, recorded in its "kernels"
         [--cases ours peer_a peer_b]         # which update cases run (default: all three)
+        [--precisions bf16 fp8-tensorwise fp8-rowwise]   # each case at each precision (default bf16)
+
+At a precision other than bf16 a case's key is CASE@PRECISION (e.g. "peer_a@fp8-tensorwise"),
+and peer B does not run (transformers' model has no FP8 here). Each case records its peak
+allocated and reserved memory and its first loss (the loss at the initial weights, the same
+inputs for every case). MFU stays one definition at every precision (the same FLOPs over the
+dense BF16 peak: BF16-equivalent at FP8); the report names the dense FP8 peak beside it.
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
 
+import msgspec  # noqa: E402
 from peer_updates import case_peer_a, case_peer_b, timed_rate  # noqa: E402
 
+from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, is_fp8, peak_fp8_flops  # noqa: E402
 from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
 from tiny_llm.arena_adamw import KERNELS, ArenaAdamW  # noqa: E402
@@ -50,7 +59,7 @@ from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.summary import MFU_FORMULA  # noqa: E402
-from tiny_llm.update import build  # noqa: E402
+from tiny_llm.update import build, make_inputs  # noqa: E402
 
 # Issue 8's targets: (model, context, batch).
 DEFAULT_POINTS = ["20m@512x8", "20m@512x128", "90m@1024x32", "250m@2048x16", "500m@2048x16", "250m@4096x8"]
@@ -87,14 +96,34 @@ def parse_kernels(choices: list[str]) -> Kernels:
     return Kernels(**{k: int(v) if v.isdigit() else v for k, v in pairs.items()})
 
 
+def first_loss(recipe) -> float:
+    """The loss at the initial weights on the recipe's inputs: what the first update of any case
+    computes (ours runs its first updates inside setup, unseen)."""
+    model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
+    if is_fp8(recipe.training.precision):
+        from tiny_llm.fp8 import convert
+
+        convert(model, recipe.training.precision)
+    inputs, targets = make_inputs(recipe, CUDA)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(inputs, targets).item()
+    del model
+    free()
+    return loss
+
+
 def case_ours(recipe, seconds, windows, kernels: Kernels = Kernels()) -> dict:
+    first = first_loss(recipe)
+    torch.cuda.reset_peak_memory_stats(CUDA)
     t0 = time.perf_counter()
     built = build(recipe, CUDA, kernels=kernels)
     setup = time.perf_counter() - t0
     out = timed_rate(built.run, recipe.training.batch_tokens, seconds, windows)
     out["setup_seconds"] = setup
+    out["first_loss"] = first
     out["parameters"] = built.parameters
     out["kernels"] = built.ran().record()
+    out["fp8_linears"] = len(built.fp8.converted) if built.fp8 else 0
     # ArenaAdamW.step alone, as its own graph (clip, finite check, AdamW, counters).
     g = capture(built.optimizer.step)
     out["optimizer_ms"] = statistics.median(time_replays(g.replay, 20, 5))
@@ -181,7 +210,14 @@ def copy_bandwidth() -> float:
 def run_case(name, fn, *args) -> dict:
     free()
     try:
-        return {"ok": True, **fn(*args)}
+        torch.cuda.reset_peak_memory_stats(CUDA)
+        out = fn(*args)
+        return {
+            "ok": True,
+            **out,
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(CUDA),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(CUDA),
+        }
     except Exception as exc:  # noqa: BLE001 - record and continue with the next case
         traceback.print_exc()
         return {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]}
@@ -198,6 +234,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-peer-b", action="store_true")
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES),
                     help="which update cases run at each point (default: all; --no-peer-b drops peer_b)")  # fmt: skip
+    ap.add_argument("--precisions", nargs="*", default=[GUIDE_PRECISION], choices=PRECISIONS,
+                    help=f"each update case at each precision (default {GUIDE_PRECISION}; fp8-* needs torchao)")  # fmt: skip
+    ap.add_argument("--budget-seconds", type=float, default=float("inf"),
+                    help="start no update case after this many seconds (the cases left say so)")  # fmt: skip
     ap.add_argument("--optimizer-kernels", nargs="*", default=[], choices=KERNELS, metavar="KERNEL",
                     help=f"also time ArenaAdamW.step alone with each kernel ({', '.join(KERNELS)}), side by side")  # fmt: skip
     ap.add_argument("--triton-blocks", nargs="*", type=int, default=[], metavar="N",
@@ -211,12 +251,14 @@ def main(argv=None) -> int:
         print("peers.py: needs a CUDA GPU", file=sys.stderr)
         return 2
     seconds, windows = (1.0, 3) if args.quick else (3.0, 3)
+    started = time.perf_counter()
     hw = hardware.collect(CUDA)
     peak = hardware.peak_bf16_flops(hw.gpu_name, hw.gpu_memory_bytes)
     machine = {"gpu": hw.gpu_name, "memory": hw.gpu_memory_bytes, "torch": hw.torch, "cuda": hw.cuda,
                 "driver": hw.driver, "triton": triton_version()}  # fmt: skip
     report = {"hardware": machine, "peak_bf16_flops": peak, "ceilings": ceilings(args.quick), "command": sys.argv,
               "mfu_formula": MFU_FORMULA, "points": []}  # fmt: skip
+    report["peak_fp8_flops"] = peak_fp8_flops(hw.gpu_name, hw.gpu_memory_bytes)
     copy_bw = report["ceilings"]["copy_bytes_per_second"]
     print(
         f"{hw.gpu_name}: matmul {report['ceilings']['matmul_bf16_flops'] / 1e12:.0f} TFLOP/s, "
@@ -241,22 +283,39 @@ def main(argv=None) -> int:
             )
             free()
         if not args.optimizer_only:
-            for case in cases:
-                extra = (kernels,) if case == "ours" else ()
-                point[case] = run_case(case, CASES[case], recipe, seconds, windows, *extra)
-        for key in CASES:
+            for precision in args.precisions:
+                at = msgspec.structs.replace(
+                    recipe, training=msgspec.structs.replace(recipe.training, precision=precision)
+                )
+                for case in cases if precision == GUIDE_PRECISION else [c for c in cases if c != "peer_b"]:
+                    extra = (kernels,) if case == "ours" else ()
+                    key = case if precision == GUIDE_PRECISION else f"{case}@{precision}"
+                    if time.perf_counter() - started > args.budget_seconds:
+                        point[key] = {"ok": False, "error": f"not run: past --budget-seconds {args.budget_seconds:g}"}
+                        continue
+                    point[key] = run_case(key, CASES[case], at, seconds, windows, *extra)
+                    write_report(args.output, report, point)  # a run cut short keeps every case done
+        for key in [k for k, v in point.items() if isinstance(v, dict) and "ok" in v]:
             c = point.get(key)
             if c and c.get("ok") and peak:
                 c["mfu"] = fpt * c["tokens_per_second"] / peak
             if c and c.get("ok") and c.get("parameters") != P:  # a peer of another shape is no peer
                 c["parameters_differ"] = True
                 print(f"{text}: {key} built {c.get('parameters'):,} parameters, the recipe counts {P:,}", flush=True)
-        report["points"].append(point)
         print_point(point)
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(report, indent=2))  # after every point: partial runs keep data
+        write_report(args.output, report, point)
     print(f"wrote {args.output}")
     return 0
+
+
+def write_report(output: Path, report: dict, point: dict) -> None:
+    """The report with `point` as its last point, written whole after every case."""
+    if not report["points"] or report["points"][-1] is not point:
+        report["points"].append(point)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.partial")
+    tmp.write_text(json.dumps(report, indent=2))
+    tmp.replace(output)
 
 
 def triton_version() -> str | None:
@@ -286,8 +345,6 @@ def print_point(p: dict) -> None:
             )
         else:
             print(f"{p['point']:>14}: ArenaAdamW.step {name:>13} FAILED ({c['error'][:120]})", flush=True)
-    if "ours" not in p:
-        return
     ours, a, b = p.get("ours"), p.get("peer_a"), p.get("peer_b")
     line = f"{p['point']:>14}: ours {fmt(ours)} | peer A {fmt(a)} | peer B {fmt(b)}"
     if ours and ours.get("ok") and a and a.get("ok"):
@@ -299,6 +356,16 @@ def print_point(p: dict) -> None:
     if ours and ours.get("ok"):
         line += f" | setup {ours['setup_seconds']:.1f} s"
     print(line, flush=True)
+    for key in [k for k in p if "@" in k and k.startswith("ours@")]:
+        precision = key.split("@", 1)[1]
+        mine, theirs = p[key], p.get(f"peer_a@{precision}")
+        line = f"{p['point']:>14}: {precision}: ours {fmt(mine)} | peer A {fmt(theirs)}"
+        if mine.get("ok") and ours and ours.get("ok"):
+            line += f" | ours {mine['tokens_per_second'] / ours['tokens_per_second']:.3f}x ours at bf16"
+            line += f", memory {mine['peak_allocated_bytes'] / ours['peak_allocated_bytes']:.2f}x"
+        if mine.get("ok") and theirs and theirs.get("ok"):
+            line += f" | ours/A {mine['tokens_per_second'] / theirs['tokens_per_second']:.2f}x"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
