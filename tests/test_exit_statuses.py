@@ -21,6 +21,7 @@ WORKER_WORDS = {
     "timeout": "timeout",
     "host memory": "host_oom",
     "result not written": "storage_full",
+    "refused": "refused",
 }
 
 
@@ -56,5 +57,5 @@ def test_the_workers_docstring_table_is_its_outcomes():
     import tiny_llm.worker
 
     rows = re.findall(r"^\| `?\(?(\w+)\)?`? +\| (\d+) +\|", tiny_llm.worker.__doc__ or "", flags=re.MULTILINE)
-    assert len(rows) == 7
+    assert len(rows) == 8
     assert {kind: int(code) for kind, code in rows} == {kind: EXIT_CODES[kind] for kind, _ in rows}
