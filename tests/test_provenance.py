@@ -199,3 +199,24 @@ def test_points_on_different_hardware_are_flagged(pair, tmp_path):
         == 0
     )
     assert flag.lower() in " ".join(pdf_pages(out)[0].split()).lower()
+
+
+def test_a_precision_other_than_the_guides_is_said_everywhere(tmp_path):
+    plan = write_plan(tmp_path, {"20m-c512-b2": "cuda_oom"}, ok_seconds=0.05)
+    tp = tmp_path / "fp8"
+    run = sweep(
+        "run", "--output", tp, "--models", "20m", "--contexts", "512", "--precision", "fp8-tensorwise", *FAST, plan=plan
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert sweep("collect", "--output", tp, plan=plan).returncode == 0
+    line = "precision differs from the guide: fp8-tensorwise (guide: bf16)"
+    assert line in sweep("status", "--output", tp).stdout
+    readme = (tp / "README.md").read_text()
+    assert line in readme and "Every curve trained at precision `fp8-tensorwise`" in readme
+    assert json.loads((tp / "results.json").read_text())["precision_deviation"].startswith(line)
+    result = read(next(tp.glob("curves/*/b1/attempt-1/result.json")), WorkerResult)
+    assert result.recipe.training.precision == result.protocol.precision == "fp8-tensorwise"
+    audit = tool("throughput_audit.py", "--output", tp, "--allow-test-worker")
+    assert line in audit.stdout
+    # The scripted worker records no FP8 linears: the audit holds it to the filter's.
+    assert audit.returncode == 1 and "precision.fp8_linears" in (tp / "audit.json").read_text()

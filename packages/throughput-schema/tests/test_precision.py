@@ -81,8 +81,10 @@ def test_the_fp8_peak_is_twice_the_bf16_peak_only_where_there_are_fp8_units():
     assert peak_fp8_flops("", 0) is None
 
 
-def test_old_records_without_a_precision_read_as_bf16():
-    raw = {"micro_batch_size": 1, "batch_tokens": 128, "autocast_dtype": "bfloat16"}
+def test_old_records_without_a_precision_read_as_bf16_and_write_back_whole():
+    raw = {"micro_batch_size": 1, "batch_tokens": 128, "seed": 42, "grad_clip": 1.0, "autocast_dtype": "bfloat16"}
     from throughput_schema import TrainingConfig
 
-    assert msgspec.convert(raw, TrainingConfig).precision == "bf16"
+    training = msgspec.convert(raw, TrainingConfig)
+    assert training.precision == "bf16"
+    assert msgspec.to_builtins(training) == {**raw, "precision": "bf16"}

@@ -101,9 +101,9 @@ def test_with_point_applies_the_campaign_protocol_and_round_trips_through_overri
     assert load_recipe(CONFIGS / "90m.yaml", override_args(point)) == point
 
 
-def test_the_protocol_sets_the_seven_recipe_fields_and_starts_from_their_defaults():
+def test_the_protocol_sets_the_eight_recipe_fields_and_starts_from_their_defaults():
     assert PROTOCOL_RECIPE_FIELDS == {
-        "training": ("seed", "grad_clip"),
+        "training": ("seed", "grad_clip", "precision"),
         "optimizer": ("lr", "beta1", "beta2", "eps", "weight_decay"),
     }
     protocol_types = {f.name: f.type for f in msgspec.structs.fields(Protocol)}

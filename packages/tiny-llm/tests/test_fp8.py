@@ -154,3 +154,30 @@ def test_model_linears_are_every_nn_linear_once():
     found = model_linears(model)
     assert len(found) == sum(isinstance(m, nn.Linear) for m in model.modules())  # the tied head once
     assert found == recipe_linears(weight_shapes(recipe("bf16").model))
+
+
+def test_the_summary_line_names_bf16_equivalent_mfu_the_fp8_linears_and_the_fp8_peak(tmp_path):
+    from throughput_schema import Fp8Linears
+    from throughput_schema.gpus import GIB
+    from tiny_llm.worker_cli import summary_line
+
+    out = tmp_path / "result.json"
+    fast = ["--warmup", "1", "--windows", "1", "--window-seconds", "0.1", "--min-updates-per-window", "1"]
+    tiny = ["--config", str(ROOT / "configs" / "tiny.yaml"), "--set", "model.vocab_size=512"]
+    assert main(["benchmark-throughput-worker", *tiny, *fast, "--output", str(out), "--device", "cpu"]) == 0
+    bf16 = read(out, WorkerResult)
+    assert " MFU n/a" in summary_line(bf16, out) and "BF16-equivalent" not in summary_line(bf16, out)
+    # The same figures as an H100's FP8 point: what the line says beside its MFU.
+    fp8 = msgspec.structs.replace(
+        bf16,
+        recipe=recipe("fp8-tensorwise"),
+        throughput=msgspec.structs.replace(bf16.throughput, mfu=0.63, peak_flops=989e12),
+        hardware=msgspec.structs.replace(
+            bf16.hardware, gpu_name="NVIDIA H100 80GB HBM3", gpu_memory_bytes=int(79.1 * GIB)
+        ),
+        fp8=Fp8Linears(
+            recipe="tensorwise", converted=["blocks.0.mlp.gate_up"], kept={"lm_head": "", "blocks.0.mlp.down": ""}
+        ),
+    )
+    line = summary_line(fp8, out)
+    assert "BF16-equivalent MFU 63.0% (fp8-tensorwise: 1 of 3 linears in FP8; FP8 peak 1,978 TFLOP/s)" in line

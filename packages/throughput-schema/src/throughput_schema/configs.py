@@ -218,8 +218,11 @@ class TrainingConfig(_Config, frozen=True):
     batch_tokens: PositiveInt
     seed: int = 42
     grad_clip: PositiveFloat = 1.0
-    # BF16 autocast over FP32 weights, or FP8 linears besides (`throughput_schema.precision`).
-    # Records from before it named the field autocast_dtype (always BF16): it is ignored there.
+    # The autocast every precision runs under; it never varies, and stays for the records
+    # that carry it.
+    autocast_dtype: Literal["bfloat16"] = "bfloat16"
+    # The one precision choice: BF16 autocast alone, or FP8 linears besides
+    # (`throughput_schema.precision`). Records from before it ran BF16.
     precision: Precision = "bf16"
 
 

@@ -18,7 +18,14 @@ import msgspec
 
 from throughput_schema import EXIT_CODES, Protocol, Recipe, SchemaError, WorkerRequest, outcome_kind, read
 from throughput_schema.node_local import ResultNotWritten
-from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, is_fp8, unknown_precision
+from throughput_schema.precision import (
+    GUIDE_PRECISION,
+    PRECISIONS,
+    is_fp8,
+    mfu_label,
+    peak_fp8_flops,
+    unknown_precision,
+)
 from throughput_schema.recipe import load_recipe
 from tiny_llm.recipe_args import add_recipe_args
 
@@ -292,7 +299,7 @@ def summary_line(result, output: Path) -> str:
     mfu = f"{t.mfu:.1%}" if t.mfu is not None else "n/a (peak unknown)"
     text = (
         f"{head} [{result.backend}]: {t.tokens_per_second:,.0f} tokens/s, {t.sequences_per_second:,.2f} sequences/s, "
-        f"{fp8_mfu_text(result) or 'MFU'} {mfu}, CV {t.cv:.2%} over {len(result.windows)} windows"
+        f"{mfu_label(result.recipe.training.precision)} {mfu}{fp8_text(result)}, CV {t.cv:.2%} over {len(result.windows)} windows"
         f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
     )
     automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu", result.recipe.model)
@@ -319,15 +326,13 @@ def energy_text(result) -> str:
     return f"energy {e.joules_per_token:.4g} J/token, {e.mean_watts:.0f} W mean{span}{limit}"
 
 
-def fp8_mfu_text(result) -> str:
-    """An FP8 point's MFU label: the FP8 linears, the one definition and the FP8 peak beside it."""
+def fp8_text(result) -> str:
+    """Beside an FP8 point's MFU: its precision, the linears that ran in FP8, the FP8 peak."""
     precision = result.recipe.training.precision
     if not is_fp8(precision):
         return ""
-    from throughput_schema.precision import peak_fp8_flops
-
     fp8 = result.fp8
-    linears = f"{len(fp8.converted)} of {len(fp8.converted) + len(fp8.kept)} linears FP8, " if fp8 else ""
+    linears = f": {len(fp8.converted)} of {len(fp8.converted) + len(fp8.kept)} linears in FP8" if fp8 else ""
     peak = peak_fp8_flops(result.hardware.gpu_name, result.hardware.gpu_memory_bytes)
-    beside = f", FP8 peak {peak / 1e12:,.0f} TFLOP/s" if peak else ""
-    return f"{precision} ({linears}MFU over the BF16 peak{beside}) BF16-equivalent MFU"
+    beside = f"; FP8 peak {peak / 1e12:,.0f} TFLOP/s" if peak else ""
+    return f" ({precision}{linears}{beside})"
