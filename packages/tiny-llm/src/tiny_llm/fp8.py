@@ -21,7 +21,10 @@ from torch import nn
 from throughput_schema import Fp8Linears
 from throughput_schema.precision import FP8_MIN_CAPABILITY, FP8_RECIPES, fp8_plan, is_fp8
 
-FIX = "install tiny-llm's fp8 extra in the compute environment (uv sync --extra fp8), or run --precision bf16"
+FIX = (
+    "install tiny-llm's fp8 extra in the compute environment (uv sync --locked --all-packages --extra fp8, "
+    "or pip install 'tiny-llm[fp8]'), or run --precision bf16"
+)
 
 
 class Fp8Unavailable(RuntimeError):
