@@ -14,6 +14,8 @@ in the environment every Slurm command of ours gets (`throughput_schema.slurm_en
   * `scontrol show assoc_mgr` (preflight_budget.py): an allocation budget (GrpTRESMins on
     gres/gpu, cpu, billing) with less than one job's worth left is a problem; a worst case
     beyond what is left, a note;
+  * for an FP8 precision, that the profile's Python imports torchao where it runs here
+    (preflight_precision.py);
   * `sbatch --test-only` with the exact batch script (written to a temporary folder) and
     sbatch command line (`sbatch_argv`) of the first point, once nothing else is wrong.
 
@@ -39,6 +41,7 @@ from throughput_schema.slurm_reasons import refusal_kind, refusal_text
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 from throughput_sweep.preflight_cluster import Findings, ask, check_accounting, check_gpus, check_partition
+from throughput_sweep.preflight_precision import check_precision
 from throughput_sweep.schedulers import backend
 
 __all__ = ["Findings", "Verdict", "check", "gate", "worst_case"]
@@ -141,6 +144,7 @@ def check(campaign: Campaign, curves: list[Curve]) -> Findings:
         )
     else:
         _budgets(campaign, curves, association, part or {}, found)
+    check_precision(profile, campaign.manifest.protocol.precision, found)
     if not found.problems:
         _test_only(campaign, curves, found)
     return found
