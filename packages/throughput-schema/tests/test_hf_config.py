@@ -27,6 +27,27 @@ PUBLISHED = [
 ]
 
 
+# SmolLM3-3B's config.json (HuggingFaceTB/SmolLM3-3B) as far as it is read here: its shape, RoPE,
+# tying and per-layer NoPE flags (1, 1, 1, 0 repeated); published count 3,075,098,624.
+SMOLLM3 = {
+    "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_act": "silu",
+    "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "vocab_size": 128256, "max_position_embeddings": 65536, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 5000000.0, "tie_word_embeddings": True, "use_sliding_window": False,
+    "sliding_window": None, "no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0] * 9,
+}  # fmt: skip
+
+
+# OLMo-2-0425-1B's config.json (allenai/OLMo-2-0425-1B) as far as it is read here; published
+# count 1,484,916,736.
+OLMO2 = {
+    "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+    "vocab_size": 100352, "max_position_embeddings": 4096, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 500000, "tie_word_embeddings": False, "attention_bias": False,
+}  # fmt: skip
+
+
 def config(model: str) -> dict:
     return json.loads((HF / model / "config.json").read_text())
 
@@ -86,6 +107,37 @@ def test_a_converted_config_is_its_preset_by_another_name(model, preset):
     """The presets in configs/ were written by hand from the same files: two routes, one recipe."""
     converted = load_recipe(HF / model / "config.json")
     assert msgspec.structs.replace(converted, name=preset) == load_recipe(CONFIGS / f"{preset}.yaml")
+
+
+def test_smollm3_is_its_preset_with_its_nope_layers(tmp_path):
+    recipe, imported = recipe_of(write(tmp_path, SMOLLM3, "SmolLM3-3B"))
+    assert parameter_count(recipe.model) == 3_075_098_624 and imported.config_class == "SmolLM3Config"
+    assert msgspec.structs.replace(recipe, name="smollm3-3b") == load_recipe(CONFIGS / "smollm3-3b.yaml")
+    assert recipe.model.nope_layers == (3, 7, 11, 15, 19, 23, 27, 31, 35)
+    # Without the flags, SmolLM3Config derives them from no_rope_layer_interval (4 by default).
+    derived = {k: v for k, v in SMOLLM3.items() if k not in ("no_rope_layers", "no_rope_layer_interval")}
+    got, imported = recipe_of(write(tmp_path, derived, "SmolLM3-3B"))
+    assert got == recipe and "no_rope_layer_interval=4" in imported.defaults
+    every_third = recipe_of(write(tmp_path, derived | {"no_rope_layer_interval": 3}, "SmolLM3-3B"))[0]
+    assert every_third.model.nope_layers == tuple(range(2, 36, 3))
+    # transformers 5's spelling, and a file without a layer lacking RoPE: the default, no knob.
+    v5 = {k: v for k, v in SMOLLM3.items() if k not in ("rope_theta", "rope_scaling")}
+    v5["rope_parameters"] = {"rope_type": "default", "rope_theta": 5000000.0}
+    assert recipe_of(write(tmp_path, v5, "SmolLM3-3B"))[0] == recipe
+    everywhere, imported = recipe_of(write(tmp_path, SMOLLM3 | {"no_rope_layers": [1] * 36}, "SmolLM3-3B"))
+    assert everywhere.model.nope_layers == () and "nope_layers" not in imported.raw["model"]
+
+
+def test_olmo2_is_its_preset_with_its_norms(tmp_path):
+    recipe, imported = recipe_of(write(tmp_path, OLMO2, "OLMo-2-0425-1B"))
+    assert parameter_count(recipe.model) == 1_484_916_736 and imported.config_class == "Olmo2Config"
+    assert msgspec.structs.replace(recipe, name="olmo-2-1b") == load_recipe(CONFIGS / "olmo-2-1b.yaml")
+    assert (recipe.model.post_norm, recipe.model.qk_norm_whole, recipe.model.qk_norm) == (True, True, False)
+    # Olmo2Config's defaults: as many kv heads as heads, eps 1e-5, untied.
+    bare = {k: v for k, v in OLMO2.items() if k not in ("num_key_value_heads", "rms_norm_eps", "tie_word_embeddings")}
+    got, imported = recipe_of(write(tmp_path, bare, "o"))
+    assert (got.model.n_kv_heads, got.model.norm_eps, got.model.tie_embeddings) == (None, 1e-5, False)
+    assert "rms_norm_eps=1e-05" in imported.defaults
 
 
 def test_transformers_5_rope_parameters_read_as_transformers_4(tmp_path):
@@ -200,6 +252,21 @@ REFUSALS = [
         _set("Qwen3-0.6B", layer_types=["full_attention"] * 27 + ["sliding_attention"]),
         "layer_types[27] is 'sliding_attention': a sliding attention window is not built",
     ),
+    (
+        _set("Qwen3-0.6B", layer_types=["full_attention"] * 27),
+        "layer_types has 27 entries for 28 layers; one per layer",
+    ),
+    (SMOLLM3 | {"no_rope_layers": [1, 1, 1, 0] * 8}, "no_rope_layers has 32 entries for 36 layers; one per layer"),
+    (SMOLLM3 | {"no_rope_layers": [1, 1, 1, 0] * 10}, "no_rope_layers has 40 entries for 36 layers"),
+    (SMOLLM3 | {"no_rope_layers": [1, 2] * 18}, "no_rope_layers is [1, 2, 1, 2"),
+    (SMOLLM3 | {"use_sliding_window": True, "sliding_window": 4096}, "use_sliding_window is true"),
+    (SMOLLM3 | {"hidden_act": "gelu"}, "hidden_act is 'gelu'"),
+    (SMOLLM3 | {"num_local_experts": 8}, "num_local_experts is 8: a mixture of experts"),
+    (OLMO2 | {"attention_bias": True}, "attention_bias is true"),
+    (OLMO2 | {"hidden_act": "gelu"}, "hidden_act is 'gelu'"),
+    (OLMO2 | {"num_experts": 64, "num_experts_per_tok": 8}, "num_experts is 64: a mixture of experts"),
+    (OLMO2 | {"layer_types": ["full_attention"] * 15}, "layer_types has 15 entries for 16 layers"),
+    (OLMO2 | {"no_rope_layers": [1] * 16}, "no_rope_layers is a per-layer array"),
     (_set("SmolLM2-135M", hidden_size=_DROP), "hidden_size is missing"),
     (_set("SmolLM2-135M", model_type=_DROP), "model_type is missing"),
     (_set("SmolLM2-135M", num_hidden_layers="30"), "num_hidden_layers is '30'; it must be a positive whole number"),

@@ -48,7 +48,16 @@ def test_each_knob_is_named_only_in_its_homes():
 
 def test_the_table_is_the_record_s_knobs_in_field_order():
     fields = {f.name: f for f in msgspec.structs.fields(ModelConfig)}
-    assert NAMES == ("n_kv_heads", "tie_embeddings", "qkv_bias", "qk_norm", "rope_scaling")
+    assert NAMES == (
+        "n_kv_heads",
+        "tie_embeddings",
+        "qkv_bias",
+        "qk_norm",
+        "rope_scaling",
+        "nope_layers",
+        "qk_norm_whole",
+        "post_norm",
+    )
     assert list(NAMES) == [name for name in fields if name in NAMES]
     for k in KNOBS:
         assert k.default == fields[k.name].default and k.knob.help
@@ -72,3 +81,33 @@ def test_a_config_json_s_values_become_the_knobs_the_import_wrote_before():
         ("qk_norm", False),
         ("rope_scaling", scaling),
     ]
+    # SmolLM3's per-layer flags (1 rotates) become the layers without RoPE; all 1 is the default.
+    read |= {"model_type": "smollm3", "rope_scaling": None}
+    assert from_hf(read | {"no_rope_layers": [1, 1, 1, 0, 1, 0]})["nope_layers"] == [3, 5]
+    assert "nope_layers" not in from_hf(read | {"no_rope_layers": [1, 1]})
+    # OLMo 2's norms are its class's, not its keys': set by the type, and absent from any other.
+    assert from_hf(read | {"model_type": "olmo2"}) | {"qk_norm_whole": True, "post_norm": True} == from_hf(
+        read | {"model_type": "olmo2"}
+    )
+    assert not {"qk_norm_whole", "post_norm"} & set(from_hf(read))
+
+
+def test_q_and_k_are_normed_per_head_or_whole_not_both():
+    from throughput_schema.knobs import problems
+
+    both = ModelConfig(
+        n_layers=1, d_model=8, n_heads=2, ffn_dim=4, context_length=128, qk_norm=True, qk_norm_whole=True
+    )
+    assert problems(both) == [
+        "model.qk_norm and model.qk_norm_whole are both set: q and k are normed per head or whole, not both"
+    ]
+
+
+def test_nope_layers_must_be_layers_of_the_model_each_once_in_order():
+    from throughput_schema.knobs import problems
+
+    base = ModelConfig(n_layers=4, d_model=8, n_heads=2, ffn_dim=4, context_length=128)
+    assert problems(msgspec.structs.replace(base, nope_layers=(1, 3))) == []
+    for bad in ((4,), (3, 1), (1, 1), (-1,)):
+        [why] = problems(msgspec.structs.replace(base, nope_layers=bad))
+        assert why.startswith(f"model.nope_layers ({list(bad)}) must list layers of this model (0 to 3)")

@@ -80,6 +80,9 @@ def test_rope_auto_is_triton_beside_fa4_where_the_kernel_takes_the_shape(monkeyp
     assert resolve_rope("auto", "sdpa", CUDA, model(2048)) == "default"  # measured no gain beside SDPA
     assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.qk_norm=true")) == "default"  # refused shape
     assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.n_kv_heads=1")) == "triton"  # grouped: taken
+    # SmolLM3's layers without RoPE and OLMo 2's whole q/k norm: refused shapes too.
+    assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.nope_layers=[0]")) == "default"
+    assert resolve_rope("auto", "fa4", CUDA, model(2048, "model.qk_norm_whole=true")) == "default"
     assert resolve_rope("auto", "fa4", CPU, model(2048)) == "default"
     for choice in ("default", "triton"):
         assert resolve_rope(choice, "sdpa", CUDA, model(2048)) == choice
@@ -96,3 +99,14 @@ def test_sdpa_leaves_the_choice_to_pytorch():
     assert Kernels(attention="sdpa").sdpa_backends() is None
     assert Kernels(attention="auto").sdpa_backends() is None
     assert Kernels(attention="cudnn").sdpa_backends() is not None
+
+
+def test_the_fused_kernels_refuse_the_knobs_they_cannot_build():
+    from tiny_llm.kernels import unsupported
+
+    assert "(nope_layers)" in (unsupported("rope", model(2048, "model.nope_layers=[0]")) or "")
+    assert "(qk_norm_whole)" in (unsupported("rope", model(2048, "model.qk_norm_whole=true")) or "")
+    assert "(post_norm)" in (unsupported("norm", model(2048, "model.post_norm=true")) or "")
+    assert (
+        unsupported("norm", model(2048)) is None and unsupported("swiglu", model(2048, "model.post_norm=true")) is None
+    )

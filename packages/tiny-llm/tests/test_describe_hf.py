@@ -17,6 +17,13 @@ def describe(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def config_json(tmp_path: Path, folder: str, data: dict) -> Path:
+    path = tmp_path / folder / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_describe_takes_a_config_json_and_says_what_it_decided():
     done = describe(
         "--config", str(QWEN3), "--set", "model.context_length=4096", "--set", "training.batch_tokens=16384"
@@ -54,3 +61,43 @@ def test_a_recipe_written_as_json_is_still_a_recipe(tmp_path):
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["parameters"] == 251_943_360 and "converted_from" not in payload
+
+
+def test_describe_takes_smollm3_and_refuses_flags_for_other_layers(tmp_path):
+    """SmolLM3-3B's shape with its NoPE flags (1, 1, 1, 0 repeated) as its config.json writes them."""
+    data = {
+        "model_type": "smollm3", "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 128256, "rope_theta": 5000000.0,
+        "rms_norm_eps": 1e-06, "tie_word_embeddings": True, "no_rope_layers": [1, 1, 1, 0] * 9,
+    }  # fmt: skip
+    good = config_json(tmp_path, "SmolLM3-3B", data)
+    done = describe("--config", str(good))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["parameters"] == 3_075_098_624
+    assert payload["recipe"]["model"]["nope_layers"] == [3, 7, 11, 15, 19, 23, 27, 31, 35]
+    bad = config_json(tmp_path, "short", data | {"no_rope_layers": [1, 1, 1, 0] * 8})
+    done = describe("--config", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"tiny_llm: {bad}: no_rope_layers has 32 entries for 36 layers; one per layer"
+    ]
+
+
+def test_describe_takes_olmo2_and_refuses_an_output_bias(tmp_path):
+    """OLMo-2-0425-1B's shape as its config.json writes it."""
+    data = {
+        "model_type": "olmo2", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 100352, "rope_theta": 500000,
+        "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "attention_bias": False,
+    }  # fmt: skip
+    good = config_json(tmp_path, "OLMo-2-0425-1B", data)
+    done = describe("--config", str(good))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    model = payload["recipe"]["model"]
+    assert payload["parameters"] == 1_484_916_736 and (model["post_norm"], model["qk_norm_whole"]) == (True, True)
+    bad = config_json(tmp_path, "biased", data | {"attention_bias": True})
+    done = describe("--config", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "attention_bias is true" in done.stderr

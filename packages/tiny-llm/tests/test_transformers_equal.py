@@ -1,5 +1,5 @@
-"""The model equals transformers' LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM on the
-same weights (FP32, CPU), for small shapes that turn each knob: the same logits and loss, the
+"""The model equals transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+SmolLM3ForCausalLM and Olmo2ForCausalLM on the same weights (FP32, CPU), for small shapes that turn each knob: the same logits and loss, the
 same gradient for every parameter after one backward, and the same parameter count.
 
 The weights are transformers' own initialisation, each tensor then perturbed (norm gains away
@@ -36,8 +36,22 @@ CASES = {
     "all-qwen2": ModelConfig(
         **{**BASE, "head_dim": 24}, n_kv_heads=1, qkv_bias=True, tie_embeddings=False, rope_scaling=LLAMA3
     ),  # fmt: skip
+    # SmolLM3: grouped-query attention, tied, the last of every two layers without RoPE (four
+    # layers, so that layers of both kinds follow each other).
+    "smollm3": ModelConfig(**{**BASE, "n_layers": 4}, n_kv_heads=2, rope_theta=5_000_000.0, nope_layers=(1, 3)),
+    # OLMo 2: norms on the sublayers' outputs, q and k each normed whole (k narrower: 2 kv heads
+    # of 24, so that a per-head norm or a q-wide k norm cannot pass), untied head.
+    "olmo2": ModelConfig(
+        **{**BASE, "head_dim": 24}, n_kv_heads=2, tie_embeddings=False, qk_norm_whole=True, post_norm=True
+    ),
 }
-CLASSES = {"qkv-bias": "Qwen2ForCausalLM", "all-qwen2": "Qwen2ForCausalLM", "qk-norm": "Qwen3ForCausalLM"}
+CLASSES = {
+    "qkv-bias": "Qwen2ForCausalLM",
+    "all-qwen2": "Qwen2ForCausalLM",
+    "qk-norm": "Qwen3ForCausalLM",
+    "smollm3": "SmolLM3ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+}
 
 
 def twins(cfg: ModelConfig):

@@ -29,8 +29,45 @@ def check_slurm(
     sacct_window: timedelta = query_windows.DEFAULT_SPAN,
 ) -> tuple[str, bool]:
     """accounting.txt's text, and whether Slurm's accounting answered."""
-    m = loaded.manifest
-    profile = m.profile
+    jobs = _receipted_jobs(loaded, checks)
+    try:
+        rows, queries = slurm.query(jobs, runner=runner)
+        rows, more = _settle(rows, runner, settle_seconds)
+    except slurm.AccountingUnavailable as exc:
+        unavailable(checks, exc)
+        return f"# Slurm accounting not available: {exc}\n", False
+    checks.expect(
+        "slurm.queries",
+        len(queries) == -(-len(jobs) // slurm.BATCH),
+        "",
+        f"{len(jobs)} jobs read with {len(queries)} batched sacct queries ({len(more)} more re-reading lagging rows)",
+        jobs=len(jobs),
+        queries=len(queries),
+        rereads=len(more),
+    )
+    queries = queries + more
+    used = _check_jobs(loaded, jobs, rows, checks)
+    unreceipted: list[AccountingRow] = []
+    failed = ""
+    try:
+        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner, span=sacct_window)
+        queries = queries + by_token
+    except slurm.AccountingUnavailable as exc:
+        unavailable(checks, exc)
+        failed = f"# sacct by token failed: {exc}"
+    text = [f"# {loaded.manifest.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
+    for q in queries:
+        text.append("# " + " ".join(q.argv))
+    if failed:
+        text.append(failed)
+    if unreceipted:
+        text.append(f"# {len(unreceipted)} jobs named by the campaign's tokens without a receipt (listed last)")
+    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted), not failed
+
+
+def _receipted_jobs(loaded: Loaded, checks: Checks) -> dict[str, AttemptRecord]:
+    """Each Slurm receipt's attempt by job id; a receipt of another scheduler or a job id
+    already receipted fails its check and is left out."""
     jobs: dict[str, AttemptRecord] = {}
     for r in loaded.attempts:
         rec = r.attempt.receipt
@@ -49,22 +86,15 @@ def check_slurm(
             )
             continue
         jobs[rec.job_id] = r
-    try:
-        rows, queries = slurm.query(jobs, runner=runner)
-        rows, more = _settle(rows, runner, settle_seconds)
-    except slurm.AccountingUnavailable as exc:
-        unavailable(checks, exc)
-        return f"# Slurm accounting not available: {exc}\n", False
-    checks.expect(
-        "slurm.queries",
-        len(queries) == -(-len(jobs) // slurm.BATCH),
-        "",
-        f"{len(jobs)} jobs read with {len(queries)} batched sacct queries ({len(more)} more re-reading lagging rows)",
-        jobs=len(jobs),
-        queries=len(queries),
-        rereads=len(more),
-    )
-    queries = queries + more
+    return jobs
+
+
+def _check_jobs(
+    loaded: Loaded, jobs: dict[str, AttemptRecord], rows: dict[str, AccountingRow], checks: Checks
+) -> list[AccountingRow]:
+    """Every receipted job against its sacct row: accounted, allocated as the profile asks, its
+    times and energy; then the campaign's concurrency. The rows found, in job order."""
+    profile = loaded.manifest.profile
     unzoned = check_receipt_zone(
         loaded.root,
         [
@@ -87,47 +117,37 @@ def check_slurm(
             continue
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
-        problems = allocation_problems(row, profile)
-        if kind(r.attempt.result) == "refused" and not row.alloc_tres:
-            problems = []  # cancelled while pending for a reason that never clears: no allocation to check
-        checks.expect(
-            "slurm.allocation",
-            not problems,
-            file,
-            f"{file}: job {job_id} "
-            + (
-                "; ".join(f"{what} {actual!r}, profile requires {expected}" for what, expected, actual in problems)
-                if problems
-                else f"AllocTRES {row.alloc_tres}, Timelimit {row.timelimit}, account {row.account}, partition {row.partition}"
-            ),
-            job_id=job_id,
-            alloc_tres=row.alloc_tres,
-            timelimit=row.timelimit,
-            account=row.account,
-            partition=row.partition,
-            problems={what: {"expected": e, "actual": a} for what, e, a in problems},
-        )
+        _check_allocation(r, job_id, row, profile, checks)
         skew = skews.get(clock_skew.node_of(r, row), 0.0)
         compared += check_job(SACCT, r, row, checks, unzoned=unzoned, skew=skew)
         check_job_energy(r, row, checks)
     check_worker_times_ran(SACCT, len(used), compared, checks)
     check_peak(SACCT, used, profile.max_concurrent_jobs, checks)
-    unreceipted: list[AccountingRow] = []
-    failed = ""
-    try:
-        unreceipted, by_token = check_unreceipted(loaded, checks, runner=runner, span=sacct_window)
-        queries = queries + by_token
-    except slurm.AccountingUnavailable as exc:
-        unavailable(checks, exc)
-        failed = f"# sacct by token failed: {exc}"
-    text = [f"# {m.name}: {len(jobs)} jobs, {len(queries)} sacct queries"]
-    for q in queries:
-        text.append("# " + " ".join(q.argv))
-    if failed:
-        text.append(failed)
-    if unreceipted:
-        text.append(f"# {len(unreceipted)} jobs named by the campaign's tokens without a receipt (listed last)")
-    return "\n".join(text) + "\n" + slurm.format_rows(used + unreceipted), not failed
+    return used
+
+
+def _check_allocation(r: AttemptRecord, job_id: str, row: AccountingRow, profile, checks: Checks) -> None:
+    file = r.file(RECEIPT)
+    problems = allocation_problems(row, profile)
+    if kind(r.attempt.result) == "refused" and not row.alloc_tres:
+        problems = []  # cancelled while pending for a reason that never clears: no allocation to check
+    checks.expect(
+        "slurm.allocation",
+        not problems,
+        file,
+        f"{file}: job {job_id} "
+        + (
+            "; ".join(f"{what} {actual!r}, profile requires {expected}" for what, expected, actual in problems)
+            if problems
+            else f"AllocTRES {row.alloc_tres}, Timelimit {row.timelimit}, account {row.account}, partition {row.partition}"
+        ),
+        job_id=job_id,
+        alloc_tres=row.alloc_tres,
+        timelimit=row.timelimit,
+        account=row.account,
+        partition=row.partition,
+        problems={what: {"expected": e, "actual": a} for what, e, a in problems},
+    )
 
 
 def unavailable(checks: Checks, exc: Exception) -> None:

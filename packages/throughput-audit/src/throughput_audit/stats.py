@@ -83,13 +83,15 @@ def parameters(
     The input embedding (vocab x width), and an LM head of the same size unless the two are
     tied; per layer: a q projection (width x heads*head_dim), k and v projections (width x
     kv_heads*head_dim each), an output projection (heads*head_dim x width), biases on q, k
-    and v only where asked, a head_dim RMSNorm weight on q and one on k where asked, SwiGLU
+    and v only where asked, a head_dim RMSNorm weight on q and one on k where asked (or, normed
+    whole, one as wide as all q heads and one as wide as all k heads), SwiGLU
     gate, up and down (width x ffn each), two RMSNorm weights; a final RMSNorm.
     """
     q_width, kv_width = n_heads * head_dim, kv_heads * head_dim
     attention = d_model * q_width + 2 * d_model * kv_width + q_width * d_model
     biases = q_width + 2 * kv_width if knobs["qkv_bias"] else 0
     head_norms = 2 * head_dim if knobs["qk_norm"] else 0
+    head_norms += q_width + kv_width if knobs["qk_norm_whole"] else 0
     mlp = 3 * d_model * ffn_dim
     norms = 2 * d_model
     embeddings = vocab_size * d_model * (1 if knobs["tie_embeddings"] else 2)

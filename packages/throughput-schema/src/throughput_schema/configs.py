@@ -87,6 +87,28 @@ def _kv_heads_divide(model: ModelConfig, value: Any) -> str | None:
     )
 
 
+def _one_qk_norm(model: ModelConfig, value: Any) -> str | None:
+    if value and model.qk_norm:
+        return "model.qk_norm and model.qk_norm_whole are both set: q and k are normed per head or whole, not both"
+    return None
+
+
+def _nope_layers_in_range(model: ModelConfig, value: tuple[int, ...]) -> str | None:
+    if all(0 <= i < model.n_layers for i in value) and list(value) == sorted(set(value)):
+        return None
+    return (
+        f"model.nope_layers ({list(value)}) must list layers of this model (0 to {model.n_layers - 1}), "
+        "each once, in order"
+    )
+
+
+def _nope_from_hf(hf: Mapping[str, Any]) -> list[int] | None:
+    # transformers' SmolLM3 flags each layer: 1 rotates, 0 does not. A list, not a tuple:
+    # the converted recipe is written as YAML. None (no layer without RoPE) keeps the default.
+    flags = hf.get("no_rope_layers") or []
+    return [i for i, rotates in enumerate(flags) if not rotates] or None
+
+
 # The model-spec table: a field annotated with a `Knob` is a knob, and that field is its one
 # declaration. (A comment, not the docstring: the docstring is the JSON Schema's description.)
 class ModelConfig(_Config, frozen=True):
@@ -150,6 +172,38 @@ class ModelConfig(_Config, frozen=True):
         RopeScaling | None,
         Knob("Llama 3's scaling of RoPE's frequencies; no weights, no FLOPs.", from_hf=lambda hf: hf["rope_scaling"]),
     ] = None
+    nope_layers: Annotated[
+        tuple[int, ...],
+        Knob(
+            "The layers (from 0) whose attention has no RoPE: q and k are not rotated there (SmolLM3's "
+            "NoPE layers, every fourth); no weights, no FLOPs.",
+            from_hf=_nope_from_hf,
+            check=_nope_layers_in_range,
+        ),
+    ] = ()
+    qk_norm_whole: Annotated[
+        bool,
+        Knob(
+            "RMSNorm with a learned weight over the whole projected q (n_heads * head_dim) and the whole "
+            "projected k (kv_heads * head_dim), not per head, before RoPE (OLMo 2); not with qk_norm.",
+            layer_tensors=lambda m, on: (
+                {"attn.q_norm.weight": (m.n_heads * m.head_dim,), "attn.k_norm.weight": (m.kv_heads * m.head_dim,)}
+                if on
+                else {}
+            ),
+            # None, not False, elsewhere: an import of any other type writes no new key.
+            from_hf=lambda hf: hf["model_type"] == "olmo2" or None,
+            check=_one_qk_norm,
+        ),
+    ] = False
+    post_norm: Annotated[
+        bool,
+        Knob(
+            "Each sublayer's output is RMS-normed, then added to the residual stream, instead of its "
+            "input being normed (OLMo 2); the same two norms a layer, so no weights or FLOPs change.",
+            from_hf=lambda hf: hf["model_type"] == "olmo2" or None,
+        ),
+    ] = False
 
     @property
     def kv_heads(self) -> int:

@@ -1,7 +1,8 @@
 """A Hugging Face model's `config.json` read as a recipe: the small Llama family only.
 
 A key the file leaves out takes the default of that model type's transformers config
-class (`LlamaConfig`, `MistralConfig`, `Qwen2Config`, `Qwen3Config`), as transformers
+class (`LlamaConfig`, `MistralConfig`, `Qwen2Config`, `Qwen3Config`, `SmolLM3Config`,
+`Olmo2Config`), as transformers
 itself would, and the import says which defaults it used. Anything the decoder cannot
 build exactly (another architecture, experts, per-layer shapes, biases beyond Qwen2's
 q/k/v, an activation other than SiLU, a sliding window, RoPE scaling other than Llama 3's)
@@ -171,6 +172,7 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
     eps = reader.number("rms_norm_eps")
     max_positions = reader.whole("max_position_embeddings")
     rope_theta, rope_scaling = _rope(config, reader, src)
+    no_rope = _no_rope_flags(config, reader, layers) if "no_rope_layers" in kind.per_layer else None
     model_name, renamed_from = _model_name(path, name)
 
     protocol = Protocol()  # the guide's protocol: every campaign measures with it
@@ -192,6 +194,7 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
             "num_key_value_heads": kv_heads,
             "tie_word_embeddings": tie,
             "rope_scaling": rope_scaling,
+            "no_rope_layers": no_rope,
         }
     )
     raw = {
@@ -292,6 +295,14 @@ def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> No
                 f"{src}: sliding_window is {window}{given}: a sliding attention window is not built; "
                 "a Mistral config without one says sliding_window: null"
             )
+    _refuse_per_layer(config, kind, src)
+    factor = config.get("partial_rotary_factor")
+    if factor not in (None, 1, 1.0):
+        raise HfConfigError(f"{src}: partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
+
+
+def _refuse_per_layer(config: dict[str, Any], kind: ModelType, src: str) -> None:
+    """Layers that differ: a window, a list not of one entry per layer, or another shape."""
     layer_types = config.get("layer_types")
     if layer_types is not None:
         if not isinstance(layer_types, list):
@@ -301,12 +312,27 @@ def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> No
                 why = "a sliding attention window is not built" if "sliding" in str(t) else "only full attention is"
                 raise HfConfigError(f"{src}: layer_types[{i}] is {t!r}: {why}")
     layers = config.get("num_hidden_layers")
+    if isinstance(layer_types, list) and isinstance(layers, int) and len(layer_types) != layers:
+        raise HfConfigError(f"{src}: layer_types has {len(layer_types)} entries for {layers} layers; one per layer")
     for key, value in config.items():
+        if key in kind.per_layer:
+            continue
         if key not in _NOT_PER_LAYER and isinstance(value, list) and value and len(value) == layers:
             raise HfConfigError(f"{src}: {key} is a per-layer array; every layer must have the same shape")
-    factor = config.get("partial_rotary_factor")
-    if factor not in (None, 1, 1.0):
-        raise HfConfigError(f"{src}: partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
+
+
+def _no_rope_flags(config: dict[str, Any], reader: _Reader, layers: int) -> list[int]:
+    """SmolLM3's flag per layer, 1 where it rotates q and k and 0 where it does not, as
+    `SmolLM3Config` reads them: given whole, or derived from no_rope_layer_interval."""
+    flags = config.get("no_rope_layers")
+    if flags is None:
+        interval = reader.whole("no_rope_layer_interval")
+        return [int((i + 1) % interval != 0) for i in range(layers)]
+    if not isinstance(flags, list) or any(f not in (0, 1) or isinstance(f, float) for f in flags):
+        raise HfConfigError(f"{reader.src}: no_rope_layers is {flags!r}; expected a list of 1 (RoPE) or 0 (none)")
+    if len(flags) != layers:
+        raise HfConfigError(f"{reader.src}: no_rope_layers has {len(flags)} entries for {layers} layers; one per layer")
+    return flags
 
 
 def _rope(config: dict[str, Any], reader: _Reader, src: str) -> tuple[float, dict[str, Any] | None]:

@@ -1,6 +1,6 @@
 """The transformers config classes of the small Llama family, as far as a config.json is
 read here: each class's default for every key read. What a class's attention has that no key
-says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm) its knob declares
+says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm, OLMo 2's norms) its knob declares
 (`throughput_schema.configs.ModelConfig`). Taken from transformers' own classes (v4's `__init__` arguments and v5's fields agree
 on these), so that a key a file leaves out means here what it means to transformers.
 """
@@ -21,6 +21,8 @@ class ModelType:
     defaults: dict[str, Any]
     # Mistral applies `sliding_window` whenever it is set; Qwen only with use_sliding_window.
     sliding_window_always: bool = False
+    # Per-layer lists the class reads and a knob takes (any other per-layer list is refused).
+    per_layer: tuple[str, ...] = ()
 
 
 # A string default is computed from other keys; None for num_key_value_heads means as many
@@ -69,6 +71,35 @@ MODEL_TYPES: dict[str, ModelType] = {
             "head_dim": 128,
             "max_position_embeddings": 32_768,
             "use_sliding_window": False,
+        },
+    ),
+    # v5's default_theta is rope_theta's default; no_rope_layers, where missing, is derived
+    # from no_rope_layer_interval: the last of every `interval` layers has no RoPE.
+    "smollm3": ModelType(
+        "SmolLM3Config",
+        {
+            **_COMMON,
+            "rope_theta": 2_000_000.0,
+            "tie_word_embeddings": True,
+            "vocab_size": 128_256,
+            "num_key_value_heads": 4,
+            "head_dim": HEADS,
+            "max_position_embeddings": 32_768,
+            "use_sliding_window": False,
+            "no_rope_layer_interval": 4,
+        },
+        per_layer=("no_rope_layers",),
+    ),
+    # OLMo 2's post-sublayer norms and whole q/k norm are in its class, not its keys (their knobs).
+    "olmo2": ModelType(
+        "Olmo2Config",
+        {
+            **_COMMON,
+            "rms_norm_eps": 1e-5,
+            "vocab_size": 50_304,
+            "num_key_value_heads": None,
+            "head_dim": HEADS,
+            "max_position_embeddings": 2048,
         },
     ),
 }

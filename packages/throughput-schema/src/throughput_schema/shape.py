@@ -7,7 +7,8 @@ The audit (`throughput_audit.stats`) derives the same figures again by its own r
 a wrong table here and a wrong model there each show.
 
 The tensors carry the names and shapes they have in `tiny_llm.model`: a token embedding;
-per layer an RMSNorm weight before attention and one before the MLP, a fused q/k/v
+per layer an RMSNorm weight for attention and one for the MLP (on the sublayer's input, or
+where a knob says so on its output), a fused q/k/v
 projection (`n_heads` query heads and `kv_heads` key and value heads of `head_dim` each),
 an output projection without bias, a SwiGLU MLP with fused gate/up and a down projection;
 a final RMSNorm; and whatever tensors the model's knobs add, in a layer or outside the

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
 from throughput_sweep.attempt_status import AttemptInfo
@@ -29,9 +28,7 @@ from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import write_missing_result
-
-if TYPE_CHECKING:  # the watcher calls these with itself
-    from throughput_sweep.watcher import Watcher
+from throughput_sweep.watcher_state import WatcherView
 
 
 def budget_reason(info: AttemptInfo) -> str:
@@ -66,7 +63,7 @@ def budget_line(campaign_root: Path, reason: str, driver: str) -> str:
     )
 
 
-def stop(w: Watcher, pending: Pending) -> None:
+def stop(w: WatcherView, pending: Pending) -> None:
     """Stop submitting: the budget behind `pending` is used up."""
     if not w.st.budget:
         w.st.budget = pending
@@ -77,7 +74,7 @@ def stop(w: Watcher, pending: Pending) -> None:
         )
 
 
-async def settle_pending(w: Watcher, info: AttemptInfo, status: JobStatus) -> bool:
+async def settle_pending(w: WatcherView, info: AttemptInfo, status: JobStatus) -> bool:
     """After `stop`: a pending job of the campaign, whatever its own reason, waits on the same
     budget; settle it refused for the budget (its result first), then cancel it."""
     receipt = info.attempt.receipt

@@ -100,82 +100,94 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CampaignError(f"{output}: a campaign already exists here; add --resume to continue it")
     if args.resume and not exists:
         raise CampaignError(f"{output}: no campaign to resume (no manifest.json); leave out --resume to create one")
-    if exists:
-        campaign = open_campaign(output)
-        check_resume(
-            campaign,
+    # Either a campaign to watch, or the exit status of a dry run or a refused preflight.
+    campaign = _resumed(args, output) if exists else _created(args, output)
+    return campaign if isinstance(campaign, int) else watch(campaign, args)
+
+
+def _resumed(args: argparse.Namespace, output: Path) -> Campaign | int:
+    campaign = open_campaign(output)
+    check_resume(
+        campaign,
+        models=args.models,
+        contexts=args.contexts,
+        max_batch=args.max_batch,
+        profile=args.profile,
+        parent=args.optimizer_timing_from or args.spot_check_from,
+        protocol=_protocol(args, campaign.manifest.protocol),
+    )
+    campaign, replaced = resume_profile(campaign, args.profile, find_repo_root(), write=False)
+    verdict = gate(campaign, dry_run=args.dry_run, skip=args.no_preflight) if replaced else None
+    if args.dry_run or (verdict and verdict.exit_status):
+        shown = print_plan(campaign, args) if args.dry_run else 0
+        if verdict:
+            verdict.print()
+        return (verdict.exit_status if verdict else 0) or shown
+    if replaced:  # the new profile passed the preflight: now it replaces the frozen one
+        campaign, _ = resume_profile(open_campaign(output), args.profile, find_repo_root(), write=True)
+        assert verdict is not None, "a replaced profile was gated above"
+        verdict.print()
+    args.retry_failed = args.retry_failed or replaced
+    return campaign
+
+
+def _created(args: argparse.Namespace, output: Path) -> Campaign | int:
+    root = find_repo_root()
+    profile = choose_profile(
+        args.profile,
+        root,
+        inherited=parent_profile(args.optimizer_timing_from or args.spot_check_from),
+        need_python=not args.dry_run,
+    )
+    plan = _plan(args, output, profile, root)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
+    above = next(p for p in output.absolute().parents if p.exists())
+    if not above.is_dir():
+        raise CampaignError(f"{output}: cannot be created, {above} is a file; choose a new --output")
+    preview = plan.preview()
+    verdict = gate(preview, dry_run=args.dry_run, skip=args.no_preflight)  # the profile against the cluster
+    cpu_estimate.announce(preview, allow_slow=args.allow_slow_cpu, dry_run=args.dry_run)
+    if args.dry_run or verdict.exit_status:
+        shown = print_plan(preview, args) if args.dry_run else 0
+        verdict.print()
+        return verdict.exit_status or shown
+    campaign = create(plan)
+    verdict.print()
+    print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
+    return campaign
+
+
+def _plan(args: argparse.Namespace, output: Path, profile, root: Path):
+    """The new campaign's plan: a spot check, an optimizer follow-up, or a throughput campaign."""
+    if args.spot_check_from:
+        from throughput_sweep.spot_check import plan_spot_check
+
+        return plan_spot_check(
+            output, parent_dir=args.spot_check_from, points=args.points, seed=args.seed, profile=profile, root=root
+        )
+    if args.optimizer_timing_from:
+        return plan_optimizer(
+            output,
+            parent_dir=args.optimizer_timing_from,
+            parallel=args.parallel_optimizer_points,
+            protocol=_protocol(args),
+            profile=profile,
+            worker=args.worker,
+            root=root,
             models=args.models,
             contexts=args.contexts,
-            max_batch=args.max_batch,
-            profile=args.profile,
-            parent=args.optimizer_timing_from or args.spot_check_from,
-            protocol=_protocol(args, campaign.manifest.protocol),
         )
-        campaign, replaced = resume_profile(campaign, args.profile, find_repo_root(), write=False)
-        verdict = gate(campaign, dry_run=args.dry_run, skip=args.no_preflight) if replaced else None
-        if args.dry_run or (verdict and verdict.exit_status):
-            shown = print_plan(campaign, args) if args.dry_run else 0
-            if verdict:
-                verdict.print()
-            return (verdict.exit_status if verdict else 0) or shown
-        if replaced:  # the new profile passed the preflight: now it replaces the frozen one
-            campaign, _ = resume_profile(open_campaign(output), args.profile, find_repo_root(), write=True)
-            assert verdict is not None, "a replaced profile was gated above"
-            verdict.print()
-        args.retry_failed = args.retry_failed or replaced
-    else:
-        root = find_repo_root()
-        profile = choose_profile(
-            args.profile,
-            root,
-            inherited=parent_profile(args.optimizer_timing_from or args.spot_check_from),
-            need_python=not args.dry_run,
-        )
-        if args.spot_check_from:
-            from throughput_sweep.spot_check import plan_spot_check
-
-            plan = plan_spot_check(
-                output, parent_dir=args.spot_check_from, points=args.points, seed=args.seed, profile=profile, root=root
-            )
-        elif args.optimizer_timing_from:
-            plan = plan_optimizer(
-                output,
-                parent_dir=args.optimizer_timing_from,
-                parallel=args.parallel_optimizer_points,
-                protocol=_protocol(args),
-                profile=profile,
-                worker=args.worker,
-                root=root,
-                models=args.models,
-                contexts=args.contexts,
-            )
-        else:
-            plan = plan_throughput(
-                output,
-                models=list(args.models or DEFAULT_MODELS),
-                contexts=list(args.contexts or DEFAULT_CONTEXTS),
-                protocol=_protocol(args, Protocol()),
-                profile=profile,
-                max_batch=args.max_batch,
-                worker=args.worker,
-                root=root,
-            )
-        if output.exists() and (not output.is_dir() or any(output.iterdir())):
-            raise CampaignError(f"{output}: already exists and is not a campaign; choose a new --output")
-        above = next(p for p in output.absolute().parents if p.exists())
-        if not above.is_dir():
-            raise CampaignError(f"{output}: cannot be created, {above} is a file; choose a new --output")
-        preview = plan.preview()
-        verdict = gate(preview, dry_run=args.dry_run, skip=args.no_preflight)  # the profile against the cluster
-        cpu_estimate.announce(preview, allow_slow=args.allow_slow_cpu, dry_run=args.dry_run)
-        if args.dry_run or verdict.exit_status:
-            shown = print_plan(preview, args) if args.dry_run else 0
-            verdict.print()
-            return verdict.exit_status or shown
-        campaign = create(plan)
-        verdict.print()
-        print(f"[sweep] created campaign {output} ({campaign.manifest.kind})", file=sys.stderr)
-    return watch(campaign, args)
+    return plan_throughput(
+        output,
+        models=list(args.models or DEFAULT_MODELS),
+        contexts=list(args.contexts or DEFAULT_CONTEXTS),
+        protocol=_protocol(args, Protocol()),
+        profile=profile,
+        max_batch=args.max_batch,
+        worker=args.worker,
+        root=root,
+    )
 
 
 def driver_name() -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
@@ -30,9 +29,7 @@ from throughput_sweep import budget
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
-
-if TYPE_CHECKING:  # the watcher calls these with itself
-    from throughput_sweep.watcher import Watcher
+from throughput_sweep.watcher_state import WatcherView
 
 
 @dataclass
@@ -63,7 +60,7 @@ class SlotLimit:
         return f"submit limit: {self.slots} job(s) at once (the profile allows {self.allowed})"
 
 
-def never_starts_now(w: Watcher, job_id: str, status: JobStatus | None, clock: float) -> bool:
+def never_starts_now(w: WatcherView, job_id: str, status: JobStatus | None, clock: float) -> bool:
     """Pending for a reason that waiting cannot clear, the same one for `never_start_after`:
     right after sbatch, before its first scheduling pass, Slurm 22.05 shows a job that is
     merely too long for its partition as PartitionConfig, then as PartitionTimeLimit."""
@@ -77,7 +74,7 @@ def never_starts_now(w: Watcher, job_id: str, status: JobStatus | None, clock: f
     return clock - since >= w.options.never_start_after
 
 
-async def refuse(w: Watcher, info: AttemptInfo, pending: Pending) -> bool:
+async def refuse(w: WatcherView, info: AttemptInfo, pending: Pending) -> bool:
     """A job pending for a reason that waiting cannot clear: settle the point as refused
     (its result first, so a crash in between still blocks the curve), then cancel it."""
     receipt = info.attempt.receipt
@@ -97,7 +94,7 @@ async def refuse(w: Watcher, info: AttemptInfo, pending: Pending) -> bool:
     return wrote
 
 
-def settle_vanished(w: Watcher, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
+def settle_vanished(w: WatcherView, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
     """A job that squeue no longer lists while Slurm's accounting gives no row: after
     `accounting_down_grace`, settle it from its attempt folder (its result, or, once its
     time limit has surely passed, as lost), free its slot and say so in the receipt."""

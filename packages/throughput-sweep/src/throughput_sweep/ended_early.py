@@ -18,7 +18,6 @@ is used up the retry pends with the budget's reason, and the watcher stops on th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from throughput_schema import WorkerResult, read
 from throughput_schema.layout import RESULT, job_log
@@ -28,9 +27,7 @@ from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.progress import fmt_seconds
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.submission import write_missing_result
-
-if TYPE_CHECKING:  # the watcher calls these with itself
-    from throughput_sweep.watcher import Watcher
+from throughput_sweep.watcher_state import WatcherView
 
 _SLURM_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CANCELLED AT ... DUE TO TIME LIMIT"
 
@@ -78,7 +75,7 @@ def message(status: JobStatus, elapsed: float, limit: float, says: str, reason: 
     return text + "; not the point's doing: it is retried (an allocation budget used up stops the campaign)"
 
 
-async def settle(w: Watcher, info: AttemptInfo, status: JobStatus) -> bool:
+async def settle(w: WatcherView, info: AttemptInfo, status: JobStatus) -> bool:
     """Where the job ended early: its result from Slurm's word (True when written)."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, ends"

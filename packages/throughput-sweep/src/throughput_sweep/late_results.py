@@ -13,16 +13,12 @@ for nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from throughput_schema.layout import job_log
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.submission import write_missing_result
-
-if TYPE_CHECKING:  # the watcher calls these with itself
-    from throughput_sweep.watcher import Watcher
+from throughput_sweep.watcher_state import WatcherView
 
 WAITING = "waiting for the result to appear"
 
@@ -32,7 +28,7 @@ def grace_seconds(profile) -> float:
     return profile.result_grace_seconds if backend(profile.scheduler).remote_nodes else 0.0
 
 
-def awaiting(w: Watcher, info: AttemptInfo, clock: float) -> bool:
+def awaiting(w: WatcherView, info: AttemptInfo, clock: float) -> bool:
     """True while the grace for this ended job's result runs (said once per job)."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, ends"
@@ -48,7 +44,7 @@ def awaiting(w: Watcher, info: AttemptInfo, clock: float) -> bool:
     return True
 
 
-async def settle(w: Watcher, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
+async def settle(w: WatcherView, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
     """An ended job without a visible result: False while its grace runs; then its derived
     result, or the job's own where that appeared meanwhile (True)."""
     if awaiting(w, info, clock):

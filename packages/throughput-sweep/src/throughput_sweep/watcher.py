@@ -14,8 +14,6 @@ import shlex
 import signal
 import sys
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -29,63 +27,9 @@ from throughput_sweep.cluster_limits import SlotLimit, never_starts_now, refuse,
 from throughput_sweep.curves import Curve, derive, pick, retry_set
 from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
 from throughput_sweep.progress import progress_line, show
-from throughput_sweep.schedulers.base import Pending, QueryFailed, Scheduler
+from throughput_sweep.schedulers.base import QueryFailed, Scheduler
 from throughput_sweep.submission import late_intent, record_accounting, settle_intents
-
-
-@dataclass
-class WatchOptions:
-    retry_failed: bool = False
-    poll_min: float = 1.0
-    poll_max: float = 30.0
-    # Wait this long for sacct to complete a finished job's row before keeping what it has.
-    accounting_grace: float = 30.0
-    # Failed token lookups tolerated before an unsettled intent becomes ambiguous.
-    settle_attempts: int = 5
-    # While running, an intent is declared ambiguous only after lookups failed for this long
-    # (a slurmctld restart of a few minutes must not block curves).
-    settle_patience: float = 600.0
-    submit_backoff_max: float = 120.0
-    # A job pending this long for one reason that waiting cannot clear is cancelled and refused.
-    never_start_after: float = 20.0
-    # After the cluster's submit limit lowered the slots, try one more slot this often.
-    limit_probe: float = 60.0
-    # A job that squeue no longer lists while sacct gives no row (slurmdbd down, accounting
-    # disabled) is settled from its attempt folder after this long (`cluster_limits.settle_vanished`).
-    accounting_down_grace: float = 300.0
-    # ...and, without a result there, only once its time limit has passed since its submission by this much.
-    vanished_margin: float = 300.0
-    progress: bool = True
-    resume_command: str = ""
-
-
-@dataclass
-class WatcherState:
-    finished: dict[str, str] = field(default_factory=dict)  # job id -> terminal state
-    first_seen_finished: dict[str, float] = field(default_factory=dict)
-    first_seen_row: dict[str, float] = field(default_factory=dict)  # job id -> first sacct row
-    accounting_given_up: set[str] = field(default_factory=set)
-    # Held while submitting, so the poller never settles an intent whose sbatch is in flight.
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    settle_failures: int = 0
-    settle_failing_since: float | None = None
-    durations: list[float] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
-    wake_poller: anyio.Event = field(default_factory=anyio.Event)
-    wake_submitter: anyio.Event = field(default_factory=anyio.Event)
-    done: bool = False
-    submit_error: str = ""
-    interrupted: bool = False
-    last_line: str = ""
-    pending: dict[str, Pending] = field(default_factory=dict)  # job id -> why it waits
-    refused_cancelled: set[str] = field(default_factory=set)  # never-starting jobs cancelled
-    vanished_since: dict[str, float] = field(default_factory=dict)  # job id -> first seen gone
-    never_since: dict[str, tuple[str, float]] = field(default_factory=dict)  # job id -> (reason, first seen)
-    seen_out: set[str] = field(default_factory=set)  # job ids this watcher saw pending or running
-    # Lookups of each late intent (its result came before its receipt): the run waits for a few.
-    late_lookups: Counter[Path] = field(default_factory=Counter)
-    said: set[str] = field(default_factory=set)  # every `say` of this run
-    budget: Pending | None = None  # a used-up allocation budget: submit nothing more (budget.py)
+from throughput_sweep.watcher_state import WatcherState, WatchOptions
 
 
 def jobs_out(infos: list[AttemptInfo], finished: dict[str, str]) -> int:

@@ -1,14 +1,15 @@
 """transformers checkpoints and our model: the state-dict converter, and the transformers
 model of a recipe's shape.
 
-`from_transformers` maps a `LlamaForCausalLM`, `Qwen2ForCausalLM` or `Qwen3ForCausalLM` state
-dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
+`from_transformers` maps a `LlamaForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`,
+`SmolLM3ForCausalLM` or `Olmo2ForCausalLM` state dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
 biases alike), gate and up into `gate_up` (gate first, as `SwiGLU` chunks it), the rest one to
 one. Both use the rotate-half RoPE layout, so no weight is permuted. It is how real weights
 are loaded (`load_transformers`), and what the equality tests hold the model to.
 
 `transformers_model` builds the transformers model a recipe means (the class that has its
-knobs: Qwen3 for a q/k norm, Qwen2 for q/k/v biases, Llama otherwise); the tests and
+knobs: Qwen3 for a q/k norm, Qwen2 for q/k/v biases, SmolLM3 for layers without RoPE, OLMo 2 for
+norms on the sublayers' outputs and over the whole of q and k, Llama otherwise); the tests and
 `benchmarks/peers.py` (peer B) use it. transformers is imported only there: the worker never
 needs it.
 """
@@ -38,6 +39,11 @@ LAYER = {
     "mlp.gate_up.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
     "mlp.down.weight": ("mlp.down_proj.weight",),
 }
+# OLMo 2 norms each sublayer's output: its two norms of a layer, under their names there.
+POST_NORM = {
+    "attn_norm.weight": ("post_attention_layernorm.weight",),
+    "mlp_norm.weight": ("post_feedforward_layernorm.weight",),
+}
 # Buffers some checkpoints carry; recomputed from the recipe, never weights.
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
@@ -62,8 +68,9 @@ def from_transformers(state_dict: Mapping[str, torch.Tensor], cfg: ModelConfig) 
     # The schema's shape of a layer: `LAYER`'s tensors less those only a knob adds, where it does not.
     layer = {name.removeprefix("blocks.0.") for name in weight_shapes(cfg) if name.startswith("blocks.0.")}
     out = {"embed.weight": take("model.embed_tokens.weight")}
+    names = LAYER | POST_NORM if cfg.post_norm else LAYER
     for i in range(cfg.n_layers):
-        for ours, theirs in LAYER.items():
+        for ours, theirs in names.items():
             if ours not in layer:
                 continue
             parts = [take(f"model.layers.{i}.{name}") for name in theirs]
@@ -112,6 +119,11 @@ def transformers_config(cfg: ModelConfig) -> Any:
     if cfg.qk_norm and cfg.qkv_bias:
         # Qwen3's attention_bias would add an output-projection bias as well.
         raise ValueError("no transformers model has q/k/v biases and a q/k norm without an output bias")
+    olmo2 = cfg.post_norm or cfg.qk_norm_whole
+    if olmo2 and not (cfg.post_norm and cfg.qk_norm_whole and not cfg.qkv_bias and not cfg.nope_layers):
+        raise ValueError("transformers' OLMo 2 has both post_norm and qk_norm_whole, no q/k/v biases, RoPE everywhere")
+    if cfg.nope_layers and (cfg.qk_norm or cfg.qkv_bias):
+        raise ValueError("no transformers model has layers without RoPE and a q/k norm or q/k/v biases")
     if cfg.rope_scaling is None:
         rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     else:
@@ -119,16 +131,23 @@ def transformers_config(cfg: ModelConfig) -> Any:
         rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, "factor": s.factor,
                 "low_freq_factor": s.low_freq_factor, "high_freq_factor": s.high_freq_factor,
                 "original_max_position_embeddings": s.original_max_position_embeddings}  # fmt: skip
-    kind = "Qwen3" if cfg.qk_norm else "Qwen2" if cfg.qkv_bias else "Llama"
+    kind = "Qwen3" if cfg.qk_norm else "Qwen2" if cfg.qkv_bias else "SmolLM3" if cfg.nope_layers else "Llama"
+    kind = "Olmo2" if olmo2 else kind
+    # SmolLM3's and OLMo 2's class defaults name special tokens of their own vocabularies; a padding
+    # token would also freeze that embedding row.
+    tokens = dict(pad_token_id=None, bos_token_id=None, eos_token_id=None) if kind in ("SmolLM3", "Olmo2") else {}
     config = getattr(transformers, f"{kind}Config")(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
+        **tokens, vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
         num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads,
         head_dim=cfg.head_dim, max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
         rope_parameters=rope, tie_word_embeddings=cfg.tie_embeddings, hidden_act="silu",
     )  # fmt: skip
-    if kind == "Llama":
+    if kind in ("Llama", "SmolLM3"):
         config.attention_bias = config.mlp_bias = False
-    elif kind == "Qwen3":
+    if kind == "SmolLM3":  # its flags: 1 rotates, 0 does not; every layer attends in full
+        config.no_rope_layers = [int(i not in cfg.nope_layers) for i in range(cfg.n_layers)]
+        config.use_sliding_window, config.layer_types = False, ["full_attention"] * cfg.n_layers
+    elif kind in ("Qwen3", "Olmo2"):
         config.attention_bias = False
     config._attn_implementation = "sdpa"
     return config

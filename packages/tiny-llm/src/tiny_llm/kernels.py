@@ -157,17 +157,29 @@ class Kernels:
 def unsupported(field: str, model: ModelConfig) -> str | None:
     """Why `Kernels(<field>="triton")` cannot build `model` (one line), or None where it can.
 
-    The Triton norm, SwiGLU and cross-entropy read the residual stream, the FFN and the LM
-    head's weight (tied or not), which no knob changes; the RoPE kernel rotates q and k straight
-    from the projection (any number of kv heads), so not where a q/k norm comes first. No "auto"
-    choice resolves to a refused kernel: RoPE's "auto" asks this first
+    The Triton SwiGLU and cross-entropy read the FFN and the LM head's weight (tied or not),
+    which no knob changes; the Triton norm fuses each residual add with the norm after it, so
+    not where the norms are on the sublayers' outputs (`post_norm`); the RoPE kernel rotates q
+    and k straight from the projection (any number of kv heads), so not where a q/k norm comes
+    first, nor where some layers have no RoPE. No "auto" choice resolves to a refused kernel: RoPE's "auto" asks this first
     (`tiny_llm.kernel_registry.resolve_rope`), and the optimizer's and SwiGLU's take every model.
     """
+    if field == "norm" and model.post_norm:
+        return (
+            "Kernels(norm='triton') cannot build this model (post_norm): its kernel norms the residual "
+            "stream after each add, where this model norms each sublayer's output; use norm=default"
+        )
     if field != "rope":
         return None
-    if not model.qk_norm:
-        return None
-    return (
-        "Kernels(rope='triton') cannot build this model (qk_norm): its kernel rotates q and k straight "
-        "from the projection, where the q/k norm comes first; use rope=default"
-    )
+    if model.qk_norm or model.qk_norm_whole:
+        knob = "qk_norm" if model.qk_norm else "qk_norm_whole"
+        return (
+            f"Kernels(rope='triton') cannot build this model ({knob}): its kernel rotates q and k straight "
+            "from the projection, where the q/k norm comes first; use rope=default"
+        )
+    if model.nope_layers:
+        return (
+            "Kernels(rope='triton') cannot build this model (nope_layers): its kernel rotates q and k in "
+            "every layer, and these layers have no RoPE; use rope=default"
+        )
+    return None

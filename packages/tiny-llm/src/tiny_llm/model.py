@@ -5,7 +5,9 @@ RMSNorm, SwiGLU, rotary position embeddings and causal attention through
 cuDNN on Hopper), with the knobs the small Llama family turns (`ModelConfig`): fewer
 key/value heads than query heads (grouped-query attention, handed to the kernel as they
 are with `enable_gqa`, never repeated), an untied LM head, a head size of its own, biases
-on q, k and v (Qwen2), RMSNorm on each head of q and k (Qwen3) and Llama 3's RoPE scaling.
+on q, k and v (Qwen2), RMSNorm on each head of q and k (Qwen3), Llama 3's RoPE scaling,
+layers without RoPE (SmolLM3's NoPE layers), RMSNorm over the whole of q and of k and norms on
+the sublayers' outputs instead of their inputs (both OLMo 2).
 The defaults build the original decoder: as many kv heads as heads, tied embeddings, no
 biases, no q/k norm, plain RoPE.
 
@@ -80,9 +82,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels(), layer: int = 0) -> None:
         super().__init__()
         self.n_heads, self.kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+        # SmolLM3's NoPE layers attend without positions: q and k are used as projected. (The
+        # fused RoPE kernels rotate every layer, so `tiny_llm.kernels` refuses them here.)
+        self.rotary = layer not in cfg.nope_layers
         # Fewer kv heads: each serves n_heads / kv_heads query heads, and SDPA reads them as they
         # are (enable_gqa) instead of a repeated copy of k and v.
         self.grouped = cfg.kv_heads != cfg.n_heads
@@ -91,9 +96,12 @@ class Attention(nn.Module):
         self.widths = (q_width, kv_width, kv_width)
         self.qkv = nn.Linear(cfg.d_model, q_width + 2 * kv_width, bias=cfg.qkv_bias)
         self.proj = nn.Linear(q_width, cfg.d_model, bias=False)
-        # Qwen3: each head of q and of k RMS-normed over head_dim, before RoPE.
-        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
-        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        # Qwen3: each head of q and of k RMS-normed over head_dim, before RoPE. OLMo 2: the whole
+        # of q and of k, all heads together, before they are split into heads.
+        self.whole_norm = cfg.qk_norm_whole
+        q_span, k_span = (q_width, kv_width) if cfg.qk_norm_whole else (cfg.head_dim, cfg.head_dim)
+        self.q_norm = RMSNorm(q_span, cfg.norm_eps) if cfg.qk_norm or cfg.qk_norm_whole else None
+        self.k_norm = RMSNorm(k_span, cfg.norm_eps) if cfg.qk_norm or cfg.qk_norm_whole else None
         # None: the split and `apply_rope` below, fused by inductor when compiled.
         device = self.qkv.weight.device
         self.fa4 = load_fa4(device, cfg, kernels.rope) if kernels.attention == "fa4" else None
@@ -110,7 +118,8 @@ class Attention(nn.Module):
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads, self.kv_heads)
         else:
             q, k, v = (t.transpose(1, 2) for t in self.heads(x))  # (B, H, T, D)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            if self.rotary:
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
         else:
@@ -123,6 +132,10 @@ class Attention(nn.Module):
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v as (B, T, heads, D) views of the projection's output, q and k normed (if so)."""
         B, T, _ = x.shape
+        if self.whole_norm and self.q_norm is not None and self.k_norm is not None:
+            q, k, v = self.qkv(x).split(self.widths, dim=-1)
+            q, k = self.q_norm(q), self.k_norm(k)  # over all heads at once, then split into heads
+            return q.view(B, T, -1, self.head_dim), k.view(B, T, -1, self.head_dim), v.view(B, T, -1, self.head_dim)
         if self.grouped:
             q, k, v = (t.view(B, T, -1, self.head_dim) for t in self.qkv(x).split(self.widths, dim=-1))
         else:
@@ -138,6 +151,8 @@ class Attention(nn.Module):
         transpose. q and k come out of inductor's fused RoPE as new tensors; v stays a strided
         view of the projection's output, which the kernel reads in place."""
         q, k, v = self.heads(x)
+        if not self.rotary:
+            return q, k, v
         cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, D): the same angle for every head
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
@@ -159,14 +174,18 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels(), layer: int = 0) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg, kernels)
+        self.attn = Attention(cfg, kernels, layer)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg, kernels)
+        self.post_norm = cfg.post_norm
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.post_norm:  # OLMo 2: the sublayer reads the stream as it is; its output is normed
+            x = x + self.attn_norm(self.attn(x, cos, sin))
+            return x + self.mlp_norm(self.mlp(x))
         x = x + self.attn(self.attn_norm(x), cos, sin)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -206,7 +225,7 @@ class Transformer(nn.Module):
         # "auto" resolved for this device: `self.kernels` is what runs (the worker records it).
         kernels = resolve_kernels(kernels, self.embed.weight.device, cfg)
         self.cfg, self.kernels = cfg, kernels
-        self.blocks = nn.ModuleList(Block(cfg, kernels) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, kernels, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:  # the output projection reuses the embedding matrix
