@@ -17,13 +17,21 @@ from throughput_schema.knobs import KNOBS, NAMES, from_hf, knob_values
 ROOT = Path(__file__).resolve().parents[3]
 HOMES = {
     "packages/throughput-schema/src/throughput_schema/configs.py",  # the table
+    "packages/throughput-schema/src/throughput_schema/knob_rules.py",  # the table's longer rules
     "packages/tiny-llm/src/tiny_llm/model.py",  # the model that builds it
     "packages/throughput-audit/src/throughput_audit/stats.py",  # the audit's own formula
     "packages/tiny-llm/src/tiny_llm/hf_weights.py",  # the HF weight map and model class
     "packages/tiny-llm/src/tiny_llm/kernels.py",  # which kernel cannot build it
 }
 # A knob spelled as transformers spells its config.json key: the HF import reads that key.
-HF_KEYS = {"rope_scaling": {"packages/throughput-schema/src/throughput_schema/hf_config.py"}}
+HF_KEYS = {
+    "rope_scaling": {"packages/throughput-schema/src/throughput_schema/hf_config.py"},
+    "sliding_window": {
+        "packages/throughput-schema/src/throughput_schema/hf_config.py",
+        "packages/throughput-schema/src/throughput_schema/hf_model_types.py",
+        "packages/throughput-schema/src/throughput_schema/hf_layers.py",
+    },
+}
 
 
 def source_files() -> list[str]:
@@ -57,6 +65,14 @@ def test_the_table_is_the_record_s_knobs_in_field_order():
         "nope_layers",
         "qk_norm_whole",
         "post_norm",
+        "sliding_window",
+        "sliding_layers",
+        "rope_local_theta",
+        "norm_offset",
+        "sandwich_norm",
+        "mlp_activation",
+        "embed_scale",
+        "attn_scale_dim",
     )
     assert list(NAMES) == [name for name in fields if name in NAMES]
     for k in KNOBS:

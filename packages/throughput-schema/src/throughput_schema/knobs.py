@@ -63,6 +63,15 @@ def model_tensors(model: ModelConfig) -> Shapes:
     return out
 
 
+def attended_keys(model: ModelConfig) -> int:
+    """Keys a token attends to, summed over the layers: the context in every layer, less what
+    a knob narrows (a sliding window sees min(context, window) keys)."""
+    narrowed: dict[int, int] = {}
+    for k in KNOBS:
+        narrowed |= k.knob.attended_keys(model, getattr(model, k.name))
+    return sum(narrowed.get(i, model.context_length) for i in range(model.n_layers))
+
+
 def problems(model: ModelConfig) -> list[str]:
     """Why `model`'s knob values cannot be built, one line each."""
     found = (k.knob.check(model, getattr(model, k.name)) for k in KNOBS)
