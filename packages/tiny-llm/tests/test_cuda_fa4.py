@@ -170,11 +170,13 @@ GEMMA3 = {
 
 
 def test_compiled_windowed_model_with_fa4_matches_the_masked_sdpa():
-    """fullgraph=True with Gemma 3's knobs: FA4 with each layer's window against SDPA's masked
-    (memory-efficient) kernel, the same loss and gradients."""
+    """fullgraph=True with Gemma 3's knobs: FA4 with each layer's window against SDPA with the
+    window as a mask, the same loss and gradients."""
     from tiny_llm.kernels import Kernels
 
-    kernels = {name: Kernels(attention=name) for name in ("fa4", "efficient")}
+    # PyTorch's own choice for the masked layers: which of its kernels takes a mask with one kv
+    # head depends on its version, and pinning one it lacks would fail the build, not the math.
+    kernels = {name: Kernels(attention=name) for name in ("fa4", "sdpa")}
     for model in _equal_compiled(_recipe(**GEMMA3), kernels).values():
         assert [b.attn.window for b in model.blocks] == [128, 128, 128, None]
 
