@@ -3,15 +3,14 @@ and the point itself, plus the base classes and value constraints every record s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
 
 from throughput_schema import knob_rules as rules
 from throughput_schema.curve_names import curve_name
+from throughput_schema.knob_rules import Knob
 from throughput_schema.scheduler_names import SchedulerName, check_name
 from throughput_schema.version import SCHEMA_VERSION
 
@@ -44,42 +43,6 @@ class Llama3RopeScaling(_Config, frozen=True, tag_field="type", tag="llama3"):
 
 # A tagged union of one today: a new scaling type is a new Struct with its own tag.
 RopeScaling = Llama3RopeScaling
-
-
-Shapes = dict[str, tuple[int, ...]]
-
-
-def _adds_nothing(model: ModelConfig, value: Any) -> Shapes:
-    return {}
-
-
-def _builds_any(model: ModelConfig, value: Any) -> str | None:
-    return None
-
-
-@dataclass(frozen=True)
-class Knob:
-    """What a knob of `ModelConfig` does, carried on its field (`Annotated[type, Knob(...)]`)
-    beside the name, type and default the field gives; `throughput_schema.knobs` reads them.
-    Each function gets the model and the knob's value in it.
-
-    The tensors a knob adds are counted by the schema's shape (`throughput_schema.shape`) and
-    so weigh 6 FLOPs per element per token there like every other weight.
-    """
-
-    help: str
-    # Trainable tensors it adds to each layer (named as under `blocks.{i}.` in `tiny_llm.model`).
-    layer_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
-    # Trainable tensors it adds outside the layers.
-    model_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
-    # Its recipe value from a config.json's values as the HF import read them, by key
-    # (`model_type` among them); None leaves it out of the recipe, at its default.
-    from_hf: Callable[[Mapping[str, Any]], Any] = lambda hf: None
-    # The keys a query attends to in the layers where it sees fewer than the context, by layer
-    # (the attention FLOPs count them in place of the context there).
-    attended_keys: Callable[[ModelConfig, Any], dict[int, int]] = lambda m, value: {}
-    # Why a recipe's value cannot be built (one line, without the source), or None.
-    check: Callable[[ModelConfig, Any], str | None] = _builds_any
 
 
 # The model-spec table: a field annotated with a `Knob` is a knob, and that field is its one

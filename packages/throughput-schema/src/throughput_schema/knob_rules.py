@@ -1,15 +1,53 @@
-"""The rules of `ModelConfig`'s knobs that need more than a line on their field: which values
-a knob refuses (`Knob.check`) and how it reads its value from a config.json as the HF import
-read it (`Knob.from_hf`). Part of the knob table (`throughput_schema.configs`), kept beside it
-so that the table itself stays a list of declarations."""
+"""What a knob of `ModelConfig` declares (`Knob`, carried on its field in
+`throughput_schema.configs`), and the knobs' rules that need more than a line there: which
+values a knob refuses (`Knob.check`), how it reads its value from a config.json as the HF
+import read it (`Knob.from_hf`) and the keys its layers attend to (`Knob.attended_keys`).
+Part of the knob table, kept beside it so that the table itself stays a list of declarations."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from throughput_schema.configs import ModelConfig
+
+Shapes = dict[str, tuple[int, ...]]
+
+
+def _adds_nothing(model: ModelConfig, value: Any) -> Shapes:
+    return {}
+
+
+def _builds_any(model: ModelConfig, value: Any) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What a knob of `ModelConfig` does, carried on its field (`Annotated[type, Knob(...)]`)
+    beside the name, type and default the field gives; `throughput_schema.knobs` reads them.
+    Each function gets the model and the knob's value in it.
+
+    The tensors a knob adds are counted by the schema's shape (`throughput_schema.shape`) and
+    so weigh 6 FLOPs per element per token there like every other weight.
+    """
+
+    help: str
+    # Trainable tensors it adds to each layer (named as under `blocks.{i}.` in `tiny_llm.model`).
+    layer_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
+    # Trainable tensors it adds outside the layers.
+    model_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
+    # Its recipe value from a config.json's values as the HF import read them, by key
+    # (`model_type` among them); None leaves it out of the recipe, at its default.
+    from_hf: Callable[[Mapping[str, Any]], Any] = lambda hf: None
+    # The keys a query attends to in the layers where it sees fewer than the context, by layer
+    # (the attention FLOPs count them in place of the context there).
+    attended_keys: Callable[[ModelConfig, Any], dict[int, int]] = lambda m, value: {}
+    # Why a recipe's value cannot be built (one line, without the source), or None.
+    check: Callable[[ModelConfig, Any], str | None] = _builds_any
+
 
 # transformers' name of each MLP activation the decoder builds, by the knob's name for it.
 HF_ACTIVATIONS = {"silu": "silu", "gelu_tanh": "gelu_pytorch_tanh"}

@@ -16,7 +16,8 @@ from typing import Any
 
 import msgspec
 
-from throughput_schema.configs import Knob, ModelConfig, Shapes
+from throughput_schema.configs import ModelConfig
+from throughput_schema.knob_rules import Knob, Shapes
 
 
 @dataclass(frozen=True)

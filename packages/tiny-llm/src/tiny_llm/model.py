@@ -320,8 +320,9 @@ class Transformer(nn.Module):
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         x = self.embed(idx)
         if self.embed_scale is not None:
-            # In the weight's dtype, as Gemma rounds the factor (sqrt(width) is not exact in BF16).
-            x = x * torch.tensor(self.embed_scale, dtype=x.dtype, device=x.device)
+            # A Python number: the multiply rounds it to the embedding's dtype, as Gemma rounds its
+            # factor to the weight's, and no tensor is made (nor copied to the GPU) in the graph.
+            x = x * self.embed_scale
         if self.fused_norm is not None:
             x = fused_norm_blocks(self, x, cos, sin)
         else:
