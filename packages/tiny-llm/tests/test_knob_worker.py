@@ -86,6 +86,23 @@ def test_triton_rope_for_a_model_it_cannot_build_is_one_line(tmp_path, capsys, k
         build_model(load_recipe(ROOT / "configs" / "tiny.yaml", [knob]).model, "meta", kernels=Kernels(rope="triton"))
 
 
+@pytest.mark.parametrize(
+    "knob, flag, kernel",
+    [
+        ("model.mlp_activation=gelu_tanh", "--swiglu-kernel", "swiglu"),
+        ("model.sandwich_norm=true", "--norm-kernel", "norm"),
+        ("model.norm_offset=true", "--norm-kernel", "norm"),
+    ],
+)
+def test_gemma_s_knobs_refuse_the_triton_swiglu_and_norm_in_one_line(tmp_path, capsys, knob, flag, kernel):
+    out = tmp_path / "result.json"
+    argv = ["benchmark-throughput-worker", "--config", str(ROOT / "configs" / "tiny.yaml"), "--set", knob]
+    assert main([*argv, flag, "triton", "--output", str(out), "--device", "cpu", *FAST]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{kernel}='triton'" in err and knob.split(".")[1].split("=")[0] in err
+    assert not out.exists()
+
+
 def interpreted_knobs() -> None:
     """The subprocess's body (TRITON_INTERPRET=1): the knobbed tiny model's loss and gradients
     with the Triton norm, SwiGLU and cross-entropy equal the default path's."""
