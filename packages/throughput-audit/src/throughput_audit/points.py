@@ -269,6 +269,7 @@ def point_flops_per_token(recipe: Recipe, context: int) -> int:
         n_heads=m.n_heads,
         head_dim=m.head_dim,
         context=context,
+        knobs=knob_values(m),
     )
 
 

@@ -3,14 +3,14 @@ and the point itself, plus the base classes and value constraints every record s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
 
+from throughput_schema import knob_rules as rules
 from throughput_schema.curve_names import curve_name
+from throughput_schema.knob_rules import Knob
 from throughput_schema.scheduler_names import SchedulerName, check_name
 from throughput_schema.version import SCHEMA_VERSION
 
@@ -45,74 +45,11 @@ class Llama3RopeScaling(_Config, frozen=True, tag_field="type", tag="llama3"):
 RopeScaling = Llama3RopeScaling
 
 
-Shapes = dict[str, tuple[int, ...]]
-
-
-def _adds_nothing(model: ModelConfig, value: Any) -> Shapes:
-    return {}
-
-
-def _builds_any(model: ModelConfig, value: Any) -> str | None:
-    return None
-
-
-@dataclass(frozen=True)
-class Knob:
-    """What a knob of `ModelConfig` does, carried on its field (`Annotated[type, Knob(...)]`)
-    beside the name, type and default the field gives; `throughput_schema.knobs` reads them.
-    Each function gets the model and the knob's value in it.
-
-    The tensors a knob adds are counted by the schema's shape (`throughput_schema.shape`) and
-    so weigh 6 FLOPs per element per token there like every other weight.
-    """
-
-    help: str
-    # Trainable tensors it adds to each layer (named as under `blocks.{i}.` in `tiny_llm.model`).
-    layer_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
-    # Trainable tensors it adds outside the layers.
-    model_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
-    # Its recipe value from a config.json's values as the HF import read them, by key
-    # (`model_type` among them); None leaves it out of the recipe, at its default.
-    from_hf: Callable[[Mapping[str, Any]], Any] = lambda hf: None
-    # Why a recipe's value cannot be built (one line, without the source), or None.
-    check: Callable[[ModelConfig, Any], str | None] = _builds_any
-
-
-def _kv_heads_divide(model: ModelConfig, value: Any) -> str | None:
-    if model.n_heads % model.kv_heads == 0:
-        return None
-    return (
-        f"model.n_kv_heads ({model.kv_heads}) must divide model.n_heads ({model.n_heads}): "
-        "each key/value head serves a whole group of query heads"
-    )
-
-
-def _one_qk_norm(model: ModelConfig, value: Any) -> str | None:
-    if value and model.qk_norm:
-        return "model.qk_norm and model.qk_norm_whole are both set: q and k are normed per head or whole, not both"
-    return None
-
-
-def _nope_layers_in_range(model: ModelConfig, value: tuple[int, ...]) -> str | None:
-    if all(0 <= i < model.n_layers for i in value) and list(value) == sorted(set(value)):
-        return None
-    return (
-        f"model.nope_layers ({list(value)}) must list layers of this model (0 to {model.n_layers - 1}), "
-        "each once, in order"
-    )
-
-
-def _nope_from_hf(hf: Mapping[str, Any]) -> list[int] | None:
-    # transformers' SmolLM3 flags each layer: 1 rotates, 0 does not. A list, not a tuple:
-    # the converted recipe is written as YAML. None (no layer without RoPE) keeps the default.
-    flags = hf.get("no_rope_layers") or []
-    return [i for i, rotates in enumerate(flags) if not rotates] or None
-
-
 # The model-spec table: a field annotated with a `Knob` is a knob, and that field is its one
 # declaration. (A comment, not the docstring: the docstring is the JSON Schema's description.)
 class ModelConfig(_Config, frozen=True):
-    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, and the knobs the small Llama family turns.
+    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, and the knobs the small Llama family,
+    SmolLM3, OLMo 2 and Gemma 3 turn.
 
     The defaults are the project's original decoder (as many key/value heads as query heads,
     tied embeddings, no biases, no q/k norm, plain RoPE), so recipes written before the knobs
@@ -138,7 +75,7 @@ class ModelConfig(_Config, frozen=True):
             from_hf=lambda hf: (
                 None if hf["num_key_value_heads"] == hf["num_attention_heads"] else hf["num_key_value_heads"]
             ),
-            check=_kv_heads_divide,
+            check=rules.kv_heads_divide,
         ),
     ] = None
     tie_embeddings: Annotated[
@@ -161,11 +98,11 @@ class ModelConfig(_Config, frozen=True):
     qk_norm: Annotated[
         bool,
         Knob(
-            "RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3).",
+            "RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3, Gemma 3).",
             layer_tensors=lambda m, on: (
                 {"attn.q_norm.weight": (m.head_dim,), "attn.k_norm.weight": (m.head_dim,)} if on else {}
             ),
-            from_hf=lambda hf: hf["model_type"] == "qwen3",
+            from_hf=lambda hf: hf["model_type"] in ("qwen3", "gemma3_text"),
         ),
     ] = False
     rope_scaling: Annotated[
@@ -177,8 +114,8 @@ class ModelConfig(_Config, frozen=True):
         Knob(
             "The layers (from 0) whose attention has no RoPE: q and k are not rotated there (SmolLM3's "
             "NoPE layers, every fourth); no weights, no FLOPs.",
-            from_hf=_nope_from_hf,
-            check=_nope_layers_in_range,
+            from_hf=rules.nope_from_hf,
+            check=rules.layers_in_range("nope_layers"),
         ),
     ] = ()
     qk_norm_whole: Annotated[
@@ -193,7 +130,7 @@ class ModelConfig(_Config, frozen=True):
             ),
             # None, not False, elsewhere: an import of any other type writes no new key.
             from_hf=lambda hf: hf["model_type"] == "olmo2" or None,
-            check=_one_qk_norm,
+            check=rules.one_qk_norm,
         ),
     ] = False
     post_norm: Annotated[
@@ -204,6 +141,70 @@ class ModelConfig(_Config, frozen=True):
             from_hf=lambda hf: hf["model_type"] == "olmo2" or None,
         ),
     ] = False
+    sliding_window: Annotated[
+        PositiveInt | None,
+        Knob(
+            "Tokens a query of a windowed layer (sliding_layers) attends to: itself and the window - 1 "
+            "before it (Gemma 3); no weights; its attention FLOPs count min(context, window) keys.",
+            from_hf=rules.window_from_hf,
+        ),
+    ] = None
+    sliding_layers: Annotated[
+        tuple[int, ...],
+        Knob(
+            "The layers (from 0) that attend within sliding_window; every other layer attends to the "
+            "whole context (Gemma 3: five of every six). [] makes every layer global.",
+            attended_keys=rules.window_keys,
+            from_hf=rules.sliding_from_hf,
+            check=rules.windowed_layers_have_a_window,
+        ),
+    ] = ()
+    rope_local_theta: Annotated[
+        PositiveFloat | None,
+        Knob(
+            "RoPE's base in the windowed layers (Gemma 3's rope_local_base_freq); None: rope_theta.",
+            from_hf=rules.local_theta_from_hf,
+        ),
+    ] = None
+    norm_offset: Annotated[
+        bool,
+        Knob(
+            "Every RMSNorm scales by (1 + weight), its weight starting at 0 (Gemma); the same tensors.",
+            from_hf=rules.gemma_from_hf,
+        ),
+    ] = False
+    sandwich_norm: Annotated[
+        bool,
+        Knob(
+            "Four norms a layer: each sublayer's input and its output are normed, then added (Gemma 3).",
+            layer_tensors=lambda m, on: (
+                {"attn_post_norm.weight": (m.d_model,), "mlp_post_norm.weight": (m.d_model,)} if on else {}
+            ),
+            from_hf=rules.gemma_from_hf,
+        ),
+    ] = False
+    mlp_activation: Annotated[
+        Literal["silu", "gelu_tanh"],
+        Knob(
+            "The gate's activation in the gated MLP: silu (SwiGLU) or tanh-approximated GELU (GeGLU, Gemma).",
+            from_hf=rules.activation_from_hf,
+        ),
+    ] = "silu"
+    embed_scale: Annotated[
+        bool,
+        Knob(
+            "The input embeddings are multiplied by sqrt(d_model) (Gemma); the LM head is not.",
+            from_hf=rules.gemma_from_hf,
+        ),
+    ] = False
+    attn_scale_dim: Annotated[
+        PositiveInt | None,
+        Knob(
+            "Attention scores are scaled by attn_scale_dim ** -0.5 instead of head_dim ** -0.5 (Gemma's "
+            "query_pre_attn_scalar); None: head_dim.",
+            from_hf=rules.scale_dim_from_hf,
+        ),
+    ] = None
 
     @property
     def kv_heads(self) -> int:
