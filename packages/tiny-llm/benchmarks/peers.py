@@ -50,7 +50,7 @@ from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.summary import MFU_FORMULA  # noqa: E402
-from tiny_llm.update import build  # noqa: E402
+from tiny_llm.update import build, make_optimizer  # noqa: E402
 
 # Issue 8's targets: (model, context, batch).
 DEFAULT_POINTS = ["20m@512x8", "20m@512x128", "90m@1024x32", "250m@2048x16", "500m@2048x16", "250m@4096x8"]
@@ -109,21 +109,13 @@ def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_
     back, so it clips only at first; no kernel's work depends on the values). The timing
     rounds alternate between kernels, so drift in clocks or heat falls on all alike.
     "triton-bN" is the triton kernel with update blocks of N elements."""
-    o = recipe.optimizer
     names = [*kernels, *(f"triton-b{block}" for block in triton_blocks)]
     out, graphs = {}, {}
     for name in names:
         kernel, _, block = name.partition("-b")
         try:
-            opt = ArenaAdamW(
-                build_model(recipe.model, CUDA, seed=recipe.training.seed),
-                lr=o.lr,
-                betas=(o.beta1, o.beta2),
-                eps=o.eps,
-                weight_decay=o.weight_decay,
-                max_norm=recipe.training.grad_clip,
-                kernel=kernel,
-            )
+            opt = make_optimizer(build_model(recipe.model, CUDA, seed=recipe.training.seed), recipe, kernel)
+            assert isinstance(opt, ArenaAdamW), "the guide's recipe: AdamW"
             if block:
                 from tiny_llm.triton_adamw import TritonStep
 

@@ -77,7 +77,12 @@ def _protocol(args: argparse.Namespace, base: Protocol | None = None) -> Protoco
 
     changes = {
         k: v
-        for k, v in (("warmup", args.warmup), ("windows", args.windows), ("window_seconds", args.window_seconds))
+        for k, v in (
+            ("warmup", args.warmup),
+            ("windows", args.windows),
+            ("window_seconds", args.window_seconds),
+            ("optimizer", args.optimizer_name),
+        )
         if v is not None
     }
     if base is None and not changes:
