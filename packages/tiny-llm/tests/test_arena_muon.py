@@ -117,7 +117,7 @@ def test_matches_the_algorithm_exactly_in_fp64(scale):
 def test_matches_the_fp32_reference_with_bf16_products(n_kv_heads):
     ours, _ = _model(torch.float32, n_kv_heads)
     ref = copy.deepcopy(ours)
-    opt = ArenaMuon(ours, CONFIG)
+    opt = ArenaMuon(ours, CONFIG, ns_dtype=torch.bfloat16)
     reference = Reference(ref, CONFIG, torch.bfloat16)
     ref_params, our_params = _run(ours, opt, ref, reference.step, STEPS, torch.float32)
     for a, b in zip(ref_params, our_params):
@@ -130,7 +130,7 @@ def test_matches_the_fp32_reference_with_bf16_products(n_kv_heads):
 def test_matches_torch_optim_muon_within_bf16():
     ours, _ = _model(torch.float32)
     ref = copy.deepcopy(ours)
-    opt = ArenaMuon(ours, CONFIG)
+    opt = ArenaMuon(ours, CONFIG, ns_dtype=torch.bfloat16)  # torch.optim.Muon's products are BF16
     by_name = dict(ref.named_parameters())
     slices, muon_params = [], []
     for m in muon_matrices(ref.cfg):  # each split matrix a Parameter aliasing its rows

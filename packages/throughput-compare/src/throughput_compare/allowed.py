@@ -39,6 +39,14 @@ def accept(found: list[Difference], names: list[str]) -> list[Difference]:
     return [msgspec.structs.replace(d, refuses=False) if any(c(d) for c in covered) else d for d in found]
 
 
+def remedy(refusing: list[Difference]) -> str:
+    """The flag that lets these differences through: a name when one covers them all."""
+    for name, (covers, _) in ALLOWABLE.items():
+        if all(covers(d) for d in refusing):
+            return f"--allow-difference {name}"
+    return "--allow-protocol-change"
+
+
 def accepted_lines(found: list[Difference], names: list[str]) -> list[str]:
     """What the comparison says at its top for each named difference the campaigns have."""
     out = []

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from throughput_compare.allowed import accept, accepted_lines
+from throughput_compare.allowed import accept, accepted_lines, remedy
 from throughput_compare.differences import differences
 from throughput_compare.inputs import Campaign, Measured, Refused
 from throughput_schema import noise as spread
@@ -144,7 +144,7 @@ def compare(
         raise Refused(
             f"the campaigns differ in {d.area} ({d.field}: A {d.a}, B {d.b}"
             + (f", and {len(refusing) - 1} more" if len(refusing) > 1 else "")
-            + "); pass --allow-protocol-change to compare them anyway"
+            + f"); pass {remedy(refusing)} to compare them anyway"
         )
     noise = Noise(
         window_spread_a=a.window_spread(),

@@ -17,8 +17,10 @@ One `step()`, with no host synchronisation anywhere (so it is captured in the up
    on the stack (transposed to wide, each matrix Frobenius-normed, the quintic iteration as
    `baddbmm`s), then decoupled weight decay with the recipe's lr and the update with the
    adjusted lr, written back to the parameters; all of it skipped when the norm is not finite.
-The products are BF16 wherever the arenas are FP32 (torch.optim.Muon's own cast); with
-FP64 arenas (CPU tests against an exact reference) they run in the arenas' dtype.
+The products are BF16 (torch.optim.Muon's own cast) wherever the update runs under BF16
+autocast: on CUDA, and on a CPU that multiplies BF16 natively; elsewhere FP32, as the rest of
+that CPU's update (`tiny_llm.update.autocast_dtype`), and with FP64 arenas (CPU tests against
+an exact reference) FP64.
 """
 
 from __future__ import annotations
@@ -51,10 +53,12 @@ class ArenaMuon:
         max_norm: float | None = 1.0,
         dtype: torch.dtype = torch.float32,
         kernel: str | None = None,
+        ns_dtype: torch.dtype | None = None,
     ) -> None:
         """`model` must carry its recipe's `ModelConfig` as `cfg` (tiny_llm.model.Transformer);
         `kernel` is the AdamW part's (auto: "fused" on CUDA, whose norm covers both arenas;
-        "tensor" elsewhere). Raises `NoMuonMatrix` for a model without a hidden matrix."""
+        "tensor" elsewhere); `ns_dtype`, the Newton-Schulz products' (module docstring).
+        Raises `NoMuonMatrix` for a model without a hidden matrix."""
         self.config = config
         matrices = muon_matrices(model.cfg)
         named = list(dict(model.named_parameters()).items())
@@ -84,8 +88,11 @@ class ArenaMuon:
         )
         self.kernel = self.adamw.kernel  # the recipe's optimizer.name says Muon ran beside it
         self.max_norm = max_norm
-        # The dtype of the Newton-Schulz products (module docstring).
-        self.ns_dtype = torch.bfloat16 if dtype == torch.float32 else dtype
+        if ns_dtype is None:
+            from tiny_llm.update import autocast_dtype  # update.py builds this optimizer
+
+            ns_dtype = (autocast_dtype(device) or dtype) if dtype == torch.float32 else dtype
+        self.ns_dtype = ns_dtype
 
     def _groups(self, matrices: list[MuonMatrix], by_name: dict[str, nn.Parameter]) -> list[ShapeGroup]:
         found: dict[tuple[int, int], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}

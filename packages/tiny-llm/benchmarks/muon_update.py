@@ -1,0 +1,173 @@
+"""ArenaMuon against ArenaAdamW inside the worker's captured update, in one process (GPU only).
+
+Per point (MODEL@CONTEXTxBATCH) and optimizer, in the order given (NAME-again times NAME again
+later, so drift over the point shows): the worker's update as `tiny_llm.update.build` makes it
+(compiled model, the complete update captured as one CUDA graph, the recipe's
+`optimizer.name`), with the three timing events of `--optimizer-timing` in the graph:
+- update_ms: wall-clock milliseconds per graph replay, the median of `--rounds` rounds of
+  `--replays` replays (tokens/s from it);
+- step_ms: the optimizer step inside the update (the events before and after it), the median
+  over `--samples` single replays;
+- step_alone_ms: the step captured alone and replayed back to back;
+- floor_ms: Muon's Newton-Schulz FLOPs (`throughput_schema.muon.newton_schulz_flops`) at the
+  measured BF16 matrix ceiling, plus the bytes every step must move at the measured copy
+  bandwidth: the norm reads every gradient (4 bytes a parameter); Muon's matrices read the
+  gradient and read and write the momentum and the weight (20); AdamW's read the gradient and
+  read and write both moments and the weight (32, ArenaAdamW's floor);
+- peak_allocated_gib, and the first and last losses of the timed replays.
+
+    python packages/tiny-llm/benchmarks/muon_update.py --output runs/muon-update.json \
+        [--points 250m@2048x16 500m@2048x16] [--optimizers adamw muon adamw-again muon-again]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import msgspec
+import torch
+from peers import ceilings, free, parse_point, recipe_for  # peers.py puts the sources on sys.path
+
+from throughput_schema import write_atomic  # noqa: E402
+from throughput_schema.muon import MUON, muon_matrices, newton_schulz_flops  # noqa: E402
+from throughput_schema.recipe import parameter_count  # noqa: E402
+from tiny_llm.graph import capture, time_replays  # noqa: E402
+from tiny_llm.update import build  # noqa: E402
+
+CUDA = torch.device("cuda")
+OPTIMIZERS = ["adamw", "muon", "adamw-again", "muon-again"]
+
+
+def floor_ms(recipe, ceiling: dict) -> dict:
+    """The step's floor (module docstring): Newton-Schulz at the matrix ceiling plus its bytes."""
+    shapes = [m.shape for m in muon_matrices(recipe.model)] if recipe.optimizer.name == MUON else []
+    flops = newton_schulz_flops(shapes, recipe.optimizer.muon_ns_steps)
+    everything = parameter_count(recipe.model)
+    muon = sum(r * c for r, c in shapes)
+    moved = 4 * everything + 20 * muon + 32 * (everything - muon)
+    return {
+        "ns_tflop": flops / 1e12,
+        "ns_ms_at_ceiling": flops / ceiling["matmul_bf16_flops"] * 1e3,
+        "bytes": moved,
+        "bytes_ms_at_copy": moved / ceiling["copy_bytes_per_second"] * 1e3,
+        "floor_ms": (flops / ceiling["matmul_bf16_flops"] + moved / ceiling["copy_bytes_per_second"]) * 1e3,
+    }
+
+
+def case(recipe, args, ceiling: dict) -> dict:
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    built = build(recipe, CUDA, timing_events=True)
+    setup = time.perf_counter() - t0
+    for _ in range(args.warmup):
+        built.run()
+    torch.cuda.synchronize()
+    first_loss = built.update.loss.item()
+    rounds = time_replays(built.run, args.replays, args.rounds)
+    start, before_step, after_step = built.update.events
+    steps, graphs = [], []
+    for _ in range(args.samples):
+        built.run()
+        after_step.synchronize()
+        steps.append(before_step.elapsed_time(after_step))
+        graphs.append(start.elapsed_time(after_step))
+    last_loss = built.update.loss.item()
+    alone = capture(built.optimizer.step)
+    step_alone = statistics.median(time_replays(alone.replay, 10, 5))
+    update_ms = statistics.median(rounds)
+    out = {
+        "ok": True,
+        "setup_seconds": setup,
+        "optimizer_kernel": built.optimizer.kernel,
+        "update_ms": update_ms,
+        "update_ms_rounds": rounds,
+        "update_drift": (max(rounds) - min(rounds)) / update_ms,
+        "tokens_per_second": recipe.training.batch_tokens / (update_ms / 1e3),
+        "step_ms": statistics.median(steps),
+        "graph_ms": statistics.median(graphs),
+        "step_alone_ms": step_alone,
+        "share": statistics.median(steps) / update_ms,
+        "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "losses": [first_loss, last_loss],
+        **floor_ms(recipe, ceiling),
+    }
+    out["step_over_floor"] = out["step_ms"] / out["floor_ms"]
+    del built, alone
+    return out
+
+
+def point(text: str, args, ceiling: dict, deadline: float) -> dict:
+    model, context, batch = parse_point(text)
+    base = recipe_for(model, context, batch)  # the campaign's lr and beta2
+    out: dict = {"cases": {}}
+    for name in args.optimizers:
+        if time.monotonic() > deadline:
+            out["cases"][name] = {"ok": False, "error": "skipped: budget spent"}
+            continue
+        optimizer = name.removesuffix("-again")
+        recipe = msgspec.structs.replace(base, optimizer=msgspec.structs.replace(base.optimizer, name=optimizer))
+        try:
+            out["cases"][name] = case(recipe, args, ceiling)
+        except Exception as exc:  # noqa: BLE001 - one optimizer failing leaves the others to compare
+            traceback.print_exc()
+            out["cases"][name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
+        finally:
+            torch._dynamo.reset()
+            free()
+        c = out["cases"][name]
+        if c["ok"]:
+            print(
+                f"{text} {name}: update {c['update_ms']:.2f} ms ({c['tokens_per_second']:,.0f} tok/s), step "
+                f"{c['step_ms']:.2f} ms ({100 * c['share']:.1f}%), alone {c['step_alone_ms']:.2f} ms, floor "
+                f"{c['floor_ms']:.2f} ms ({c['step_over_floor']:.2f}x), peak {c['peak_allocated_gib']:.1f} GiB",
+                flush=True,
+            )
+    adamw = out["cases"].get("adamw", {})
+    for c in out["cases"].values():
+        if c.get("ok") and adamw.get("ok"):
+            c["update_vs_adamw"] = c["update_ms"] / adamw["update_ms"]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output", type=Path, required=True)
+    ap.add_argument("--points", nargs="*", default=["250m@2048x16", "500m@2048x16"])
+    ap.add_argument("--optimizers", nargs="*", default=OPTIMIZERS, help="in order; NAME-again times NAME again")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--replays", type=int, default=20, help="replays per timed round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--samples", type=int, default=20, help="single replays read for the step's events")
+    ap.add_argument("--budget-seconds", type=float, default=480.0, help="no new case starts after this")
+    args = ap.parse_args(argv)
+    bad = [n for n in args.optimizers if n.removesuffix("-again") not in ("adamw", MUON)]
+    if bad:
+        ap.error(f"unknown optimizers {bad}: use adamw or muon, each optionally with -again")
+    deadline = time.monotonic() + args.budget_seconds
+    result: dict = {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "ceilings": ceilings(quick=True),
+        "points": {},
+    }
+    print(f"{result['device']}, torch {result['torch']}, ceilings {result['ceilings']}", flush=True)
+    for text in args.points:
+        try:
+            result["points"][text] = point(text, args, result["ceilings"], deadline)
+        except Exception as exc:  # noqa: BLE001 - record and go on to the next point
+            traceback.print_exc()
+            result["points"][text] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
+        write_atomic(args.output, json.dumps(result, indent=2))  # after each point
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
