@@ -8,16 +8,11 @@
 # Usage: tools/h200.sh arena-muon [OUTDIR [BUDGET [ARGS...]]]   (default $OUT, 420 s: no new
 # case after BUDGET; ARGS go to muon_update.py, e.g. --points 250m@2048x16 --optimizers adamw muon)
 set -uo pipefail
-out=${1:-${OUT:?output folder}}
-budget=${2:-420}
-bench_args=("${@:3}")
 source "$(dirname "$0")/lib.sh"
-prepare_gpu
-commands=$out/command.txt
-echo "tools/h200.sh arena-muon $*" > "$commands"
-commit_txt "$out"
+out=${1:-${OUT:?output folder}} budget=${2:-420}
+prepare_gpu && commit_txt "$out"
+commands=$out/command.txt && echo "tools/h200.sh arena-muon $*" > "$commands"
 deadline $((budget + 150))  # the last case started before BUDGET still compiles and runs
-
 run_apart pytest-cuda-muon python3 -m pytest -q -m cuda $T/test_cuda_muon.py
-run_apart muon-update python3 $B/muon_update.py --budget-seconds "$budget" --output "$out/muon-update.json" "${bench_args[@]}"
+run_apart muon-update python3 $B/muon_update.py --budget-seconds "$budget" --output "$out/muon-update.json" "${@:3}"
 cat "$out/pytest-cuda-muon.txt" "$out/muon-update.txt"

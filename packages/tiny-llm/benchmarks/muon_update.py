@@ -27,12 +27,11 @@ import json
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import msgspec
 import torch
-from peers import ceilings, free, parse_point, recipe_for  # peers.py puts the sources on sys.path
+from peers import attempt, ceilings, free, parse_point, provenance, recipe_for  # peers.py puts the sources on sys.path
 
 from throughput_schema import write_atomic  # noqa: E402
 from throughput_schema.muon import MUON, muon_matrices, newton_schulz_flops  # noqa: E402
@@ -105,66 +104,58 @@ def case(recipe, args, ceiling: dict) -> dict:
 def point(text: str, args, ceiling: dict, deadline: float) -> dict:
     model, context, batch = parse_point(text)
     base = recipe_for(model, context, batch)  # the campaign's lr and beta2
-    out: dict = {"cases": {}}
+    cases: dict[str, dict] = {}
     for name in args.optimizers:
-        if time.monotonic() > deadline:
-            out["cases"][name] = {"ok": False, "error": "skipped: budget spent"}
-            continue
-        optimizer = name.removesuffix("-again")
-        recipe = msgspec.structs.replace(base, optimizer=msgspec.structs.replace(base.optimizer, name=optimizer))
-        try:
-            out["cases"][name] = case(recipe, args, ceiling)
-        except Exception as exc:  # noqa: BLE001 - one optimizer failing leaves the others to compare
-            traceback.print_exc()
-            out["cases"][name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
-        finally:
-            torch._dynamo.reset()
-            free()
-        c = out["cases"][name]
-        if c["ok"]:
-            print(
-                f"{text} {name}: update {c['update_ms']:.2f} ms ({c['tokens_per_second']:,.0f} tok/s), step "
-                f"{c['step_ms']:.2f} ms ({100 * c['share']:.1f}%), alone {c['step_alone_ms']:.2f} ms, floor "
-                f"{c['floor_ms']:.2f} ms ({c['step_over_floor']:.2f}x), peak {c['peak_allocated_gib']:.1f} GiB",
-                flush=True,
-            )
-    adamw = out["cases"].get("adamw", {})
-    for c in out["cases"].values():
-        if c.get("ok") and adamw.get("ok"):
-            c["update_vs_adamw"] = c["update_ms"] / adamw["update_ms"]
-    return out
+        optimizer = msgspec.structs.replace(base.optimizer, name=name.removesuffix("-again"))
+        late = time.monotonic() > deadline
+        cases[name] = (
+            {"ok": False, "error": "skipped: budget spent"}
+            if late
+            else attempt(case, msgspec.structs.replace(base, optimizer=optimizer), args, ceiling)
+        )
+        torch._dynamo.reset()
+        free()
+        print(f"{text} {name}: {summary(cases[name])}", flush=True)
+    for c in cases.values():
+        if c["ok"] and cases.get("adamw", {}).get("ok"):
+            c["update_vs_adamw"] = c["update_ms"] / cases["adamw"]["update_ms"]
+    return {"cases": cases}
+
+
+def summary(c: dict) -> str:
+    if not c["ok"]:
+        return c["error"]
+    return (
+        f"update {c['update_ms']:.2f} ms ({c['tokens_per_second']:,.0f} tok/s), step {c['step_ms']:.2f} ms "
+        f"({100 * c['share']:.1f}%), alone {c['step_alone_ms']:.2f} ms, floor {c['floor_ms']:.2f} ms "
+        f"({c['step_over_floor']:.2f}x), peak {c['peak_allocated_gib']:.1f} GiB"
+    )
+
+
+def optimizer_case(text: str) -> str:
+    if text.removesuffix("-again") not in ("adamw", MUON):
+        raise argparse.ArgumentTypeError(f"{text!r}: use adamw or muon, each optionally with -again")
+    return text
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, required=True)
     ap.add_argument("--points", nargs="*", default=["250m@2048x16", "500m@2048x16"])
-    ap.add_argument("--optimizers", nargs="*", default=OPTIMIZERS, help="in order; NAME-again times NAME again")
+    ap.add_argument(
+        "--optimizers", nargs="*", type=optimizer_case, default=OPTIMIZERS, help="in order; NAME-again times NAME again"
+    )
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--replays", type=int, default=20, help="replays per timed round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--samples", type=int, default=20, help="single replays read for the step's events")
     ap.add_argument("--budget-seconds", type=float, default=480.0, help="no new case starts after this")
     args = ap.parse_args(argv)
-    bad = [n for n in args.optimizers if n.removesuffix("-again") not in ("adamw", MUON)]
-    if bad:
-        ap.error(f"unknown optimizers {bad}: use adamw or muon, each optionally with -again")
     deadline = time.monotonic() + args.budget_seconds
-    result: dict = {
-        "command": " ".join(sys.argv),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "ceilings": ceilings(quick=True),
-        "points": {},
-    }
+    result: dict = {**provenance(), "ceilings": ceilings(quick=True), "points": {}}
     print(f"{result['device']}, torch {result['torch']}, ceilings {result['ceilings']}", flush=True)
     for text in args.points:
-        try:
-            result["points"][text] = point(text, args, result["ceilings"], deadline)
-        except Exception as exc:  # noqa: BLE001 - record and go on to the next point
-            traceback.print_exc()
-            result["points"][text] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
+        result["points"][text] = attempt(point, text, args, result["ceilings"], deadline)
         write_atomic(args.output, json.dumps(result, indent=2))  # after each point
     return 0
 

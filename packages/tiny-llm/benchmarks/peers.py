@@ -76,6 +76,26 @@ def recipe_for(model: str, context: int, batch: int):
     )
 
 
+def provenance() -> dict:
+    """What a benchmark's JSON opens with: its command, when, on which GPU, with which torch."""
+    return {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+    }
+
+
+def attempt(fn, *args) -> dict:
+    """`fn(*args)`, or where it raises, the error as a failed case (traceback printed): one case
+    failing leaves the others to compare."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - recorded in the case
+        traceback.print_exc()
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
+
+
 def free():
     gc.collect()
     torch.cuda.empty_cache()
