@@ -49,3 +49,15 @@ def test_a_muon_campaign_is_flagged_in_status_and_collect_and_every_point_trains
     # A resumed campaign keeps the optimizer it froze.
     r = run("run", "--output", out, "--resume", "--optimizer-name", "adamw", rc=2)
     assert "the protocol is frozen in the manifest" in r.stderr
+
+
+@pytest.mark.slow  # two campaigns on the local scheduler
+def test_an_optimizer_follow_up_of_an_adamw_campaign_times_muon(tmp_path):
+    plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom"}, ok_seconds=0.05)
+    parent, opt = tmp_path / "parent", tmp_path / "opt"
+    run(*scripted_run(parent, 512, poll_max=1), plan=plan)
+    run(*scripted_run(opt, timing_from=parent, poll_max=1), "--optimizer-name", "muon", plan=plan)
+    assert MUON_LINE in run("status", "--output", opt).stdout.splitlines()
+    assert MUON_LINE not in run("status", "--output", parent).stdout
+    requests = sorted(opt.glob("curves/*/b*/attempt-*/request.json"))
+    assert requests and all(read(p, WorkerRequest).recipe.optimizer.name == "muon" for p in requests)

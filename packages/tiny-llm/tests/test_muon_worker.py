@@ -93,3 +93,14 @@ def _status(argv: list[str]) -> int:
         return main(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+
+
+def test_the_optimizer_timing_worker_times_muons_step_as_adamws(tmp_path, capsys):
+    out = tmp_path / "result.json"
+    args = [*TINY, "--optimizer-name", "muon", "--optimizer-timing", "--output", str(out), *FAST]
+    assert main(["benchmark-throughput-worker", *args]) == 0
+    result = read(out, WorkerResult)
+    timing = result.optimizer_timing
+    assert result.mode == "optimizer-timing" and timing is not None
+    assert timing.optimizer_ms > 0 and 0 < timing.share_of_graph < 1 and 0 < timing.share_of_wall < 1
+    assert "optimizer " in capsys.readouterr().out
