@@ -4,6 +4,7 @@ difference from the guide is said, and bad input writes nothing."""
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 
@@ -61,3 +62,7 @@ def test_an_optimizer_follow_up_of_an_adamw_campaign_times_muon(tmp_path):
     assert MUON_LINE not in run("status", "--output", parent).stdout
     requests = sorted(opt.glob("curves/*/b*/attempt-*/request.json"))
     assert requests and all(read(p, WorkerRequest).recipe.optimizer.name == "muon" for p in requests)
+    run("collect", "--output", opt)
+    rows = json.loads((opt / "optimizer.json").read_text())["points"]
+    assert rows and {r["optimizer"] for r in rows} == {"muon"}
+    assert "The optimizer step timed: muon (the guide's is adamw)." in (opt / "README.md").read_text()

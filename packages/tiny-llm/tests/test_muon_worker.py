@@ -35,6 +35,7 @@ def _losses(optimizer: str, updates: int) -> list[float]:
     return losses
 
 
+@pytest.mark.slow  # 400 CPU updates: minutes on a loaded machine
 def test_the_first_200_updates_of_the_synthetic_protocol_lower_the_loss_as_adamws_do():
     adamw, muon = _losses("adamw", 200), _losses("muon", 200)
     assert adamw[0] == pytest.approx(muon[0]), "both start from the same weights and batch"

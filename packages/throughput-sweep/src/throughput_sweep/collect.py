@@ -82,6 +82,7 @@ OPT_FIELDS = [
     "wall_change",
     "flag_unstable",
     "flag_wall_change_over_5pct",
+    "optimizer",  # the recipe's optimizer.name: whose share optimizer_percent is
 ]
 
 
@@ -157,6 +158,7 @@ def optimizer_row(info: AttemptInfo) -> dict | None:
         "wall_change": wall_change,
         "flag_unstable": bool(base.throughput.unstable or inst.throughput.unstable or timing.unstable),
         "flag_wall_change_over_5pct": abs(wall_change) > WALL_CHANGE_FLAG,
+        "optimizer": inst.recipe.optimizer.name,
     }
 
 

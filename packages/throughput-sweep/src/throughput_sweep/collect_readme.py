@@ -156,8 +156,10 @@ def _state_cell(c: Curve) -> str:
 def _optimizer_section(opt_rows: list[dict]) -> list[str]:
     if not opt_rows:
         return []
+    names = sorted({r["optimizer"] for r in opt_rows})
     out = [
         "\n## Optimizer time\n",
+        *([f"The optimizer step timed: {', '.join(names)} (the guide's is adamw).\n"] if names != ["adamw"] else []),
         "| curve | batch | optimizer ms | % of baseline update | share of wall | wall change | flags |",
     ]
     out.append("|---|---|---|---|---|---|---|")
