@@ -9,11 +9,9 @@ later, so drift over the point shows): the worker's update as `tiny_llm.update.b
 - step_ms: the optimizer step inside the update (the events before and after it), the median
   over `--samples` single replays;
 - step_alone_ms: the step captured alone and replayed back to back;
-- floor_ms: Muon's Newton-Schulz FLOPs (`throughput_schema.muon.newton_schulz_flops`) at the
-  measured BF16 matrix ceiling, plus the bytes every step must move at the measured copy
-  bandwidth: the norm reads every gradient (4 bytes a parameter); Muon's matrices read the
-  gradient and read and write the momentum and the weight (20); AdamW's read the gradient and
-  read and write both moments and the weight (32, ArenaAdamW's floor);
+- floor_ms: the step's floor (`peers.optimizer_floor`): Muon's Newton-Schulz FLOPs at the
+  measured BF16 matrix ceiling plus the bytes of the element-wise work at the measured copy
+  bandwidth (AdamW's alone for AdamW);
 - peak_allocated_gib, and the first and last losses of the timed replays.
 
     python packages/tiny-llm/benchmarks/muon_update.py --output runs/muon-update.json \
@@ -29,34 +27,24 @@ import sys
 import time
 from pathlib import Path
 
-import msgspec
 import torch
-from peers import attempt, ceilings, free, parse_point, provenance, recipe_for  # peers.py puts the sources on sys.path
+from peers import (  # peers.py puts the sources on sys.path
+    attempt,
+    ceilings,
+    free,
+    optimizer_floor,
+    parse_point,
+    provenance,
+    recipe_for,
+)
 
 from throughput_schema import write_atomic  # noqa: E402
-from throughput_schema.muon import MUON, muon_matrices, newton_schulz_flops  # noqa: E402
-from throughput_schema.recipe import parameter_count  # noqa: E402
+from throughput_schema.muon import MUON  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.update import build  # noqa: E402
 
 CUDA = torch.device("cuda")
 OPTIMIZERS = ["adamw", "muon", "adamw-again", "muon-again"]
-
-
-def floor_ms(recipe, ceiling: dict) -> dict:
-    """The step's floor (module docstring): Newton-Schulz at the matrix ceiling plus its bytes."""
-    shapes = [m.shape for m in muon_matrices(recipe.model)] if recipe.optimizer.name == MUON else []
-    flops = newton_schulz_flops(shapes, recipe.optimizer.muon_ns_steps)
-    everything = parameter_count(recipe.model)
-    muon = sum(r * c for r, c in shapes)
-    moved = 4 * everything + 20 * muon + 32 * (everything - muon)
-    return {
-        "ns_tflop": flops / 1e12,
-        "ns_ms_at_ceiling": flops / ceiling["matmul_bf16_flops"] * 1e3,
-        "bytes": moved,
-        "bytes_ms_at_copy": moved / ceiling["copy_bytes_per_second"] * 1e3,
-        "floor_ms": (flops / ceiling["matmul_bf16_flops"] + moved / ceiling["copy_bytes_per_second"]) * 1e3,
-    }
 
 
 def case(recipe, args, ceiling: dict) -> dict:
@@ -94,7 +82,7 @@ def case(recipe, args, ceiling: dict) -> dict:
         "share": statistics.median(steps) / update_ms,
         "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
         "losses": [first_loss, last_loss],
-        **floor_ms(recipe, ceiling),
+        **optimizer_floor(recipe, ceiling),
     }
     out["step_over_floor"] = out["step_ms"] / out["floor_ms"]
     del built, alone
@@ -103,16 +91,11 @@ def case(recipe, args, ceiling: dict) -> dict:
 
 def point(text: str, args, ceiling: dict, deadline: float) -> dict:
     model, context, batch = parse_point(text)
-    base = recipe_for(model, context, batch)  # the campaign's lr and beta2
     cases: dict[str, dict] = {}
     for name in args.optimizers:
-        optimizer = msgspec.structs.replace(base.optimizer, name=name.removesuffix("-again"))
+        recipe = recipe_for(model, context, batch, name.removesuffix("-again"))  # the campaign's lr and beta2
         late = time.monotonic() > deadline
-        cases[name] = (
-            {"ok": False, "error": "skipped: budget spent"}
-            if late
-            else attempt(case, msgspec.structs.replace(base, optimizer=optimizer), args, ceiling)
-        )
+        cases[name] = {"ok": False, "error": "skipped: budget spent"} if late else attempt(case, recipe, args, ceiling)
         torch._dynamo.reset()
         free()
         print(f"{text} {name}: {summary(cases[name])}", flush=True)
