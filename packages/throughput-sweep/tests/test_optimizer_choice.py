@@ -34,6 +34,12 @@ def test_a_bad_optimizer_name_is_one_line_exit_2_nothing_written(tmp_path, args,
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
+def test_a_dry_run_names_the_optimizer_and_writes_nothing(tmp_path):
+    out = tmp_path / "dry"
+    r = run("run", "--output", out, "--models", "20m", "--contexts", "512", "--optimizer-name", "muon", "--dry-run")
+    assert MUON_LINE in r.stdout.splitlines() and not out.exists()
+
+
 @pytest.mark.slow  # a whole campaign on the local scheduler
 def test_a_muon_campaign_is_flagged_in_status_and_collect_and_every_point_trains_with_muon(tmp_path):
     plan = write_plan(tmp_path, {"20m-c512-b4": "cuda_oom"}, ok_seconds=0.05)
