@@ -34,6 +34,15 @@ def test_a_bad_optimizer_name_is_one_line_exit_2_nothing_written(tmp_path, args,
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
+def test_a_spot_check_refuses_another_optimizer_than_its_campaigns(tmp_path):
+    out = tmp_path / "c"
+    r = run(
+        "run", "--output", out, "--spot-check-from", tmp_path / "a", "--points", "2", "--optimizer-name", "muon", rc=2
+    )
+    assert "with A's protocol; drop" in r.stderr and "--optimizer-name" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_dry_run_names_the_optimizer_and_writes_nothing(tmp_path):
     out = tmp_path / "dry"
     r = run("run", "--output", out, "--models", "20m", "--contexts", "512", "--optimizer-name", "muon", "--dry-run")
