@@ -109,7 +109,16 @@ def recommendation_lines(curve: CurveComparison, spot_check: bool = False) -> li
 
 def markdown(c: Comparison) -> str:
     banner = [f"**{c.test_worker}**", ""] if c.test_worker else []
-    lines = [*banner, c.summary, "", f"A: `{c.a}`  ", f"B: `{c.b}`  ", f"kind: {c.kind}; made {c.created_at}", ""]
+    lines = [
+        *banner,
+        *(f"**{t}**" for t in c.accepted),
+        c.summary,
+        "",
+        f"A: `{c.a}`  ",
+        f"B: `{c.b}`  ",
+        f"kind: {c.kind}; made {c.created_at}",
+        "",
+    ]
     lines += ["## Curves", "", *_md_table(curve_rows(c)), "", *(f"- {t}" for t in changes(c)), ""]
     lines += ["## Noise and verdicts", "", *(f"- {t}" for t in noise_lines(c)), ""]
     lines += ["## Differences between the campaigns", "", *(f"- {t}" for t in difference_lines(c)), ""]

@@ -221,13 +221,31 @@ class TrainingConfig(_Config, frozen=True):
     autocast_dtype: Literal["bfloat16"] = "bfloat16"
 
 
+OptimizerName = Literal["adamw", "muon"]
+# torch.optim.Muon's defaults (Keller Jordan's quintic), the only coefficients measured.
+MUON_NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+Momentum = Annotated[float, Meta(ge=0, lt=1)]
+
+
 class OptimizerConfig(_Config, frozen=True):
-    name: Literal["adamw"] = "adamw"
+    """AdamW (the guide's) over every parameter, or Muon over the hidden matrices with AdamW
+    over the rest (`throughput_schema.muon` says which). The `muon_*` fields apply only with
+    `name: muon`; the AdamW fields apply to AdamW's parameters either way, and Muon takes the
+    same `lr` and `weight_decay`."""
+
+    name: OptimizerName = "adamw"
     lr: NonNegFloat = 1e-3
     beta1: Fraction = 0.9
     beta2: Fraction = 0.99
     eps: PositiveFloat = 1e-8
     weight_decay: NonNegFloat = 0.1
+    muon_momentum: Momentum = 0.95
+    muon_nesterov: bool = True
+    muon_ns_steps: Annotated[int, Meta(gt=0, lt=100)] = 5
+    muon_ns_coefficients: tuple[float, float, float] = MUON_NS_COEFFICIENTS
+    # Moonshot's scaling (0.2·sqrt(max(rows, cols))), so Muon reuses AdamW's lr and decay;
+    # not torch's default "original".
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] = "match_rms_adamw"
 
 
 class Recipe(_Record, frozen=True):
@@ -292,22 +310,40 @@ class Protocol(_Config, frozen=True):
     weight_decay: NonNegFloat = _OPTIMIZER.weight_decay
     grad_clip: PositiveFloat = _TRAINING.grad_clip
     seed: int = _TRAINING.seed
+    # Sets the recipe's `optimizer.name` (`PROTOCOL_FIELD_NAMES`): "name" alone would not say what it names.
+    optimizer: OptimizerName = _OPTIMIZER.name
+    muon_momentum: Momentum = _OPTIMIZER.muon_momentum
+    muon_nesterov: bool = _OPTIMIZER.muon_nesterov
+    muon_ns_steps: Annotated[int, Meta(gt=0, lt=100)] = _OPTIMIZER.muon_ns_steps
+    muon_ns_coefficients: tuple[float, float, float] = _OPTIMIZER.muon_ns_coefficients
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] = _OPTIMIZER.muon_adjust_lr
     # Optimizer timing only: each synchronised burst of graph replays targets this.
     burst_seconds: PositiveFloat = 0.1
 
 
+# A recipe field the protocol sets under another name: (section, recipe field) -> protocol field.
+PROTOCOL_FIELD_NAMES = {("optimizer", "name"): "optimizer"}
+
+
+def protocol_field(section: str, name: str) -> str:
+    """The protocol's field that sets recipe field `section.name`."""
+    return PROTOCOL_FIELD_NAMES.get((section, name), name)
+
+
 # The recipe fields the protocol sets, by recipe section, in the section's field order.
 PROTOCOL_RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
-    section: tuple(name for name in config.__struct_fields__ if name in Protocol.__struct_fields__)
+    section: tuple(
+        name for name in config.__struct_fields__ if protocol_field(section, name) in Protocol.__struct_fields__
+    )
     for section, config in (("training", TrainingConfig), ("optimizer", OptimizerConfig))
 }
 
 
 def protocol_settings(protocol: Protocol | None, section: str) -> dict[str, object]:
-    """The values `protocol` sets in one recipe section (none without a protocol)."""
+    """The values `protocol` sets in one recipe section (none without a protocol), by recipe field."""
     if protocol is None:
         return {}
-    return {name: getattr(protocol, name) for name in PROTOCOL_RECIPE_FIELDS[section]}
+    return {name: getattr(protocol, protocol_field(section, name)) for name in PROTOCOL_RECIPE_FIELDS[section]}
 
 
 # ----------------------------------------------------------------------------- points

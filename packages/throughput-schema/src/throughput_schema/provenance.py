@@ -131,13 +131,20 @@ def hardware_mix(hardwares: Iterable[Hardware | None]) -> str | None:
     return "points ran on different hardware or software: " + "; ".join(mixed) if mixed else None
 
 
+def guide_deviations(protocol: Protocol) -> list[str]:
+    """Every line saying how a campaign differs from the guide: its measurement settings, its optimizer."""
+    from throughput_schema.muon import optimizer_deviation
+
+    return [line for line in (protocol_deviation(protocol), optimizer_deviation(protocol)) if line]
+
+
 def notes(protocols: list[tuple[str, Protocol]], results: Iterable[WorkerResult | None]) -> list[str]:
     """The lines beside a campaign's figures: its protocol against the guide's (once when
     every campaign (name, protocol) shares it, else per campaign) and mixed hardware."""
-    deviations = [(name, protocol_deviation(protocol)) for name, protocol in protocols]
+    deviations = [(name, "\n".join(guide_deviations(protocol))) for name, protocol in protocols]
     if len({line for _, line in deviations}) == 1:
-        out = [deviations[0][1]] if deviations[0][1] else []
+        out = deviations[0][1].split("\n") if deviations[0][1] else []
     else:
-        out = [f"{name}: {line}" for name, line in deviations if line]
+        out = [f"{name}: {line}" for name, lines in deviations for line in lines.split("\n") if line]
     mixed = hardware_mix(map(hardware_of, results))
     return out + ([mixed] if mixed else [])

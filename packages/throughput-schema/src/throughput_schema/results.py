@@ -160,3 +160,6 @@ class WorkerResult(_Record, frozen=True):
     # energy_unavailable ("" in results from before energy was measured).
     energy: Energy | None = None
     energy_unavailable: str = ""
+    # Which parameters each optimizer owned (`throughput_schema.muon.ownership`): {} where
+    # AdamW owned them all (the guide's optimizer, and every result from before Muon).
+    optimizer_owned: dict[str, list[str]] = {}

@@ -17,6 +17,7 @@ from typing import overload
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.argparsing import command_line, storage_error, storage_reason
 from throughput_schema.layout import JOB_SCRIPT, MANIFEST, SPOT_CHECK, attempt_dir
+from throughput_schema.muon import optimizer_deviation
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
 from throughput_sweep import cpu_estimate
@@ -77,7 +78,12 @@ def _protocol(args: argparse.Namespace, base: Protocol | None = None) -> Protoco
 
     changes = {
         k: v
-        for k, v in (("warmup", args.warmup), ("windows", args.windows), ("window_seconds", args.window_seconds))
+        for k, v in (
+            ("warmup", args.warmup),
+            ("windows", args.windows),
+            ("window_seconds", args.window_seconds),
+            ("optimizer", args.optimizer_name),
+        )
         if v is not None
     }
     if base is None and not changes:
@@ -326,6 +332,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
         f"protocol: warmup {pr.warmup}, {pr.windows} windows of {pr.window_seconds:g} s, seed {pr.seed}, lr {pr.lr:g}, "
         f"betas ({pr.beta1:g}, {pr.beta2:g}), eps {pr.eps:g}, weight decay {pr.weight_decay:g}, clip {pr.grad_clip:g}"
     )
+    out.extend(filter(None, [optimizer_deviation(pr)]))
     out.append("curves:")
     for c in curves:
         planned = f" (inherited batches {' '.join(map(str, c.planned))})" if c.planned is not None else ""

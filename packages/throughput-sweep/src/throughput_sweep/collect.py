@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 
 from throughput_schema import layout, write_atomic
+from throughput_schema.muon import optimizer_deviation
 from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
@@ -81,6 +82,7 @@ OPT_FIELDS = [
     "wall_change",
     "flag_unstable",
     "flag_wall_change_over_5pct",
+    "optimizer",  # the recipe's optimizer.name: whose share optimizer_percent is
 ]
 
 
@@ -156,6 +158,7 @@ def optimizer_row(info: AttemptInfo) -> dict | None:
         "wall_change": wall_change,
         "flag_unstable": bool(base.throughput.unstable or inst.throughput.unstable or timing.unstable),
         "flag_wall_change_over_5pct": abs(wall_change) > WALL_CHANGE_FLAG,
+        "optimizer": inst.recipe.optimizer.name,
     }
 
 
@@ -203,6 +206,7 @@ def collect(campaign: Campaign) -> list[Path]:
         "profile": msgspec.to_builtins(m.profile),
         "protocol": msgspec.to_builtins(m.protocol),
         "protocol_deviation": protocol_deviation(m.protocol),
+        "optimizer_deviation": optimizer_deviation(m.protocol),
         "hardware_mix": hardware_mix(map(measured_hardware, infos)),
         "parent": msgspec.to_builtins(m.parent) if m.parent else None,
         "curves": summaries,

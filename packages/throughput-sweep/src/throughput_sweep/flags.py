@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from throughput_schema import Protocol
-from throughput_schema.argparsing import OneLineParser, non_negative_int, positive_float, positive_int
+from throughput_schema.argparsing import (
+    OneLineParser,
+    add_optimizer_name,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from throughput_sweep.exit_statuses import EXIT_STATUSES
 
 DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns."
@@ -58,6 +64,7 @@ def _add_run(sub) -> None:
     )
     run.add_argument("--windows", type=positive_int, help=f"measurement windows (default {Protocol().windows})")
     run.add_argument("--warmup", type=non_negative_int, help=f"warm-up updates (default {Protocol().warmup})")
+    add_optimizer_name(run, "every point trains with")
     run.add_argument(
         "--optimizer-timing-from",
         type=Path,

@@ -62,6 +62,7 @@ from throughput_schema import (
     outcome_kind,
     write_atomic,
 )
+from throughput_schema.muon import ownership
 from throughput_schema.node_local import not_written
 from throughput_schema.recipe import flops_per_token, parameter_count
 from throughput_schema.results import JOB_STARTED_AT_ENV
@@ -318,6 +319,7 @@ def _result(
         worker=WorkerIdentity(module=tiny_llm.__name__, version=tiny_llm.__version__),
         energy=energy,
         energy_unavailable=energy_unavailable,
+        optimizer_owned=ownership(recipe.optimizer, recipe.model),
     )
 
 
