@@ -4,10 +4,14 @@ importable from every package's tests."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,13 +37,167 @@ def pytest_configure(config):
         raise pytest.UsageError(f"LOCAL_SLURM_VERSION={SLURM_VERSION}: use one of {', '.join(SLURM_VERSIONS)}")
 
 
-def pytest_collection_modifyitems(config, items):
-    if SLURM_VERSION == "22.05":
+# --- The suite side by side (pytest-xdist), every test still run once.
+#
+# `uv run pytest` runs on WORKERS worker processes, grouped as below, unless -n is given (-n 0 or
+# -p no:xdist: one process, as before; a member's own environment has no xdist). What may not overlap is kept apart by file locks that
+# every test takes for its whole run (setup, call, teardown), whatever runs it: a worker, a
+# single process, or another pytest beside it (CI runs the Slurm 24.11 pass beside this one):
+# - the Slurm lock of its LOCAL_SLURM_VERSION: shared by the Slurm tests (marker `slurm`, or
+#   the fixture `local_slurm`), exclusive for those marked `slurm_exclusive` (they stop
+#   daemons, drain the node, change limits or the config, or count the node's jobs);
+# - the `alone` lock: shared by every test, exclusive for those marked `alone`.
+# flock(2) grants a shared lock while an exclusive one waits, so an exclusive test runs once no
+# test of its kind is running: in practice after the shared ones. A test takes the `alone` lock
+# first, then the Slurm lock, and holds no other while it waits, so no two can wait on each
+# other. A pytest started inside a test (the environment variable below) takes none and runs
+# in one process: the test that started it holds them.
+# Scheduling (xdist_group, added below): the exclusive Slurm tests in one group, the shared
+# ones of a file together, the files spread over SHARED_SLURM_GROUPS groups; each group runs
+# on one worker, so at most that many shared Slurm tests run at once on the node.
+WORKERS = 6
+SHARED_SLURM_GROUPS = 3
+INSIDE_A_TEST = "THROUGHPUT_TESTS_INSIDE_A_TEST"
+LOCK_DIR = Path("/tmp")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """`pytest` without -n runs on WORKERS workers, grouped (before xdist reads its options)."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
         return
-    skip = pytest.mark.skip(reason=f"not marked slurm2411: runs on Slurm 22.05 only, not {SLURM_VERSION}")
+    if os.environ.get(INSIDE_A_TEST) or config.getoption("usepdb", False) or config.getoption("collectonly"):
+        return
+    if config.option.numprocesses is None:
+        config.option.numprocesses = WORKERS
+    if config.option.numprocesses and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
+def _groups_file() -> Path:
+    """Where a worker tells the scheduler each test's group (in this session's controller)."""
+    return LOCK_DIR / f"throughput-sweeps-tests-groups-{os.getpid()}.json"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["throughput_groups"] = str(_groups_file())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadgroup, with the groups read from the workers' collection. (xdist 3.8 names a
+    test's group in its id, which pytest 9.2's ids no longer take: every test would be its own group.)"""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Grouped(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def schedule(self) -> None:
+            if self.groups is None and self.collection_is_completed:
+                path = _groups_file()
+                self.groups = json.loads(path.read_text()) if path.exists() else {}
+                path.unlink(missing_ok=True)
+            super().schedule()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return (self.groups or {}).get(nodeid) or super()._split_scope(nodeid)
+
+    return Grouped(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker tells the controller it has collected
+def pytest_collection_finish(session):
+    where = getattr(session.config, "workerinput", {}).get("throughput_groups")
+    if where is None or session.config.workerinput.get("workerid") != "gw0":
+        return
+    groups = {}
+    for item in session.items:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None:
+            groups[item.nodeid] = mark.kwargs["name"]
+    Path(where + ".tmp").write_text(json.dumps(groups))
+    os.replace(where + ".tmp", where)
+
+
+def _is_slurm(item) -> bool:
+    return item.get_closest_marker("slurm") is not None or "local_slurm" in getattr(item, "fixturenames", ())
+
+
+def _skipped(item) -> bool:
+    return item.get_closest_marker("skip") is not None
+
+
+def _weight(item) -> int:
+    """A rough guess of a test's seconds, to spread the Slurm files over the groups."""
+    return 40 if item.get_closest_marker("slow") else 12
+
+
+def _shares_fixtures_beyond_a_test(item) -> bool:
+    """A test of a module whose fixtures (module, class or package scope) its other tests share."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d and d[-1].scope in ("module", "class", "package") for d in defs)
+
+
+def _add_xdist_groups(items) -> None:
+    exclusive = pytest.mark.xdist_group(name=f"slurm-{SLURM_VERSION}-exclusive")
+    files: dict[str, list] = {}
     for item in items:
-        if item.get_closest_marker("slurm") and not item.get_closest_marker("slurm2411"):
-            item.add_marker(skip)
+        if _skipped(item):
+            continue
+        if _is_slurm(item) and item.get_closest_marker("slurm_exclusive"):
+            item.add_marker(exclusive)
+        elif _is_slurm(item):
+            files.setdefault(item.nodeid.split("::")[0], []).append(item)
+        elif _shares_fixtures_beyond_a_test(item):
+            item.add_marker(pytest.mark.xdist_group(name=item.nodeid.split("::")[0]))
+    load = [0] * SHARED_SLURM_GROUPS
+    for name in sorted(files, key=lambda f: (-sum(map(_weight, files[f])), f)):
+        group = load.index(min(load))
+        load[group] += sum(map(_weight, files[name]))
+        for item in files[name]:
+            item.add_marker(pytest.mark.xdist_group(name=f"slurm-{SLURM_VERSION}-shared-{group + 1}"))
+
+
+@pytest.hookimpl(tryfirst=True)  # the groups before any other plugin reads the marks
+def pytest_collection_modifyitems(config, items):
+    if SLURM_VERSION != "22.05":
+        skip = pytest.mark.skip(reason=f"not marked slurm2411: runs on Slurm 22.05 only, not {SLURM_VERSION}")
+        for item in items:
+            if item.get_closest_marker("slurm") and not item.get_closest_marker("slurm2411"):
+                item.add_marker(skip)
+    if config.pluginmanager.hasplugin("xdist"):
+        _add_xdist_groups(items)
+
+
+@contextlib.contextmanager
+def _flocked(name: str, exclusive: bool) -> Iterator[None]:
+    fd = os.open(LOCK_DIR / f"throughput-sweeps-tests-{name}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's timer: waiting is not running
+def pytest_runtest_protocol(item, nextitem):
+    if os.environ.get(INSIDE_A_TEST) or _skipped(item):
+        yield
+        return
+    with contextlib.ExitStack() as held:
+        held.enter_context(_flocked("alone", exclusive=item.get_closest_marker("alone") is not None))
+        if _is_slurm(item):
+            exclusive = item.get_closest_marker("slurm_exclusive") is not None
+            held.enter_context(_flocked(f"slurm-{SLURM_VERSION}", exclusive))
+        os.environ[INSIDE_A_TEST] = "1"
+        try:
+            yield
+        finally:
+            del os.environ[INSIDE_A_TEST]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ from campaign_helpers import (
     write_plan,
 )
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive, pytest.mark.slow]
 
 
 @pytest.mark.slurm2411

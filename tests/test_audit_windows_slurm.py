@@ -27,7 +27,7 @@ from throughput_audit.audit import run_audit
 from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
 from throughput_schema.sacct import Window
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_SLURM = ROOT / "tools" / "local-slurm.sh"

@@ -29,7 +29,7 @@ from campaign_helpers import FAST, profile, receipts, slurm_tool, sweep, write_p
 from optimizer_campaigns import audit
 from throughput_sweep.exit_statuses import EXIT_BUDGET
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive, pytest.mark.slow]
 
 ACCOUNT = "budget"
 

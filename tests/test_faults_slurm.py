@@ -97,6 +97,7 @@ def test_scancel_kill_mid_result_second_watcher_and_collect_crash(local_slurm, t
 
 
 @pytest.mark.slurm2411
+@pytest.mark.slurm_exclusive
 def test_slurmctld_down_for_a_minute_with_a_submission_during_it(local_slurm, tmp_path):
     """The controller is stopped while a job runs; the job's result lands, the next sbatch fails
     (transiently) while it is down; once it is back the failed intent is settled by token and
@@ -143,6 +144,7 @@ def test_sbatch_refused_for_good_blocks_with_one_clear_message(local_slurm, tmp_
 
 
 @pytest.mark.slurm2411
+@pytest.mark.slurm_exclusive
 def test_node_down_while_a_job_runs(local_slurm, tmp_path):
     """The node is set DOWN under a running job: the point is node_fail or cancelled, never a
     boundary, never rerun behind the watcher's back; the node is resumed afterwards."""

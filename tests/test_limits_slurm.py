@@ -98,6 +98,7 @@ def held_job(account: str, tmp_path: Path):
         subprocess.run(["scancel", job_id], check=False)
 
 
+@pytest.mark.slurm_exclusive
 def test_sbatch_over_the_submit_limit_is_a_limit_not_a_refusal(local_slurm, tmp_path):
     sched = SlurmScheduler(_profile(account="limited", time_limit_minutes=1), backoff_seconds=0.1)
 
@@ -118,6 +119,7 @@ def test_sbatch_over_the_submit_limit_is_a_limit_not_a_refusal(local_slurm, tmp_
     assert sched.command_counts["sbatch"] == 2  # no blind retry inside submit
 
 
+@pytest.mark.slurm_exclusive
 def test_a_campaign_wider_than_the_submit_limit_completes(local_slurm, tmp_path):
     """Two curves, cap 8, on account `limited` while one of the user's other jobs is queued:
     only one more job fits, every curve completes, the limit is said once and shown."""
@@ -226,6 +228,7 @@ def test_sacct_by_name_is_asked_in_windows_no_wider_than_the_span(local_slurm, t
     assert calls == 4  # three days and the hour's margin, one day at a time
 
 
+@pytest.mark.slurm_exclusive
 def test_sacct_windows_pass_max_query_time_range_where_one_wide_window_is_refused(local_slurm, tmp_path):
     """slurmdbd's MaxQueryTimeRange binds ordinary users (root is exempt), so sacct runs as the
     local Slurm's plain user `sweeper`: real sacct, another uid."""
@@ -258,6 +261,7 @@ def slurmdbd_stopped():
         slurm_tool("start")
 
 
+@pytest.mark.slurm_exclusive
 def test_with_slurmdbd_down_a_job_gone_from_squeue_is_reported_so(local_slurm):
     """What the watcher settles from the attempt folder after its grace
     (packages/throughput-sweep/tests/test_cluster_limits.py): squeue answered without the job

@@ -98,6 +98,7 @@ def _wait_until(predicate, timeout: float) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.slurm_exclusive
 def test_sixteen_jobs_run_at_once_and_a_seventeenth_waits(local_slurm):
     # The node admits exactly 16 jobs of this shape, more than the profile's 12, so that only
     # the watcher keeps a campaign at 12; other people's jobs (the cluster is

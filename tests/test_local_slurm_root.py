@@ -167,6 +167,7 @@ def test_start_with_the_archive_unreachable_fails_with_one_line_and_the_tests_fa
 
 @pytest.mark.slurm
 @pytest.mark.slurm2411
+@pytest.mark.slurm_exclusive
 def test_start_names_a_venv_whose_python_cannot_run_in_the_root(local_slurm, tmp_path):
     """Jobs run the checkout's .venv/bin/python in the Debian 13 root: one made from Debian
     12's /usr/bin/python3.11 cannot, and `start` says so (the running Slurm is left as it is)."""
@@ -196,6 +197,7 @@ def test_start_names_a_venv_whose_python_cannot_run_in_the_root(local_slurm, tmp
 
 @pytest.mark.slurm
 @pytest.mark.slurm2411
+@pytest.mark.slurm_exclusive
 def test_a_checkout_outside_the_bound_folders_runs_jobs_after_the_daemons_died(local_slurm, tmp_path):
     """A session's end kills the daemons but leaves the root's namespace (a mount on the host),
     made from another checkout; CI then starts Slurm from a fresh clone elsewhere. That clone's

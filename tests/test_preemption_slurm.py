@@ -29,7 +29,7 @@ from campaign_helpers import (
     write_plan,
 )
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive, pytest.mark.slow]
 
 POINT = Path("curves/20m-c512/b2/attempt-1")
 

@@ -97,6 +97,7 @@ def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
     assert check_campaign(out, since)["20m-c512"] == "bounded"
 
 
+@pytest.mark.slurm_exclusive
 def test_at_most_twelve_jobs_at_once(local_slurm, tmp_path):
     # Twenty points are ready at once and the node admits sixteen such jobs, so only the
     # watcher's limit keeps the campaign at twelve; jobs long enough that all twelve overlap.

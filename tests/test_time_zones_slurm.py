@@ -190,6 +190,7 @@ def test_a_campaign_across_a_daylight_saving_change_audits_clean(local_slurm, tm
 
 
 @pytest.mark.slurm2411
+@pytest.mark.slurm_exclusive
 def test_a_watcher_killed_after_sbatch_east_of_utc_is_adopted_on_resume(local_slurm, tmp_path):
     """sacct's lookup window is written in the zone sacct reads it in: were it written in
     Kolkata's local time and read as UTC, it would start hours after the job and the job

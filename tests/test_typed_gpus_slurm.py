@@ -16,7 +16,7 @@ from optimizer_campaigns import audit
 from throughput_schema import AccountingRow
 from throughput_sweep.schedulers.accounting_rows import read_row
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive, pytest.mark.slow]
 
 
 @contextmanager

@@ -111,14 +111,9 @@ pid_alive() {
     [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
 }
 
-# stop_pidfile NAME PIDFILE: SIGTERM, wait up to 20 s, then SIGKILL; remove the pid file.
-stop_pidfile() {
-    local name="$1" pidfile="$2" pid i
-    if ! pid_alive "$pidfile"; then
-        rm -f "$pidfile"
-        return 0
-    fi
-    pid="$(tr -dc '0-9' <"$pidfile")"
+# stop_pid NAME PID: SIGTERM, wait up to 20 s, then SIGKILL.
+stop_pid() {
+    local name="$1" pid="$2" i
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < 200; i++)); do
@@ -129,6 +124,30 @@ stop_pidfile() {
         log "$name did not exit after SIGTERM; sending SIGKILL"
         kill -KILL "$pid" 2>/dev/null || true
     fi
+}
+
+# strays NAME: pids of this installation's Slurm daemon NAME that its pid file does not name
+# (a daemon restarted while the old one still held the port writes its pid and then exits,
+# leaving the old one running unnamed). This installation's daemons are told apart from the
+# other version's by the SLURM_CONF they were started with, never by process name alone.
+strays() {
+    local name="$1" pidfile="$2" named="" p
+    [[ -s "$pidfile" ]] && named="$(tr -dc '0-9' <"$pidfile")"
+    for p in $(pgrep -x "$name" 2>/dev/null || true); do
+        [[ "$p" == "$named" ]] && continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF_FILE" && echo "$p"
+    done
+    return 0
+}
+
+# stop_pidfile NAME PIDFILE: stop the daemon PIDFILE names and any stray of the same Slurm
+# daemon; remove the pid file.
+stop_pidfile() {
+    local name="$1" pidfile="$2" pid
+    case "$name" in
+    slurmctld | slurmd | slurmdbd) for pid in $(strays "$name" "$pidfile"); do stop_pid "stray $name" "$pid"; done ;;
+    esac
+    if pid_alive "$pidfile"; then stop_pid "$name" "$(tr -dc '0-9' <"$pidfile")"; fi
     rm -f "$pidfile"
 }
 

@@ -101,6 +101,15 @@ def change_recipe(built: BuiltCampaign, **model_changes) -> None:
     rewrite(built.root / MANIFEST, Manifest, frozen_files=frozen)
 
 
+def change_optimizer(built: BuiltCampaign, name: str) -> None:
+    """The campaign trained with another optimizer: its protocol and every point's recipe say so."""
+    change_protocol(built, optimizer=name)
+    for folder in all_results(built):
+        recipe = read(folder / RESULT, WorkerResult).recipe
+        optimizer = msgspec.structs.replace(recipe.optimizer, name=name)
+        rewrite(folder / RESULT, WorkerResult, recipe=msgspec.structs.replace(recipe, optimizer=optimizer))
+
+
 def all_results(built: BuiltCampaign) -> list[Path]:
     return [folder for batches in built.points.values() for folder in batches.values()]
 
@@ -144,6 +153,7 @@ class Lab:
     change_protocol = staticmethod(change_protocol)
     change_precision = staticmethod(change_precision)
     change_recipe = staticmethod(change_recipe)
+    change_optimizer = staticmethod(change_optimizer)
     repeat = staticmethod(repeat)
 
     def __init__(self, root: Path) -> None:

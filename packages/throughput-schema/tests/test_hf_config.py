@@ -48,6 +48,30 @@ OLMO2 = {
 }  # fmt: skip
 
 
+# Gemma 3 1B's config.json (google/gemma-3-1b-pt) as far as it is read here, in transformers 4's
+# spelling (sliding_window_pattern, rope_local_base_freq); published count 999,885,952.
+GEMMA3_1B = {
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144, "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+    "sliding_window": 512, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256, "attention_bias": False,
+    "attn_logit_softcapping": None, "final_logit_softcapping": None, "eos_token_id": [1, 106],
+}  # fmt: skip
+# Gemma 3 270M's (google/gemma-3-270m) in transformers 5's spelling: layer_types and rope_parameters
+# per layer type; published count 268,098,176.
+GEMMA3_270M = {
+    **GEMMA3_1B, "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
+    "layer_types": ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 5 + ["full_attention"]
+    + ["sliding_attention"] * 5 + ["full_attention"],
+    "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    "use_bidirectional_attention": False,
+}  # fmt: skip
+for key in ("rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"):
+    del GEMMA3_270M[key]
+
+
 def config(model: str) -> dict:
     return json.loads((HF / model / "config.json").read_text())
 
@@ -71,6 +95,39 @@ def test_published_configs_give_the_published_parameter_counts(model, published)
     assert recipe.name == model and imported.renamed_from is None
     # load_recipe takes the file directly (describe, the sweep's --models), with the same result.
     assert load_recipe(HF / model / "config.json") == recipe
+
+
+@pytest.mark.parametrize("data, preset", [(GEMMA3_1B, "gemma-3-1b"), (GEMMA3_270M, "gemma-3-270m")])
+def test_gemma3_is_its_preset_in_either_spelling(tmp_path, data, preset):
+    recipe, imported = recipe_of(write(tmp_path, data, preset))
+    assert msgspec.structs.replace(recipe, name=preset) == load_recipe(CONFIGS / f"{preset}.yaml")
+    assert imported.config_class == "Gemma3TextConfig"
+    m = recipe.model
+    assert (m.sliding_window, m.rope_local_theta, m.rope_theta, m.mlp_activation) == (512, 1e4, 1e6, "gelu_tanh")
+    assert m.sliding_layers == tuple(i for i in range(m.n_layers) if i % 6 != 5)
+    assert (m.norm_offset, m.sandwich_norm, m.embed_scale, m.qk_norm, m.attn_scale_dim) == (
+        True,
+        True,
+        True,
+        True,
+        None,
+    )
+
+
+def test_gemma3_s_class_defaults_and_its_own_attention_scale(tmp_path):
+    # Gemma3TextConfig's defaults: the pattern of 6, the window of 4096, bases 1e6 and 1e4.
+    bare = {k: v for k, v in GEMMA3_1B.items() if k not in (
+        "sliding_window", "sliding_window_pattern", "rope_theta", "rope_local_base_freq", "query_pre_attn_scalar")}  # fmt: skip
+    got, imported = recipe_of(write(tmp_path, bare, "g"))
+    assert (got.model.sliding_window, got.model.rope_theta, got.model.rope_local_theta) == (4096, 1e6, 1e4)
+    assert got.model.sliding_layers == tuple(i for i in range(26) if i % 6 != 5)
+    assert "sliding_window_pattern=6" in imported.defaults and "query_pre_attn_scalar=256" in imported.defaults
+    scaled, _ = recipe_of(write(tmp_path, GEMMA3_1B | {"query_pre_attn_scalar": 144}, "s"))
+    assert scaled.model.attn_scale_dim == 144
+    # Every layer global: no window, no second base in the recipe.
+    flat, imported = recipe_of(write(tmp_path, GEMMA3_270M | {"layer_types": ["full_attention"] * 18}, "f"))
+    assert (flat.model.sliding_layers, flat.model.sliding_window, flat.model.rope_local_theta) == ((), None, None)
+    assert "sliding_layers" not in imported.raw["model"]
 
 
 def test_each_model_type_decides_what_no_key_says():
@@ -240,7 +297,10 @@ REFUSALS = [
     (_set("SmolLM2-135M", attention_bias=True), "attention_bias is true: it adds biases to every attention"),
     (_set("Qwen2.5-0.5B", attention_bias=True), "attention_bias is true"),
     (_set("Llama-3.2-1B", mlp_bias=True), "mlp_bias is true"),
-    (_set("SmolLM2-135M", hidden_act="gelu"), "hidden_act is 'gelu'; the decoder's SwiGLU gates with silu only"),
+    (
+        _set("SmolLM2-135M", hidden_act="gelu"),
+        "hidden_act is 'gelu'; the decoder's gated MLP gates with silu or gelu_pytorch_tanh only",
+    ),
     (_set("Qwen2.5-0.5B", use_sliding_window=True), "use_sliding_window is true"),
     (_set("Qwen3-0.6B", use_sliding_window=True, sliding_window=4096), "use_sliding_window is true"),
     (
@@ -267,6 +327,25 @@ REFUSALS = [
     (OLMO2 | {"num_experts": 64, "num_experts_per_tok": 8}, "num_experts is 64: a mixture of experts"),
     (OLMO2 | {"layer_types": ["full_attention"] * 15}, "layer_types has 15 entries for 16 layers"),
     (OLMO2 | {"no_rope_layers": [1] * 16}, "no_rope_layers is a per-layer array"),
+    (GEMMA3_1B | {"use_bidirectional_attention": True}, "use_bidirectional_attention is true: the decoder attends"),
+    (GEMMA3_1B | {"final_logit_softcapping": 30.0}, "final_logit_softcapping is 30.0: soft-capping is not built"),
+    (GEMMA3_1B | {"attn_logit_softcapping": 50.0}, "attn_logit_softcapping is 50.0: soft-capping is not built"),
+    (GEMMA3_1B | {"hidden_activation": "gelu"}, "hidden_activation is 'gelu'; the decoder's gated MLP gates"),
+    (GEMMA3_1B | {"num_experts": 8}, "num_experts is 8: a mixture of experts"),
+    (
+        GEMMA3_1B | {"rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+        "rope_scaling is {'rope_type': 'linear', 'factor': 8.0}: Gemma's RoPE scaling is not built",
+    ),
+    (
+        GEMMA3_270M | {"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0}}},
+        "rope_parameters.full_attention.rope_type is 'linear': Gemma's RoPE scaling is not built",
+    ),
+    (
+        GEMMA3_270M | {"layer_types": ["sliding_attention"] * 17 + ["chunked_attention"]},
+        "layer_types[17] is 'chunked_attention': only full_attention and sliding_attention layers are built",
+    ),
+    (GEMMA3_270M | {"layer_types": ["full_attention"] * 17}, "layer_types has 17 entries for 18 layers; one per layer"),
+    (GEMMA3_1B | {"sliding_window": 0}, "sliding_window is 0; it must be a positive whole number"),
     (_set("SmolLM2-135M", hidden_size=_DROP), "hidden_size is missing"),
     (_set("SmolLM2-135M", model_type=_DROP), "model_type is missing"),
     (_set("SmolLM2-135M", num_hidden_layers="30"), "num_hidden_layers is '30'; it must be a positive whole number"),

@@ -17,13 +17,24 @@ from throughput_schema.knobs import KNOBS, NAMES, from_hf, knob_values
 ROOT = Path(__file__).resolve().parents[3]
 HOMES = {
     "packages/throughput-schema/src/throughput_schema/configs.py",  # the table
+    "packages/throughput-schema/src/throughput_schema/knob_rules.py",  # the table's longer rules
     "packages/tiny-llm/src/tiny_llm/model.py",  # the model that builds it
     "packages/throughput-audit/src/throughput_audit/stats.py",  # the audit's own formula
     "packages/tiny-llm/src/tiny_llm/hf_weights.py",  # the HF weight map and model class
     "packages/tiny-llm/src/tiny_llm/kernels.py",  # which kernel cannot build it
 }
 # A knob spelled as transformers spells its config.json key: the HF import reads that key.
-HF_KEYS = {"rope_scaling": {"packages/throughput-schema/src/throughput_schema/hf_config.py"}}
+HF_KEYS = {
+    "rope_scaling": {
+        "packages/throughput-schema/src/throughput_schema/hf_config.py",
+        "packages/throughput-schema/src/throughput_schema/hf_layers.py",
+    },
+    "sliding_window": {
+        "packages/throughput-schema/src/throughput_schema/hf_config.py",
+        "packages/throughput-schema/src/throughput_schema/hf_model_types.py",
+        "packages/throughput-schema/src/throughput_schema/hf_layers.py",
+    },
+}
 
 
 def source_files() -> list[str]:
@@ -57,6 +68,14 @@ def test_the_table_is_the_record_s_knobs_in_field_order():
         "nope_layers",
         "qk_norm_whole",
         "post_norm",
+        "sliding_window",
+        "sliding_layers",
+        "rope_local_theta",
+        "norm_offset",
+        "sandwich_norm",
+        "mlp_activation",
+        "embed_scale",
+        "attn_scale_dim",
     )
     assert list(NAMES) == [name for name in fields if name in NAMES]
     for k in KNOBS:
@@ -111,3 +130,17 @@ def test_nope_layers_must_be_layers_of_the_model_each_once_in_order():
     for bad in ((4,), (3, 1), (1, 1), (-1,)):
         [why] = problems(msgspec.structs.replace(base, nope_layers=bad))
         assert why.startswith(f"model.nope_layers ({list(bad)}) must list layers of this model (0 to 3)")
+
+
+def test_windowed_layers_need_a_window_and_must_be_layers_of_the_model():
+    from throughput_schema.knobs import problems
+
+    base = ModelConfig(n_layers=6, d_model=8, n_heads=2, ffn_dim=4, context_length=128)
+    assert problems(msgspec.structs.replace(base, sliding_window=4, sliding_layers=(0, 4))) == []
+    # A window no layer uses: every layer global, as `--set model.sliding_layers=[]` makes it.
+    assert problems(msgspec.structs.replace(base, sliding_window=4)) == []
+    assert problems(msgspec.structs.replace(base, sliding_layers=(0,))) == [
+        "model.sliding_layers lists layers but model.sliding_window is not set: give the window in tokens"
+    ]
+    [why] = problems(msgspec.structs.replace(base, sliding_window=4, sliding_layers=(6,)))
+    assert why.startswith("model.sliding_layers ([6]) must list layers of this model (0 to 5)")

@@ -66,3 +66,20 @@ def test_a_result_written_before_results_named_their_worker_still_decodes():
     result = decode(json.dumps(raw), WorkerResult)
     assert result.worker is None
     assert decode(dumps(result), WorkerResult) == result
+
+
+def test_an_optimizer_other_than_the_guides_is_a_line_of_its_own_beside_the_protocols():
+    from throughput_schema.muon import optimizer_deviation
+    from throughput_schema.provenance import guide_deviations, notes
+
+    assert optimizer_deviation(Protocol()) is None and guide_deviations(Protocol()) == []
+    muon = Protocol(optimizer="muon", muon_nesterov=False, muon_ns_steps=3)
+    line = optimizer_deviation(muon)
+    assert line == (
+        "optimizer differs from the guide: muon (momentum 0.95, 3 Newton-Schulz steps (3.4445, -4.775, 2.0315), "
+        "lr adjusted match_rms_adamw; q, k, v, gate and up as separate matrices; AdamW on the embedding, norms "
+        "and biases; guide: AdamW)"
+    )
+    both = Protocol(optimizer="muon", muon_nesterov=False, muon_ns_steps=3, window_seconds=2.0)
+    assert notes([("a", both), ("b", both)], []) == [protocol_deviation(both), line]
+    assert notes([("a", Protocol()), ("b", muon)], []) == [f"b: {line}"]

@@ -7,11 +7,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
+from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS, protocol_field
 from throughput_schema.recipe import RecipeError, at_point, load_recipe, override_args, parameter_count, with_point
 from throughput_schema.records import OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+MUON_FIELDS = ("muon_momentum", "muon_nesterov", "muon_ns_steps", "muon_ns_coefficients", "muon_adjust_lr")
 
 
 @pytest.mark.parametrize("name, exact", [("250m", 251_943_360), ("500m", 516_814_080)])
@@ -101,16 +102,45 @@ def test_with_point_applies_the_campaign_protocol_and_round_trips_through_overri
     assert load_recipe(CONFIGS / "90m.yaml", override_args(point)) == point
 
 
-def test_the_protocol_sets_the_eight_recipe_fields_and_starts_from_their_defaults():
+def test_muon_settings_round_trip_through_overrides_and_stay_off_the_command_line_at_their_defaults():
+    base = load_recipe(CONFIGS / "90m.yaml")
+    plain = with_point(base, context_length=1024, batch_size=4, protocol=Protocol(optimizer="muon"))
+    # A worker frozen before Muon refuses keys it does not know: defaults are not passed.
+    assert not [a for a in override_args(plain) if a.startswith("optimizer.muon_")]
+    assert "optimizer.name=muon" in override_args(plain)
+    changed = Protocol(optimizer="muon", muon_momentum=0.9, muon_nesterov=False, muon_ns_coefficients=(3.0, -4.0, 2.0))
+    point = with_point(base, context_length=1024, batch_size=4, protocol=changed)
+    assert load_recipe(CONFIGS / "90m.yaml", override_args(point)) == point
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ("optimizer.name=sgd", "Invalid enum value 'sgd' - at `$.optimizer.name`; use one of adamw, muon"),
+        ("optimizer.muon_momentum=1.0", "Expected `float` < 1.0"),
+        ("optimizer.muon_momentum=-0.1", "Expected `float` >= 0.0"),
+        ("optimizer.muon_ns_steps=0", "Expected `int` >= 1"),
+    ],
+)
+def test_bad_optimizer_settings_are_one_line(override, reason):
+    with pytest.raises(RecipeError) as info:
+        load_recipe(CONFIGS / "90m.yaml", [override])
+    assert reason in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_protocol_sets_the_recipe_fields_it_names_and_starts_from_their_defaults():
     assert PROTOCOL_RECIPE_FIELDS == {
         "training": ("seed", "grad_clip", "precision"),
-        "optimizer": ("lr", "beta1", "beta2", "eps", "weight_decay"),
+        "optimizer": ("name", "lr", "beta1", "beta2", "eps", "weight_decay", *MUON_FIELDS),
     }
     protocol_types = {f.name: f.type for f in msgspec.structs.fields(Protocol)}
+    protocol_defaults = {f.name: f.default for f in msgspec.structs.fields(Protocol)}
     for section, config in (("training", TrainingConfig), ("optimizer", OptimizerConfig)):
         for f in msgspec.structs.fields(config):
             if f.name in PROTOCOL_RECIPE_FIELDS[section]:
-                assert protocol_types[f.name] == f.type, f"{section}.{f.name}: the protocol accepts other values"
+                name = protocol_field(section, f.name)
+                assert protocol_types[name] == f.type, f"{section}.{f.name}: the protocol accepts other values"
+                assert protocol_defaults[name] == f.default, f"{section}.{f.name}: the protocol starts elsewhere"
     recipe = load_recipe(CONFIGS / "20m.yaml")
     plain = Recipe(
         name="plain",
@@ -124,10 +154,14 @@ def test_the_protocol_sets_the_eight_recipe_fields_and_starts_from_their_default
 
 
 def test_at_point_sets_every_field_the_protocol_names_without_validating():
-    protocol = Protocol(lr=0.5, beta1=0.5, beta2=0.5, eps=0.5, weight_decay=0.5, grad_clip=0.5, seed=5)
+    muon = dict(muon_momentum=0.5, muon_nesterov=False, muon_ns_steps=3, muon_ns_coefficients=(1.0, 2.0, 3.0))
+    protocol = Protocol(
+        lr=0.5, beta1=0.5, beta2=0.5, eps=0.5, weight_decay=0.5, grad_clip=0.5, seed=5, optimizer="muon", **muon
+    )
     # Context 300 is no supported context: the audit compares such a point, it does not refuse it.
     point = at_point(load_recipe(CONFIGS / "20m.yaml"), context_length=300, batch_size=3, protocol=protocol)
     assert (point.model.context_length, point.training.batch_tokens) == (300, 900)
     for section, names in PROTOCOL_RECIPE_FIELDS.items():
         for name in names:
-            assert getattr(getattr(point, section), name) == getattr(protocol, name), f"{section}.{name}"
+            expected = getattr(protocol, protocol_field(section, name))
+            assert getattr(getattr(point, section), name) == expected, f"{section}.{name}"

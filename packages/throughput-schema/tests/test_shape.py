@@ -98,3 +98,28 @@ def test_rope_scaling_changes_no_shape():
     )
     scaled = replace(BASE, rope_scaling=scaling)
     assert weight_shapes(scaled) == weight_shapes(BASE) and flops_per_token(scaled) == flops_per_token(BASE)
+
+
+@pytest.mark.parametrize("name, windowed, globals_", [("gemma-3-270m", 15, 3), ("gemma-3-1b", 22, 4)])
+def test_a_windowed_layer_counts_the_keys_its_window_sees(name, windowed, globals_):
+    """Gemma 3's published counts, and attention FLOPs of 12 x heads x head_dim a key per layer:
+    the context in a global layer, min(context, 512) in a windowed one, never halved."""
+    published = {"gemma-3-270m": 268_098_176, "gemma-3-1b": 999_885_952}[name]
+    for context in (256, 2048, 4096):
+        model = load_recipe(
+            CONFIGS / f"{name}.yaml", [f"model.context_length={context}", f"training.batch_tokens={4 * context}"]
+        ).model
+        keys = globals_ * context + windowed * min(context, 512)
+        assert parameter_count(model) == published
+        assert flops_per_token(model) == 6 * published + 12 * 4 * 256 * keys
+        # Every layer global (the override that measures what the window saves): today's formula.
+        everywhere = replace(model, sliding_layers=())
+        assert flops_per_token(everywhere) == 6 * published + 12 * (windowed + globals_) * 4 * 256 * context
+
+
+def test_sandwich_norm_adds_two_norms_a_layer_and_the_gemma_knobs_no_other_tensor():
+    gemma = replace(BASE, sandwich_norm=True, norm_offset=True, embed_scale=True, mlp_activation="gelu_tanh")
+    assert _layer0(gemma)["attn_post_norm.weight"] == _layer0(gemma)["mlp_post_norm.weight"] == (96,)
+    assert parameter_count(gemma) == parameter_count(BASE) + 2 * 2 * 96
+    scaled = replace(BASE, attn_scale_dim=24, rope_local_theta=10.0, sliding_window=64)  # no layer windowed
+    assert weight_shapes(scaled) == weight_shapes(BASE) and flops_per_token(scaled) == flops_per_token(BASE)

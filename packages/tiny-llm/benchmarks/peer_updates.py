@@ -5,6 +5,10 @@
   precision (`training.precision`) torchao's `convert_to_float8_training` first, over the
   linears our filter picks (`tiny_llm.fp8.convert`), so the two updates differ only in how
   they run, not in which matmuls are FP8;
+- peer Muon: peer A with torch.optim.Muon (the recipe's Muon settings) on Muon's matrices and
+  fused AdamW on the rest, the split ArenaMuon uses (`throughput_schema.muon`): q, k, v, gate
+  and up are Parameters aliasing their rows of the fused weights, so torch's own Muon runs on
+  them without touching the model;
 - peer B: transformers' causal LM of the same shape with SDPA attention, no compile, the same
   optimizer and clipping (`tiny_llm.hf_weights.transformers_model` picks the class).
 
@@ -18,6 +22,7 @@ import time
 
 import torch
 
+from throughput_schema.muon import muon_matrices, owns
 from throughput_schema.precision import is_fp8
 from tiny_llm.graph import time_replays
 from tiny_llm.model import build_model
@@ -61,7 +66,47 @@ def fused_adamw(params: list[torch.nn.Parameter], o) -> torch.optim.AdamW:
     )
 
 
+class TorchMuon:
+    """torch.optim.Muon over Muon's matrices and fused AdamW over the rest, stepped together."""
+
+    def __init__(self, model, o) -> None:
+        by_name = dict(model.named_parameters())
+        self.slices = []
+        for m in muon_matrices(model.cfg):  # rows m.start:m.stop of a weight, as a Parameter of its own
+            self.slices.append((torch.nn.Parameter(by_name[m.name].data[m.start : m.stop]), by_name[m.name], m))
+        self.muon = torch.optim.Muon(
+            [s for s, _, _ in self.slices],
+            lr=o.lr,
+            weight_decay=o.weight_decay,
+            momentum=o.muon_momentum,
+            nesterov=o.muon_nesterov,
+            ns_coefficients=o.muon_ns_coefficients,
+            ns_steps=o.muon_ns_steps,
+            adjust_lr_fn=o.muon_adjust_lr,
+        )
+        self.adamw = fused_adamw([p for n, p in by_name.items() if not owns(n, p.ndim)], o)
+
+    def step(self) -> None:
+        for s, p, m in self.slices:
+            s.grad = p.grad[m.start : m.stop]  # a view: contiguous rows of the fused gradient
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none=set_to_none)
+        self.adamw.zero_grad(set_to_none=set_to_none)
+
+
 def case_peer_a(recipe, seconds, windows) -> dict:
+    return compiled_peer(recipe, seconds, windows, lambda model, params: fused_adamw(params, recipe.optimizer))
+
+
+def case_peer_muon(recipe, seconds, windows) -> dict:
+    return compiled_peer(recipe, seconds, windows, lambda model, params: TorchMuon(model, recipe.optimizer))
+
+
+def compiled_peer(recipe, seconds, windows, make_optimizer) -> dict:
+    """Peer A's update with the optimizer `make_optimizer(model, parameters)` makes."""
     model = build_model(recipe.model, CUDA, seed=recipe.training.seed)
     fp8 = None
     if is_fp8(recipe.training.precision):
@@ -69,9 +114,8 @@ def case_peer_a(recipe, seconds, windows) -> dict:
 
         fp8 = convert(model, recipe.training.precision)
     compiled = torch.compile(model)
-    o = recipe.optimizer
     params = list(model.parameters())
-    opt = fused_adamw(params, o)
+    opt = make_optimizer(model, params)
     inputs, targets = make_inputs(recipe, CUDA)
 
     def step():
@@ -91,7 +135,7 @@ def case_peer_a(recipe, seconds, windows) -> dict:
     out["first_loss"] = first
     out["fp8_linears"] = len(fp8.converted) if fp8 else 0
     out["parameters"] = sum(p.numel() for p in params)
-    # Peer A's optimizer alone (clip + fused AdamW) with events, on gradients left by a backward.
+    # The peer's optimizer alone (clip + its step) with events, on gradients left by a backward.
     with torch.autocast("cuda", dtype=torch.bfloat16):
         compiled(inputs, targets).backward()
 

@@ -22,7 +22,8 @@ Each case runs in try/except and a failure is recorded, not fatal. Usage:
     python packages/tiny-llm/benchmarks/peers.py --output runs/peers-h200.json [--quick] \
         [--points 250m@2048x16 500m@2048x16] [--optimizer-kernels fused triton [--optimizer-only]] \
         [--kernel cross_entropy=triton]      # ours with other kernel choices, recorded in its "kernels"
-        [--cases ours peer_a peer_b]         # which update cases run (default: all three)
+        [--cases ours peer_a peer_b]         # which update cases run (default: these three)
+        [--optimizer-name muon --cases ours peer_muon]   # ours with ArenaMuon against torch.optim.Muon
         [--precisions bf16 fp8-tensorwise fp8-rowwise]   # each case at each precision (default bf16)
 
 At a precision other than bf16 a case's key is CASE@PRECISION (e.g. "peer_a@fp8-tensorwise"),
@@ -49,8 +50,10 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
 
 import msgspec  # noqa: E402
-from peer_updates import case_peer_a, case_peer_b, timed_rate  # noqa: E402
+from peer_updates import case_peer_a, case_peer_b, case_peer_muon, timed_rate  # noqa: E402
 
+from throughput_schema.argparsing import add_optimizer_name  # noqa: E402
+from throughput_schema.muon import MUON, muon_matrices, newton_schulz_flops  # noqa: E402
 from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, is_fp8, peak_fp8_flops  # noqa: E402
 from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count  # noqa: E402
 from tiny_llm import hardware  # noqa: E402
@@ -59,7 +62,7 @@ from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.kernels import Kernels  # noqa: E402
 from tiny_llm.model import build_model  # noqa: E402
 from tiny_llm.summary import MFU_FORMULA  # noqa: E402
-from tiny_llm.update import build, make_inputs  # noqa: E402
+from tiny_llm.update import build, make_inputs, make_optimizer  # noqa: E402
 
 # Issue 8's targets: (model, context, batch).
 DEFAULT_POINTS = ["20m@512x8", "20m@512x128", "90m@1024x32", "250m@2048x16", "500m@2048x16", "250m@4096x8"]
@@ -72,7 +75,7 @@ def parse_point(text: str):
     return model, int(context), int(batch)
 
 
-def recipe_for(model: str, context: int, batch: int):
+def recipe_for(model: str, context: int, batch: int, optimizer: str = "adamw"):
     return load_recipe(
         ROOT / "configs" / f"{model}.yaml",
         [
@@ -81,8 +84,46 @@ def recipe_for(model: str, context: int, batch: int):
             f"training.batch_tokens={context * batch}",
             "optimizer.lr=0.001",
             "optimizer.beta2=0.99",
+            f"optimizer.name={optimizer}",
         ],
     )
+
+
+def optimizer_floor(recipe, ceiling: dict) -> dict:
+    """The optimizer step's floor: Muon's Newton-Schulz FLOPs (`throughput_schema.muon`) at the
+    measured BF16 matrix ceiling, plus the bytes the element-wise work must move at the measured
+    copy bandwidth: AdamW reads the gradient and reads and writes both moments and the weight
+    (32 bytes a parameter, ArenaAdamW's floor); Muon's matrices read the gradient and read and
+    write the momentum and the weight (20). With AdamW alone it is ArenaAdamW's 32 B/parameter."""
+    o = recipe.optimizer
+    shapes = [m.shape for m in muon_matrices(recipe.model)] if o.name == MUON else []
+    flops = newton_schulz_flops(shapes, o.muon_ns_steps)
+    owned = sum(r * c for r, c in shapes)
+    moved = 20 * owned + 32 * (parameter_count(recipe.model) - owned)
+    ns_ms = flops / ceiling["matmul_bf16_flops"] * 1e3
+    bytes_ms = moved / ceiling["copy_bytes_per_second"] * 1e3
+    return {"ns_tflop": flops / 1e12, "ns_ms_at_ceiling": ns_ms, "bytes": moved, "bytes_ms_at_copy": bytes_ms,
+            "floor_ms": ns_ms + bytes_ms}  # fmt: skip
+
+
+def provenance() -> dict:
+    """What a benchmark's JSON opens with: its command, when, on which GPU, with which torch."""
+    return {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+    }
+
+
+def attempt(fn, *args) -> dict:
+    """`fn(*args)`, or where it raises, the error as a failed case (traceback printed): one case
+    failing leaves the others to compare."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - recorded in the case
+        traceback.print_exc()
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:400]}
 
 
 def free():
@@ -138,21 +179,13 @@ def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_
     back, so it clips only at first; no kernel's work depends on the values). The timing
     rounds alternate between kernels, so drift in clocks or heat falls on all alike.
     "triton-bN" is the triton kernel with update blocks of N elements."""
-    o = recipe.optimizer
     names = [*kernels, *(f"triton-b{block}" for block in triton_blocks)]
     out, graphs = {}, {}
     for name in names:
         kernel, _, block = name.partition("-b")
         try:
-            opt = ArenaAdamW(
-                build_model(recipe.model, CUDA, seed=recipe.training.seed),
-                lr=o.lr,
-                betas=(o.beta1, o.beta2),
-                eps=o.eps,
-                weight_decay=o.weight_decay,
-                max_norm=recipe.training.grad_clip,
-                kernel=kernel,
-            )
+            opt = make_optimizer(build_model(recipe.model, CUDA, seed=recipe.training.seed), recipe, kernel)
+            assert isinstance(opt, ArenaAdamW), "the guide's recipe: AdamW"
             if block:
                 from tiny_llm.triton_adamw import TritonStep
 
@@ -183,7 +216,7 @@ def case_optimizers(recipe, kernels: list[str], triton_blocks: list[int], floor_
     return {name: out[name] for name in names}
 
 
-CASES = {"ours": case_ours, "peer_a": case_peer_a, "peer_b": case_peer_b}
+CASES = {"ours": case_ours, "peer_a": case_peer_a, "peer_b": case_peer_b, "peer_muon": case_peer_muon}
 
 
 def ceilings(quick: bool) -> dict:
@@ -232,8 +265,10 @@ def main(argv=None) -> int:
     ap.add_argument("--points", nargs="*", default=DEFAULT_POINTS, help="MODEL@CONTEXTxBATCH, e.g. 250m@2048x16")
     ap.add_argument("--quick", action="store_true", help="shorter windows (about 1 s x 3)")
     ap.add_argument("--no-peer-b", action="store_true")
-    ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES),
-                    help="which update cases run at each point (default: all; --no-peer-b drops peer_b)")  # fmt: skip
+    ap.add_argument("--cases", nargs="*", default=["ours", "peer_a", "peer_b"], choices=list(CASES),
+                    help="which update cases run at each point (default: ours, peer_a, peer_b; --no-peer-b "
+                    "drops peer_b; peer_muon: torch.optim.Muon + fused AdamW, beside ours with --optimizer-name muon)")  # fmt: skip
+    add_optimizer_name(ap, "ours trains with, and whose floor optimizer_floor_ms is (peer_a is AdamW, peer_muon Muon)")
     ap.add_argument("--precisions", nargs="*", default=[GUIDE_PRECISION], choices=PRECISIONS,
                     help=f"each update case at each precision (default {GUIDE_PRECISION}; fp8-* needs torchao)")  # fmt: skip
     ap.add_argument("--budget-seconds", type=float, default=float("inf"),
@@ -273,9 +308,10 @@ def main(argv=None) -> int:
     cases = [c for c in args.cases if c != "peer_b" or have_hf]
     for text in args.points:
         model, context, batch = parse_point(text)
-        recipe = recipe_for(model, context, batch)
+        recipe = recipe_for(model, context, batch, args.optimizer_name or "adamw")
         P, fpt = parameter_count(recipe.model), flops_per_token(recipe.model)
-        point = {"point": text, "parameters": P, "flops_per_token": fpt, "optimizer_floor_ms": 32 * P / copy_bw * 1e3}
+        point = {"point": text, "parameters": P, "flops_per_token": fpt,
+                 "optimizer_floor_ms": optimizer_floor(recipe, report["ceilings"])["floor_ms"]}  # fmt: skip
         if args.optimizer_kernels or args.triton_blocks:
             free()
             point["optimizer_kernels"] = case_optimizers(

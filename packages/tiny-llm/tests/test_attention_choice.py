@@ -110,3 +110,32 @@ def test_the_fused_kernels_refuse_the_knobs_they_cannot_build():
     assert (
         unsupported("norm", model(2048)) is None and unsupported("swiglu", model(2048, "model.post_norm=true")) is None
     )
+
+
+def test_gemma_s_knobs_keep_the_triton_swiglu_and_norm_out_and_auto_picks_neither():
+    from tiny_llm.kernel_registry import resolve_swiglu
+    from tiny_llm.kernels import unsupported
+
+    geglu = model(2048, "model.mlp_activation=gelu_tanh")
+    assert "(mlp_activation gelu_tanh)" in (unsupported("swiglu", geglu) or "")
+    assert resolve_swiglu("auto", CUDA, geglu) == "default"  # never a refused kernel
+    for knob in ("sandwich_norm", "norm_offset"):
+        assert f"({knob})" in (unsupported("norm", model(2048, f"model.{knob}=true")) or "")
+    with pytest.raises(ValueError, match=r"Kernels\(swiglu='triton'\) cannot build this model"):
+        build_model(geglu, "cpu", kernels=Kernels(swiglu="triton"))
+    # A window, its own RoPE base and scale take every fused kernel: it hands them each layer's.
+    windowed = model(2048, "model.sliding_window=512", "model.sliding_layers=[0]", "model.rope_local_theta=1e4")
+    assert all(unsupported(field, windowed) is None for field in ("rope", "norm", "swiglu", "cross_entropy"))
+
+
+def test_a_windowed_layer_under_sdpa_masks_what_its_window_leaves_out():
+    """The SDPA path's window: a query's output moves with the keys inside its window only."""
+    cfg = model(128, "model.sliding_window=8", "model.sliding_layers=[0]", "model.n_heads=2", "model.vocab_size=64")
+    attn = build_model(cfg, "cpu", seed=1).blocks[0].attn
+    assert attn.window == 8
+    q, k, v = (torch.randn(1, 2, 16, cfg.head_dim) for _ in range(3))
+    out = attn.sdpa(q, k, v)
+    moved = v.clone()
+    moved[:, :, 3] += 1.0  # key 3 is inside the windows of queries 3 to 10 only
+    changed = (attn.sdpa(q, k, moved) - out).abs().amax(dim=(0, 1, 3)) > 0
+    assert changed.tolist() == [3 <= i <= 10 for i in range(16)]

@@ -1,5 +1,6 @@
 """GPU tests of `Kernels(attention="fa4")` (H200): FlashAttention-4's forward and gradients
-against SDPA pinned to cuDNN, with as many and with fewer kv heads; the model compiled with
+against SDPA pinned to cuDNN, with as many and with fewer kv heads, and with a sliding window
+and a scale of its own (Gemma 3's shape) against SDPA's masked kernel; the model compiled with
 fullgraph; the captured complete update against the eager default.
 
 Skipped without CUDA, a Hopper GPU or flash-attn-4 (the `tiny-llm[fa4]` extra).
@@ -60,13 +61,55 @@ def test_forward_and_gradients_match_cudnn(B, T, H, H_kv, D):
         y = fn(q, k, v)
         dq, dk, dv = torch.autograd.grad(y, (q, k, v), dout.to(y.dtype))
         results[name] = [t.float() for t in (y, dq, dk, dv)]
+    _fa4_as_close_as(results, "cudnn")
+
+
+def _fa4_as_close_as(results: dict, yardstick: str) -> None:
+    """FA4's output and gradients stray from FP32 (`results["fp32"]`) no more than twice as far as
+    the yardstick kernel's do, with a BF16 floor."""
     for i, what in enumerate(("output", "dq", "dk", "dv")):
         ref = results["fp32"][i]
         fa4_err = (results["fa4"][i] - ref).abs().max().item()
-        cudnn_err = (results["cudnn"][i] - ref).abs().max().item()
-        print(f"{what}: fa4 {fa4_err:.4g}, cudnn {cudnn_err:.4g} from FP32")
-        # FA4 may stray from FP32 no more than twice as far as cuDNN does, with a BF16 floor.
-        assert fa4_err <= max(2 * cudnn_err, 0.02), (what, fa4_err, cudnn_err)
+        other = (results[yardstick][i] - ref).abs().max().item()
+        print(f"{what}: fa4 {fa4_err:.4g}, {yardstick} {other:.4g} from FP32")
+        assert fa4_err <= max(2 * other, 0.02), (what, fa4_err, other)
+
+
+def _masked(q, k, v, window, scale):
+    # The model's own SDPA path for a windowed layer: the window as an explicit mask.
+    from tiny_llm.model import window_mask
+
+    y = F.scaled_dot_product_attention(
+        *(t.transpose(1, 2) for t in (q, k, v)),
+        attn_mask=window_mask(q.shape[1], window, q.device),
+        scale=scale,
+        enable_gqa=k.shape[2] != q.shape[2],
+    )
+    return y.transpose(1, 2)
+
+
+@pytest.mark.parametrize(("T", "window", "scale"), [(1024, 512, None), (2048, 512, 0.05)])
+def test_a_windowed_forward_and_gradients_match_the_masked_sdpa(T, window, scale):
+    """Gemma 3's shape (4 heads, 1 kv head of 256): FA4 with its window against SDPA with the
+    window as a mask, each against FP32 math with the same mask."""
+    from tiny_llm.fa4_attention import attention
+
+    torch.manual_seed(0)
+    q = torch.randn(2, T, 4, 256, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(2, T, 1, 256, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(2, T, 1, 256, device=CUDA, dtype=torch.bfloat16, requires_grad=True)
+    dout = torch.randn(2, T, 4, 256, device=CUDA, dtype=torch.bfloat16)
+
+    def fp32(q, k, v, window, scale):
+        return _masked(q.float(), k.float(), v.float(), window, scale)
+
+    results = {}
+    for name, fn in (("fa4", attention), ("sdpa", _masked), ("fp32", fp32)):
+        y = fn(q, k, v, window, scale)
+        results[name] = [t.float() for t in (y, *torch.autograd.grad(y, (q, k, v), dout.to(y.dtype)))]
+    # The window matters: without it the output differs far beyond BF16 rounding.
+    assert (attention(q, k, v, None, scale).float() - results["fp32"][0]).abs().max() > 0.1
+    _fa4_as_close_as(results, "sdpa")
 
 
 def _recipe(**overrides):
@@ -89,26 +132,53 @@ def test_compiled_model_with_fa4_matches_cudnn(overrides, rope):
     """fullgraph=True: the custom ops keep the graph whole; loss and gradients as with cuDNN
     (rope="triton": RoPE and FA4 fused over the projection's output)."""
     from tiny_llm.kernels import Kernels
+
+    kernels = {name: Kernels(attention=name, rope=rope if name == "fa4" else "default") for name in ("fa4", "cudnn")}
+    for name, model in _equal_compiled(_recipe(**overrides), kernels).items():
+        assert all(b.attn.fa4_rope == (name == "fa4" and rope == "triton") for b in model.blocks)
+
+
+def _equal_compiled(recipe, kernels: dict) -> dict:
+    """The model under each of two kernel choices, compiled with fullgraph: one BF16 step's loss
+    and gradients agree (the first choice against the second); the models, for their checks."""
     from tiny_llm.model import build_model
 
-    recipe = _recipe(**overrides)
     tokens = torch.randint(0, recipe.model.vocab_size, (4, 513), device=CUDA)
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    losses, grads = {}, {}
-    for name in ("fa4", "cudnn"):
-        kernels = Kernels(attention=name, rope=rope if name == "fa4" else "default")
-        model = build_model(recipe.model, CUDA, seed=0, kernels=kernels)
-        assert all(b.attn.fa4_rope == (name == "fa4" and rope == "triton") for b in model.blocks)
-        step = torch.compile(model, fullgraph=True)
+    losses, grads, models = [], [], {}
+    for name, choice in kernels.items():
+        models[name] = model = build_model(recipe.model, CUDA, seed=0, kernels=choice)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step(inputs, targets)
+            loss = torch.compile(model, fullgraph=True)(inputs, targets)
         loss.backward()
-        losses[name] = loss.item()
-        grads[name] = torch.cat([p.grad.float().flatten() for p in model.parameters()])
-    print(losses)
-    assert abs(losses["fa4"] - losses["cudnn"]) < 2e-3 * abs(losses["cudnn"])
-    rel = ((grads["fa4"] - grads["cudnn"]).norm() / grads["cudnn"].norm()).item()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.float().flatten() for p in model.parameters()]))
+    print(dict(zip(kernels, losses)))
+    assert abs(losses[0] - losses[1]) < 2e-3 * abs(losses[1])
+    rel = ((grads[0] - grads[1]).norm() / grads[1].norm()).item()
     assert rel < 0.02, rel
+    return models
+
+
+# Gemma 3's knobs on the 20m shape: windows of 128 (a quarter of the context) in three of four
+# layers with their own RoPE base, one kv head, q/k norms and a scale of its own.
+GEMMA3 = {
+    "n_kv_heads": 1, "qk_norm": "true", "sliding_window": 128, "sliding_layers": "[0,1,2]",
+    "rope_local_theta": 10000.0, "rope_theta": 1000000.0, "norm_offset": "true", "sandwich_norm": "true",
+    "mlp_activation": "gelu_tanh", "embed_scale": "true", "attn_scale_dim": 48,
+}  # fmt: skip
+
+
+def test_compiled_windowed_model_with_fa4_matches_the_masked_sdpa():
+    """fullgraph=True with Gemma 3's knobs: FA4 with each layer's window against SDPA with the
+    window as a mask, the same loss and gradients."""
+    from tiny_llm.kernels import Kernels
+
+    # PyTorch's own choice for the masked layers: which of its kernels takes a mask with one kv
+    # head depends on its version, and pinning one it lacks would fail the build, not the math.
+    kernels = {name: Kernels(attention=name) for name in ("fa4", "sdpa")}
+    for model in _equal_compiled(_recipe(**GEMMA3), kernels).values():
+        assert [b.attn.window for b in model.blocks] == [128, 128, 128, None]
 
 
 @pytest.mark.parametrize("H_kv", [6, 2], ids=["mha", "gqa"])

@@ -1,6 +1,8 @@
 """On the GPU (H200), the production update against transformers: BF16, compiled, inside the
 captured CUDA graph, the first update's loss on transformers' weights equals transformers' own
-loss on the same weights and batch, for the SmolLM2-135M and Qwen3-0.6B presets.
+loss on the same weights and batch, for the SmolLM2-135M, Qwen3-0.6B and both Gemma 3 presets
+(at context 1024, twice Gemma's 512-token window, so the windowed layers' kernel is the one
+that skips what the window leaves out).
 
 The weights are transformers' initialisation perturbed (so the loss is far from ln(vocab),
 which any model of random weights gives), loaded in place into the built model's arena
@@ -27,7 +29,7 @@ CUDA = torch.device("cuda")
 BF16_RTOL = 2**-8  # one BF16 rounding step, relative
 
 
-@pytest.mark.parametrize("preset", ["smollm2-135m", "qwen3-0.6b"])
+@pytest.mark.parametrize("preset", ["smollm2-135m", "qwen3-0.6b", "gemma-3-270m", "gemma-3-1b"])
 def test_first_captured_update_loss_equals_transformers(preset):
     from tiny_llm.update import build
 

@@ -24,6 +24,21 @@ def config_json(tmp_path: Path, folder: str, data: dict) -> Path:
     return path
 
 
+def described(tmp_path: Path, folder: str, data: dict) -> tuple[int, dict]:
+    """The parameter count and the recipe's model section `describe` prints for `data`."""
+    done = describe("--config", str(config_json(tmp_path, folder, data)))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    return payload["parameters"], payload["recipe"]["model"]
+
+
+def refused(tmp_path: Path, folder: str, data: dict) -> list[str]:
+    """What `describe` says of `data` it refuses (exit 2, no traceback), line by line."""
+    done = describe("--config", str(config_json(tmp_path, folder, data)))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    return done.stderr.strip().splitlines()
+
+
 def test_describe_takes_a_config_json_and_says_what_it_decided():
     done = describe(
         "--config", str(QWEN3), "--set", "model.context_length=4096", "--set", "training.batch_tokens=16384"
@@ -91,13 +106,24 @@ def test_describe_takes_olmo2_and_refuses_an_output_bias(tmp_path):
         "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 100352, "rope_theta": 500000,
         "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "attention_bias": False,
     }  # fmt: skip
-    good = config_json(tmp_path, "OLMo-2-0425-1B", data)
-    done = describe("--config", str(good))
-    assert done.returncode == 0, done.stderr
-    payload = json.loads(done.stdout)
-    model = payload["recipe"]["model"]
-    assert payload["parameters"] == 1_484_916_736 and (model["post_norm"], model["qk_norm_whole"]) == (True, True)
-    bad = config_json(tmp_path, "biased", data | {"attention_bias": True})
-    done = describe("--config", str(bad))
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "attention_bias is true" in done.stderr
+    parameters, model = described(tmp_path, "OLMo-2-0425-1B", data)
+    assert parameters == 1_484_916_736 and (model["post_norm"], model["qk_norm_whole"]) == (True, True)
+    [line] = refused(tmp_path, "biased", data | {"attention_bias": True})
+    assert "attention_bias is true" in line
+
+
+def test_describe_takes_gemma3_and_refuses_bidirectional_attention(tmp_path):
+    """Gemma 3 1B's shape as its config.json writes it (transformers 4's spelling)."""
+    data = {
+        "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+        "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 256, "vocab_size": 262144, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+        "sliding_window": 512, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+    }  # fmt: skip
+    parameters, model = described(tmp_path, "gemma-3-1b-pt", data)
+    assert parameters == 999_885_952 and (model["sliding_window"], model["mlp_activation"]) == (512, "gelu_tanh")
+    assert model["sliding_layers"] == [i for i in range(26) if i % 6 != 5]
+    bad = tmp_path / "bidirectional" / "config.json"
+    assert refused(tmp_path, "bidirectional", data | {"use_bidirectional_attention": True}) == [
+        f"tiny_llm: {bad}: use_bidirectional_attention is true: the decoder attends causally, as a causal LM trains"
+    ]

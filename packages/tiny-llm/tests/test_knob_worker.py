@@ -86,6 +86,23 @@ def test_triton_rope_for_a_model_it_cannot_build_is_one_line(tmp_path, capsys, k
         build_model(load_recipe(ROOT / "configs" / "tiny.yaml", [knob]).model, "meta", kernels=Kernels(rope="triton"))
 
 
+@pytest.mark.parametrize(
+    "knob, flag, kernel",
+    [
+        ("model.mlp_activation=gelu_tanh", "--swiglu-kernel", "swiglu"),
+        ("model.sandwich_norm=true", "--norm-kernel", "norm"),
+        ("model.norm_offset=true", "--norm-kernel", "norm"),
+    ],
+)
+def test_gemma_s_knobs_refuse_the_triton_swiglu_and_norm_in_one_line(tmp_path, capsys, knob, flag, kernel):
+    out = tmp_path / "result.json"
+    argv = ["benchmark-throughput-worker", "--config", str(ROOT / "configs" / "tiny.yaml"), "--set", knob]
+    assert main([*argv, flag, "triton", "--output", str(out), "--device", "cpu", *FAST]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{kernel}='triton'" in err and knob.split(".")[1].split("=")[0] in err
+    assert not out.exists()
+
+
 def interpreted_knobs() -> None:
     """The subprocess's body (TRITON_INTERPRET=1): the knobbed tiny model's loss and gradients
     with the Triton norm, SwiGLU and cross-entropy equal the default path's."""
@@ -122,3 +139,19 @@ def test_triton_kernels_with_every_knob_interpreted():
         timeout=600,
     )
     assert proc.returncode == 0 and "interpreted knobs ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_worker_measures_a_gemma_shaped_model_on_the_cpu(tmp_path):
+    """Gemma 3's knobs through the whole worker: built, counted, measured, recorded; the first
+    layer attends within 16 of the 128 tokens."""
+    gemma = [
+        "model.qk_norm=true", "model.sliding_window=16", "model.sliding_layers=[0]", "model.rope_local_theta=100.0",
+        "model.norm_offset=true", "model.sandwich_norm=true", "model.mlp_activation=gelu_tanh",
+        "model.embed_scale=true", "model.attn_scale_dim=32",
+    ]  # fmt: skip
+    recipe = knob_recipe(*gemma)
+    result = run_worker(recipe, tmp_path / "result.json", QUICK)
+    assert outcome_kind(result.outcome) == "ok"
+    # Two more norms a layer than the knob recipe alone, and q/k norms of 48.
+    assert result.parameters == built_parameters(build_model(knob_recipe().model, "meta")) + 2 * (2 * 128 + 2 * 48)
+    assert result.throughput is not None and result.throughput.tokens_per_second > 0

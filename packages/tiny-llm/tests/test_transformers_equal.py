@@ -1,5 +1,5 @@
 """The model equals transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-SmolLM3ForCausalLM and Olmo2ForCausalLM on the same weights (FP32, CPU), for small shapes that turn each knob: the same logits and loss, the
+SmolLM3ForCausalLM, Olmo2ForCausalLM and Gemma3ForCausalLM on the same weights (FP32, CPU), for small shapes that turn each knob: the same logits and loss, the
 same gradient for every parameter after one backward, and the same parameter count.
 
 The weights are transformers' own initialisation, each tensor then perturbed (norm gains away
@@ -44,6 +44,23 @@ CASES = {
     "olmo2": ModelConfig(
         **{**BASE, "head_dim": 24}, n_kv_heads=2, tie_embeddings=False, qk_norm_whole=True, post_norm=True
     ),
+    # Gemma 3: a window of 8 in three of four layers (context 32, so the window matters), their
+    # own RoPE base, (1 + weight) norms, four a layer, GeGLU, embeddings scaled by sqrt(64) and
+    # scores by 24 ** -0.5 (not head_dim's 16), one kv head, per-head q/k norms.
+    "gemma3": ModelConfig(
+        **{**BASE, "n_layers": 4},
+        n_kv_heads=1,
+        rope_theta=1_000_000.0,
+        qk_norm=True,
+        sliding_window=8,
+        sliding_layers=(0, 1, 3),
+        rope_local_theta=10_000.0,
+        norm_offset=True,
+        sandwich_norm=True,
+        mlp_activation="gelu_tanh",
+        embed_scale=True,
+        attn_scale_dim=24,
+    ),  # fmt: skip
 }
 CLASSES = {
     "qkv-bias": "Qwen2ForCausalLM",
@@ -51,6 +68,7 @@ CLASSES = {
     "qk-norm": "Qwen3ForCausalLM",
     "smollm3": "SmolLM3ForCausalLM",
     "olmo2": "Olmo2ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
 }
 
 

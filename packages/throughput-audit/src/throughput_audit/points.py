@@ -21,7 +21,7 @@ from throughput_audit.stats import (
     sample_cv,
 )
 from throughput_schema import Protocol, Recipe, Throughput, WorkerResult
-from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
+from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS, protocol_field
 from throughput_schema.knobs import knob_values
 from throughput_schema.recipe import at_point
 
@@ -269,6 +269,7 @@ def point_flops_per_token(recipe: Recipe, context: int) -> int:
         n_heads=m.n_heads,
         head_dim=m.head_dim,
         context=context,
+        knobs=knob_values(m),
     )
 
 
@@ -335,7 +336,7 @@ def check_point_recipe(
             frozen_file=frozen_file,
         )
     proto = {
-        f"{section}.{name}": (getattr(protocol, name), getattr(getattr(r, section), name))
+        f"{section}.{name}": (getattr(protocol, protocol_field(section, name)), getattr(getattr(r, section), name))
         for section, names in PROTOCOL_RECIPE_FIELDS.items()
         for name in names
     }

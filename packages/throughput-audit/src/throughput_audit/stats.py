@@ -85,7 +85,8 @@ def parameters(
     kv_heads*head_dim each), an output projection (heads*head_dim x width), biases on q, k
     and v only where asked, a head_dim RMSNorm weight on q and one on k where asked (or, normed
     whole, one as wide as all q heads and one as wide as all k heads), SwiGLU
-    gate, up and down (width x ffn each), two RMSNorm weights; a final RMSNorm.
+    gate, up and down (width x ffn each), two RMSNorm weights (four where each sublayer's
+    output is normed too, `sandwich_norm`); a final RMSNorm.
     """
     q_width, kv_width = n_heads * head_dim, kv_heads * head_dim
     attention = d_model * q_width + 2 * d_model * kv_width + q_width * d_model
@@ -93,7 +94,7 @@ def parameters(
     head_norms = 2 * head_dim if knobs["qk_norm"] else 0
     head_norms += q_width + kv_width if knobs["qk_norm_whole"] else 0
     mlp = 3 * d_model * ffn_dim
-    norms = 2 * d_model
+    norms = (4 if knobs["sandwich_norm"] else 2) * d_model
     embeddings = vocab_size * d_model * (1 if knobs["tie_embeddings"] else 2)
     return embeddings + n_layers * (attention + biases + head_norms + mlp + norms) + d_model
 
@@ -105,13 +106,25 @@ def lookup_parameters(*, vocab_size: int, d_model: int, knobs: Mapping[str, Any]
 
 
 def flops_per_token(
-    *, parameters: int, lookup_parameters: int, n_layers: int, n_heads: int, head_dim: int, context: int
+    *,
+    parameters: int,
+    lookup_parameters: int,
+    n_layers: int,
+    n_heads: int,
+    head_dim: int,
+    context: int,
+    knobs: Mapping[str, Any],
 ) -> int:
-    """Training FLOPs per token: 6 x (P less the parameters only looked up) + 12 x layers x
-    heads x head_dim x context (PaLM, appendix B). An untied input embedding is a lookup, not
+    """Training FLOPs per token: 6 x (P less the parameters only looked up) + 12 x heads x
+    head_dim x the keys each layer attends to, summed over the layers (PaLM, appendix B): the
+    context in a global layer, the smaller of the context and the window in a windowed one
+    (`sliding_layers`), never halved for causality. An untied input embedding is a lookup, not
     a matmul; tied, it is also the LM head, which is one. Attention's width is heads x
     head_dim, whatever the model's width."""
-    return 6 * (parameters - lookup_parameters) + 12 * n_layers * n_heads * head_dim * context
+    windowed = len(knobs["sliding_layers"])
+    window = context if knobs["sliding_window"] is None else min(context, knobs["sliding_window"])
+    keys = (n_layers - windowed) * context + windowed * window
+    return 6 * (parameters - lookup_parameters) + 12 * n_heads * head_dim * keys
 
 
 # Parameter counts the guide (docs/guide.md) prints for its larger presets: a second, external anchor.

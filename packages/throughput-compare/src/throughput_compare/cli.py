@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from throughput_compare.allowed import ALLOWABLE
 from throughput_compare.precision import precision_line
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.provenance import ALLOW_TEST_WORKER, PRODUCTION_WORKER
@@ -29,6 +30,15 @@ def main(argv: list[str] | None = None) -> int:
         help="compare even when the measurement protocol or a recipe differs (the differences are listed)",
     )
     parser.add_argument(
+        "--allow-difference",
+        action="append",
+        choices=sorted(ALLOWABLE),
+        default=[],
+        metavar="NAME",
+        help="compare even though the campaigns differ in this, and say so at the top (repeatable; "
+        f"{', '.join(sorted(ALLOWABLE))}: the optimizer and its settings, e.g. AdamW against Muon)",
+    )
+    parser.add_argument(
         ALLOW_TEST_WORKER,
         action="store_true",
         help=f"compare campaigns run with a test worker (not {PRODUCTION_WORKER}), under a banner on every page and file",
@@ -46,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             load(args.b, "B"),
             allow_protocol_change=args.allow_protocol_change,
             allow_test_worker=args.allow_test_worker,
+            allow_differences=args.allow_difference,
         )
         files = publish(args.output, comparison)
     except Refused as exc:
@@ -63,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 *banner,
                 *filter(None, [precision_line(comparison)]),
+                *comparison.accepted,
                 comparison.summary,
                 f"wrote {len(files)} files to {args.output}",
                 *banner,

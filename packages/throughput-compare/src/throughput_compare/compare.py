@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from throughput_compare.allowed import accept, accepted_lines, remedy
 from throughput_compare.differences import differences
 from throughput_compare.inputs import Campaign, Measured, Refused
 from throughput_schema import noise as spread
@@ -123,21 +124,27 @@ def _banner(a: Campaign, b: Campaign, allow_test_worker: bool) -> str:
 
 
 def compare(
-    a: Campaign, b: Campaign, *, allow_protocol_change: bool = False, allow_test_worker: bool = False
+    a: Campaign,
+    b: Campaign,
+    *,
+    allow_protocol_change: bool = False,
+    allow_test_worker: bool = False,
+    allow_differences: list[str] | None = None,
 ) -> Comparison:
     banner = _banner(a, b, allow_test_worker)  # first: a test worker's figures are no comparison at all
     if a.manifest.kind != b.manifest.kind:
         raise Refused(
             f"A is a {a.manifest.kind} campaign and B a {b.manifest.kind} one; compare campaigns of the same kind"
         )
-    found = differences(a, b)
+    named = list(allow_differences or [])
+    found = accept(differences(a, b), named)
     refusing = [d for d in found if d.refuses]
     if refusing and not allow_protocol_change:
         d = refusing[0]
         raise Refused(
             f"the campaigns differ in {d.area} ({d.field}: A {d.a}, B {d.b}"
             + (f", and {len(refusing) - 1} more" if len(refusing) > 1 else "")
-            + "); pass --allow-protocol-change to compare them anyway"
+            + f"); pass {remedy(refusing)} to compare them anyway"
         )
     noise = Noise(
         window_spread_a=a.window_spread(),
@@ -178,4 +185,5 @@ def compare(
         inputs=[InputFile(path=p, sha256=h) for p, h in (*a.hashes, *b.hashes)],
         spot_check=b.spot_check,
         test_worker=banner,
+        accepted=accepted_lines(found, named),
     )

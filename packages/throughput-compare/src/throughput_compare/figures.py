@@ -90,7 +90,15 @@ def first_page_lines(c: Comparison) -> list[str]:
     rows = tables.curve_rows(c)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
-    lines = [*textwrap.wrap(c.summary, WRAP), "", f"A: {c.a}", f"B: {c.b}", f"kind: {c.kind}; made {c.created_at}", ""]
+    lines = [
+        *(w for t in c.accepted for w in textwrap.wrap(t, WRAP)),
+        *textwrap.wrap(c.summary, WRAP),
+        "",
+        f"A: {c.a}",
+        f"B: {c.b}",
+        f"kind: {c.kind}; made {c.created_at}",
+        "",
+    ]
     lines += ["Curves", *table, "", *tables.changes(c), "", "Noise and verdicts"]
     for text in [*tables.noise_lines(c), "", "Differences between the campaigns", *tables.difference_lines(c)]:
         lines += textwrap.wrap(text, WRAP, subsequent_indent="    ") or [""]

@@ -113,6 +113,7 @@ def markdown(c: Comparison) -> str:
     lines = [
         *banner,
         *filter(None, [precision_line(c)]),
+        *(f"**{t}**" for t in c.accepted),
         c.summary,
         "",
         f"A: `{c.a}`  ",

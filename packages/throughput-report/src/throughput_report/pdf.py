@@ -133,6 +133,19 @@ def _table(
             cell.set_facecolor("#f6f6f6")
 
 
+def optimizer_text(protocols: list[tuple[str, Protocol]]) -> list[str]:
+    """A paragraph naming the optimizer where a campaign trained with another than the guide's
+    AdamW: the measurement and optimizer-timing text then stand for that optimizer's update and step."""
+    from throughput_schema.muon import GUIDE_OPTIMIZER, settings_text
+
+    other = {(p.optimizer, settings_text(p)) for _, p in protocols if p.optimizer != GUIDE_OPTIMIZER}
+    return [
+        f"Optimizer: {name} ({settings}), not the guide's AdamW; where this page says AdamW update and "
+        "ArenaAdamW.step, read that optimizer's update and step (ArenaMuon.step, AdamW's part included)."
+        for name, settings in sorted(other)
+    ]
+
+
 def _windows(protocols: list[tuple[str, Protocol]]) -> str:
     lengths = sorted({p.window_seconds for _, p in protocols})
     return f"Measurement windows of {' and '.join(f'{s:g} s' for s in lengths)} (protocol on page 6)."
@@ -313,6 +326,7 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
         f"Inputs: {ctx.input_files:,} files; inputs.sha256 beside this PDF lists the SHA-256 of every one "
         f"(SHA-256 of that list: {ctx.inputs_digest}).",
     ]
+    items[1:1] = optimizer_text(ctx.protocols)
     y = _paragraphs(fig, 0.04, 0.9, items, size=8.4)
     header = ["Campaign", "manifest.json SHA-256", "Files", "SHA-256 of its lines in inputs.sha256"]
     rows = [[Path(c).name, m, f"{n:,}", d] for c, m, n, d in ctx.campaign_digests]

@@ -55,6 +55,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_optimizer_name(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--optimizer-name`, the optimizer `what` (the recipe's `optimizer.name`). Spelled out so
+    that no abbreviation of an `--optimizer-...` flag reads it: a bare `--optimizer` is ambiguous."""
+    from typing import get_args
+
+    from throughput_schema.configs import OptimizerName
+
+    choices = get_args(OptimizerName)
+    parser.add_argument(
+        "--optimizer-name",
+        choices=choices,
+        help=f"the optimizer {what}: {choices[0]} (the guide's), or muon (Muon on the hidden matrices, "
+        "AdamW on the rest; it is flagged as differing from the guide)",
+    )
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"{self.prog}: {message} (see --help)", file=sys.stderr)

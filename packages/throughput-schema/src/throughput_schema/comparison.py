@@ -117,6 +117,8 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     # The test-worker banner (throughput_schema.provenance) when either campaign was run by a
     # test worker and --allow-test-worker let it through; "" for measurements.
     test_worker: str = ""
+    # What `--allow-difference NAME` accepted, one line each, said at the top (`throughput_compare.allowed`).
+    accepted: list[str] = []
 
 
 def differing(c: Comparison) -> list[PointComparison]:

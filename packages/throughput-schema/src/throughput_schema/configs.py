@@ -3,14 +3,14 @@ and the point itself, plus the base classes and value constraints every record s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
 
+from throughput_schema import knob_rules as rules
 from throughput_schema.curve_names import curve_name
+from throughput_schema.knob_rules import Knob
 from throughput_schema.precision import Precision
 from throughput_schema.scheduler_names import SchedulerName, check_name
 from throughput_schema.version import SCHEMA_VERSION
@@ -46,74 +46,11 @@ class Llama3RopeScaling(_Config, frozen=True, tag_field="type", tag="llama3"):
 RopeScaling = Llama3RopeScaling
 
 
-Shapes = dict[str, tuple[int, ...]]
-
-
-def _adds_nothing(model: ModelConfig, value: Any) -> Shapes:
-    return {}
-
-
-def _builds_any(model: ModelConfig, value: Any) -> str | None:
-    return None
-
-
-@dataclass(frozen=True)
-class Knob:
-    """What a knob of `ModelConfig` does, carried on its field (`Annotated[type, Knob(...)]`)
-    beside the name, type and default the field gives; `throughput_schema.knobs` reads them.
-    Each function gets the model and the knob's value in it.
-
-    The tensors a knob adds are counted by the schema's shape (`throughput_schema.shape`) and
-    so weigh 6 FLOPs per element per token there like every other weight.
-    """
-
-    help: str
-    # Trainable tensors it adds to each layer (named as under `blocks.{i}.` in `tiny_llm.model`).
-    layer_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
-    # Trainable tensors it adds outside the layers.
-    model_tensors: Callable[[ModelConfig, Any], Shapes] = _adds_nothing
-    # Its recipe value from a config.json's values as the HF import read them, by key
-    # (`model_type` among them); None leaves it out of the recipe, at its default.
-    from_hf: Callable[[Mapping[str, Any]], Any] = lambda hf: None
-    # Why a recipe's value cannot be built (one line, without the source), or None.
-    check: Callable[[ModelConfig, Any], str | None] = _builds_any
-
-
-def _kv_heads_divide(model: ModelConfig, value: Any) -> str | None:
-    if model.n_heads % model.kv_heads == 0:
-        return None
-    return (
-        f"model.n_kv_heads ({model.kv_heads}) must divide model.n_heads ({model.n_heads}): "
-        "each key/value head serves a whole group of query heads"
-    )
-
-
-def _one_qk_norm(model: ModelConfig, value: Any) -> str | None:
-    if value and model.qk_norm:
-        return "model.qk_norm and model.qk_norm_whole are both set: q and k are normed per head or whole, not both"
-    return None
-
-
-def _nope_layers_in_range(model: ModelConfig, value: tuple[int, ...]) -> str | None:
-    if all(0 <= i < model.n_layers for i in value) and list(value) == sorted(set(value)):
-        return None
-    return (
-        f"model.nope_layers ({list(value)}) must list layers of this model (0 to {model.n_layers - 1}), "
-        "each once, in order"
-    )
-
-
-def _nope_from_hf(hf: Mapping[str, Any]) -> list[int] | None:
-    # transformers' SmolLM3 flags each layer: 1 rotates, 0 does not. A list, not a tuple:
-    # the converted recipe is written as YAML. None (no layer without RoPE) keeps the default.
-    flags = hf.get("no_rope_layers") or []
-    return [i for i, rotates in enumerate(flags) if not rotates] or None
-
-
 # The model-spec table: a field annotated with a `Knob` is a knob, and that field is its one
 # declaration. (A comment, not the docstring: the docstring is the JSON Schema's description.)
 class ModelConfig(_Config, frozen=True):
-    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, and the knobs the small Llama family turns.
+    """A Llama-style decoder: RMSNorm, SwiGLU, RoPE, and the knobs the small Llama family,
+    SmolLM3, OLMo 2 and Gemma 3 turn.
 
     The defaults are the project's original decoder (as many key/value heads as query heads,
     tied embeddings, no biases, no q/k norm, plain RoPE), so recipes written before the knobs
@@ -139,7 +76,7 @@ class ModelConfig(_Config, frozen=True):
             from_hf=lambda hf: (
                 None if hf["num_key_value_heads"] == hf["num_attention_heads"] else hf["num_key_value_heads"]
             ),
-            check=_kv_heads_divide,
+            check=rules.kv_heads_divide,
         ),
     ] = None
     tie_embeddings: Annotated[
@@ -162,11 +99,11 @@ class ModelConfig(_Config, frozen=True):
     qk_norm: Annotated[
         bool,
         Knob(
-            "RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3).",
+            "RMSNorm with a learned head_dim weight on each head of q and of k, before RoPE (Qwen3, Gemma 3).",
             layer_tensors=lambda m, on: (
                 {"attn.q_norm.weight": (m.head_dim,), "attn.k_norm.weight": (m.head_dim,)} if on else {}
             ),
-            from_hf=lambda hf: hf["model_type"] == "qwen3",
+            from_hf=lambda hf: hf["model_type"] in ("qwen3", "gemma3_text"),
         ),
     ] = False
     rope_scaling: Annotated[
@@ -178,8 +115,8 @@ class ModelConfig(_Config, frozen=True):
         Knob(
             "The layers (from 0) whose attention has no RoPE: q and k are not rotated there (SmolLM3's "
             "NoPE layers, every fourth); no weights, no FLOPs.",
-            from_hf=_nope_from_hf,
-            check=_nope_layers_in_range,
+            from_hf=rules.nope_from_hf,
+            check=rules.layers_in_range("nope_layers"),
         ),
     ] = ()
     qk_norm_whole: Annotated[
@@ -194,7 +131,7 @@ class ModelConfig(_Config, frozen=True):
             ),
             # None, not False, elsewhere: an import of any other type writes no new key.
             from_hf=lambda hf: hf["model_type"] == "olmo2" or None,
-            check=_one_qk_norm,
+            check=rules.one_qk_norm,
         ),
     ] = False
     post_norm: Annotated[
@@ -205,6 +142,70 @@ class ModelConfig(_Config, frozen=True):
             from_hf=lambda hf: hf["model_type"] == "olmo2" or None,
         ),
     ] = False
+    sliding_window: Annotated[
+        PositiveInt | None,
+        Knob(
+            "Tokens a query of a windowed layer (sliding_layers) attends to: itself and the window - 1 "
+            "before it (Gemma 3); no weights; its attention FLOPs count min(context, window) keys.",
+            from_hf=rules.window_from_hf,
+        ),
+    ] = None
+    sliding_layers: Annotated[
+        tuple[int, ...],
+        Knob(
+            "The layers (from 0) that attend within sliding_window; every other layer attends to the "
+            "whole context (Gemma 3: five of every six). [] makes every layer global.",
+            attended_keys=rules.window_keys,
+            from_hf=rules.sliding_from_hf,
+            check=rules.windowed_layers_have_a_window,
+        ),
+    ] = ()
+    rope_local_theta: Annotated[
+        PositiveFloat | None,
+        Knob(
+            "RoPE's base in the windowed layers (Gemma 3's rope_local_base_freq); None: rope_theta.",
+            from_hf=rules.local_theta_from_hf,
+        ),
+    ] = None
+    norm_offset: Annotated[
+        bool,
+        Knob(
+            "Every RMSNorm scales by (1 + weight), its weight starting at 0 (Gemma); the same tensors.",
+            from_hf=rules.gemma_from_hf,
+        ),
+    ] = False
+    sandwich_norm: Annotated[
+        bool,
+        Knob(
+            "Four norms a layer: each sublayer's input and its output are normed, then added (Gemma 3).",
+            layer_tensors=lambda m, on: (
+                {"attn_post_norm.weight": (m.d_model,), "mlp_post_norm.weight": (m.d_model,)} if on else {}
+            ),
+            from_hf=rules.gemma_from_hf,
+        ),
+    ] = False
+    mlp_activation: Annotated[
+        Literal["silu", "gelu_tanh"],
+        Knob(
+            "The gate's activation in the gated MLP: silu (SwiGLU) or tanh-approximated GELU (GeGLU, Gemma).",
+            from_hf=rules.activation_from_hf,
+        ),
+    ] = "silu"
+    embed_scale: Annotated[
+        bool,
+        Knob(
+            "The input embeddings are multiplied by sqrt(d_model) (Gemma); the LM head is not.",
+            from_hf=rules.gemma_from_hf,
+        ),
+    ] = False
+    attn_scale_dim: Annotated[
+        PositiveInt | None,
+        Knob(
+            "Attention scores are scaled by attn_scale_dim ** -0.5 instead of head_dim ** -0.5 (Gemma's "
+            "query_pre_attn_scalar); None: head_dim.",
+            from_hf=rules.scale_dim_from_hf,
+        ),
+    ] = None
 
     @property
     def kv_heads(self) -> int:
@@ -226,13 +227,31 @@ class TrainingConfig(_Config, frozen=True):
     precision: Precision = "bf16"
 
 
+OptimizerName = Literal["adamw", "muon"]
+# torch.optim.Muon's defaults (Keller Jordan's quintic), the only coefficients measured.
+MUON_NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+Momentum = Annotated[float, Meta(ge=0, lt=1)]
+
+
 class OptimizerConfig(_Config, frozen=True):
-    name: Literal["adamw"] = "adamw"
+    """AdamW (the guide's) over every parameter, or Muon over the hidden matrices with AdamW
+    over the rest (`throughput_schema.muon` says which). The `muon_*` fields apply only with
+    `name: muon`; the AdamW fields apply to AdamW's parameters either way, and Muon takes the
+    same `lr` and `weight_decay`."""
+
+    name: OptimizerName = "adamw"
     lr: NonNegFloat = 1e-3
     beta1: Fraction = 0.9
     beta2: Fraction = 0.99
     eps: PositiveFloat = 1e-8
     weight_decay: NonNegFloat = 0.1
+    muon_momentum: Momentum = 0.95
+    muon_nesterov: bool = True
+    muon_ns_steps: Annotated[int, Meta(gt=0, lt=100)] = 5
+    muon_ns_coefficients: tuple[float, float, float] = MUON_NS_COEFFICIENTS
+    # Moonshot's scaling (0.2·sqrt(max(rows, cols))), so Muon reuses AdamW's lr and decay;
+    # not torch's default "original".
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] = "match_rms_adamw"
 
 
 class Recipe(_Record, frozen=True):
@@ -298,22 +317,40 @@ class Protocol(_Config, frozen=True):
     grad_clip: PositiveFloat = _TRAINING.grad_clip
     seed: int = _TRAINING.seed
     precision: Precision = _TRAINING.precision
+    # Sets the recipe's `optimizer.name` (`PROTOCOL_FIELD_NAMES`): "name" alone would not say what it names.
+    optimizer: OptimizerName = _OPTIMIZER.name
+    muon_momentum: Momentum = _OPTIMIZER.muon_momentum
+    muon_nesterov: bool = _OPTIMIZER.muon_nesterov
+    muon_ns_steps: Annotated[int, Meta(gt=0, lt=100)] = _OPTIMIZER.muon_ns_steps
+    muon_ns_coefficients: tuple[float, float, float] = _OPTIMIZER.muon_ns_coefficients
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] = _OPTIMIZER.muon_adjust_lr
     # Optimizer timing only: each synchronised burst of graph replays targets this.
     burst_seconds: PositiveFloat = 0.1
 
 
+# A recipe field the protocol sets under another name: (section, recipe field) -> protocol field.
+PROTOCOL_FIELD_NAMES = {("optimizer", "name"): "optimizer"}
+
+
+def protocol_field(section: str, name: str) -> str:
+    """The protocol's field that sets recipe field `section.name`."""
+    return PROTOCOL_FIELD_NAMES.get((section, name), name)
+
+
 # The recipe fields the protocol sets, by recipe section, in the section's field order.
 PROTOCOL_RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
-    section: tuple(name for name in config.__struct_fields__ if name in Protocol.__struct_fields__)
+    section: tuple(
+        name for name in config.__struct_fields__ if protocol_field(section, name) in Protocol.__struct_fields__
+    )
     for section, config in (("training", TrainingConfig), ("optimizer", OptimizerConfig))
 }
 
 
 def protocol_settings(protocol: Protocol | None, section: str) -> dict[str, object]:
-    """The values `protocol` sets in one recipe section (none without a protocol)."""
+    """The values `protocol` sets in one recipe section (none without a protocol), by recipe field."""
     if protocol is None:
         return {}
-    return {name: getattr(protocol, name) for name in PROTOCOL_RECIPE_FIELDS[section]}
+    return {name: getattr(protocol, protocol_field(section, name)) for name in PROTOCOL_RECIPE_FIELDS[section]}
 
 
 # ----------------------------------------------------------------------------- points

@@ -1,13 +1,16 @@
-"""A Hugging Face model's `config.json` read as a recipe: the small Llama family only.
+"""A Hugging Face model's `config.json` read as a recipe: the small Llama family, SmolLM3,
+OLMo 2 and Gemma 3 only.
 
 A key the file leaves out takes the default of that model type's transformers config
 class (`LlamaConfig`, `MistralConfig`, `Qwen2Config`, `Qwen3Config`, `SmolLM3Config`,
-`Olmo2Config`), as transformers
+`Olmo2Config`, `Gemma3TextConfig`), as transformers
 itself would, and the import says which defaults it used. Anything the decoder cannot
 build exactly (another architecture, experts, per-layer shapes, biases beyond Qwen2's
-q/k/v, an activation other than SiLU, a sliding window, RoPE scaling other than Llama 3's)
+q/k/v, an activation other than SiLU or tanh GELU, a sliding window outside Gemma 3's
+layers, RoPE scaling other than Llama 3's, soft-capping, bidirectional attention)
 is refused in one line naming the key, since measuring a different model under the
-file's name would be worse than measuring none.
+file's name would be worse than measuring none. What differs by layer is read in
+`throughput_schema.hf_layers`.
 
 A config.json has no training section and no measurement context: the recipe takes the
 protocol's training and optimizer settings, and the context a campaign's `--contexts`
@@ -27,7 +30,10 @@ from throughput_schema.codec import SchemaError, not_text, read_bytes
 from throughput_schema.configs import Protocol, protocol_settings
 from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name, reduced_model_name
 from throughput_schema.digests import sha256_bytes
-from throughput_schema.hf_model_types import HEADS, MODEL_TYPES, ModelType
+from throughput_schema.hf_layers import layer_types, no_rope_flags, refuse_per_layer, rope
+from throughput_schema.hf_model_types import MODEL_TYPES, ModelType
+from throughput_schema.hf_reader import HfConfigError, Reader
+from throughput_schema.knob_rules import HF_ACTIVATIONS
 
 # The context and batch a converted recipe carries until a campaign or `--set` chooses its
 # own, as the Llama-family presets in configs/ carry them.
@@ -49,13 +55,9 @@ _EXPERT_KEYS = (
     "moe_layer_freq",
     "first_k_dense_replace",
 )
-# Lists a config.json may hold that say nothing about each layer's shape.
-_NOT_PER_LAYER = frozenset({"architectures", "bos_token_id", "eos_token_id", "pad_token_id", "layer_types"})
-_LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-
-
-class HfConfigError(ValueError):
-    """A config.json that cannot become a recipe; the message is one line naming the key."""
+# Keys whose value, other than null, the decoder does not build: tanh soft-capping of the
+# logits or the attention scores (Gemma 2; Gemma 3's are null).
+_SOFT_CAPS = ("final_logit_softcapping", "attn_logit_softcapping")
 
 
 @dataclass(frozen=True)
@@ -157,10 +159,12 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
             f"{src}: model_type {model_type!r} is not built here; the Llama family is: {', '.join(MODEL_TYPES)}"
         )
     _refuse_unbuildable(config, kind, src)
-    reader = _Reader(config, kind, src)
-    act = reader.text("hidden_act")
-    if act != "silu":
-        raise HfConfigError(f"{src}: hidden_act is {act!r}; the decoder's SwiGLU gates with silu only")
+    reader = Reader(config, kind, src)
+    act = reader.text(kind.activation_key)
+    if act not in HF_ACTIVATIONS.values():
+        raise HfConfigError(
+            f"{src}: {kind.activation_key} is {act!r}; the decoder's gated MLP gates with silu or gelu_pytorch_tanh only"
+        )
     layers = reader.whole("num_hidden_layers")
     hidden = reader.whole("hidden_size")
     heads = reader.whole("num_attention_heads")
@@ -171,8 +175,11 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
     tie = reader.flag("tie_word_embeddings")
     eps = reader.number("rms_norm_eps")
     max_positions = reader.whole("max_position_embeddings")
-    rope_theta, rope_scaling = _rope(config, reader, src)
-    no_rope = _no_rope_flags(config, reader, layers) if "no_rope_layers" in kind.per_layer else None
+    rope_theta, rope_scaling, local_theta = rope(config, reader, src)
+    no_rope = no_rope_flags(config, reader, layers) if "no_rope_layers" in kind.per_layer else None
+    kinds = layer_types(config, reader, layers)
+    window = reader.whole("sliding_window") if kinds and "sliding_attention" in kinds else None
+    scalar = reader.whole("query_pre_attn_scalar") if "query_pre_attn_scalar" in kind.defaults else None
     model_name, renamed_from = _model_name(path, name)
 
     protocol = Protocol()  # the guide's protocol: every campaign measures with it
@@ -195,6 +202,12 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
             "tie_word_embeddings": tie,
             "rope_scaling": rope_scaling,
             "no_rope_layers": no_rope,
+            "layer_types": kinds,
+            "sliding_window": window,
+            "rope_local_base_freq": local_theta,
+            "hidden_activation": act,
+            "query_pre_attn_scalar": scalar,
+            "head_dim": head_dim,
         }
     )
     raw = {
@@ -215,65 +228,6 @@ def convert(config: dict[str, Any], *, path: Path, sha256: str = "", name: str |
     )
 
 
-class _Reader:
-    """Typed reads of one config.json's keys, each falling back to its class default."""
-
-    def __init__(self, config: dict[str, Any], kind: ModelType, src: str) -> None:
-        self.config, self.kind, self.src = config, kind, src
-        self.defaults: list[str] = []
-
-    def _get(self, key: str) -> Any:
-        if key in self.config:
-            return self.config[key]
-        value = self.kind.defaults[key]
-        self.defaults.append(f"{key}={value}")
-        return value
-
-    def whole(self, key: str, *, none_means: int | None = None) -> int:
-        """A positive whole number; `none_means` is what null stands for (num_key_value_heads)."""
-        value = self._get(key)
-        if value is None and none_means is not None:
-            if key not in self.config:
-                self.defaults[-1] = f"{key}={none_means} (num_attention_heads)"
-            return none_means
-        if isinstance(value, list):
-            raise HfConfigError(f"{self.src}: {key} is a per-layer array; every layer must have the same shape")
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be a positive whole number")
-        return value
-
-    def head_dim(self, hidden: int, heads: int) -> int:
-        """Given, or the class's default: 128 for Qwen3, hidden_size // num_attention_heads elsewhere
-        (where a null means the same)."""
-        if self.config.get("head_dim") is not None or self.kind.defaults["head_dim"] != HEADS:
-            return self.whole("head_dim")
-        if hidden % heads:
-            raise HfConfigError(
-                f"{self.src}: head_dim is not given and hidden_size ({hidden}) is not a multiple of "
-                f"num_attention_heads ({heads}); give head_dim"
-            )
-        self.defaults.append(f"head_dim={hidden // heads} ({HEADS})")
-        return hidden // heads
-
-    def text(self, key: str) -> str:
-        value = self._get(key)
-        if not isinstance(value, str):
-            raise HfConfigError(f"{self.src}: {key} is {value!r}; expected a name")
-        return value
-
-    def number(self, key: str) -> float:
-        value = self._get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be a positive number")
-        return float(value)
-
-    def flag(self, key: str) -> bool:
-        value = self._get(key)
-        if not isinstance(value, bool):
-            raise HfConfigError(f"{self.src}: {key} is {value!r}; it must be true or false")
-        return value
-
-
 def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> None:
     for key in _EXPERT_KEYS:
         if config.get(key):
@@ -284,7 +238,14 @@ def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> No
             "which the decoder does not build"
         )
     if config.get("mlp_bias") is True:
-        raise HfConfigError(f"{src}: mlp_bias is true: the decoder's SwiGLU has no biases")
+        raise HfConfigError(f"{src}: mlp_bias is true: the decoder's gated MLP has no biases")
+    for key in _SOFT_CAPS:
+        if config.get(key) is not None:
+            raise HfConfigError(f"{src}: {key} is {config[key]!r}: soft-capping is not built; only null is")
+    if config.get("use_bidirectional_attention") is True:
+        raise HfConfigError(
+            f"{src}: use_bidirectional_attention is true: the decoder attends causally, as a causal LM trains"
+        )
     if config.get("use_sliding_window") is True:
         raise HfConfigError(f"{src}: use_sliding_window is true: a sliding attention window is not built")
     if kind.sliding_window_always:
@@ -295,79 +256,10 @@ def _refuse_unbuildable(config: dict[str, Any], kind: ModelType, src: str) -> No
                 f"{src}: sliding_window is {window}{given}: a sliding attention window is not built; "
                 "a Mistral config without one says sliding_window: null"
             )
-    _refuse_per_layer(config, kind, src)
+    refuse_per_layer(config, kind, src)
     factor = config.get("partial_rotary_factor")
     if factor not in (None, 1, 1.0):
         raise HfConfigError(f"{src}: partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
-
-
-def _refuse_per_layer(config: dict[str, Any], kind: ModelType, src: str) -> None:
-    """Layers that differ: a window, a list not of one entry per layer, or another shape."""
-    layer_types = config.get("layer_types")
-    if layer_types is not None:
-        if not isinstance(layer_types, list):
-            raise HfConfigError(f"{src}: layer_types is {layer_types!r}; expected a list")
-        for i, t in enumerate(layer_types):
-            if t != "full_attention":
-                why = "a sliding attention window is not built" if "sliding" in str(t) else "only full attention is"
-                raise HfConfigError(f"{src}: layer_types[{i}] is {t!r}: {why}")
-    layers = config.get("num_hidden_layers")
-    if isinstance(layer_types, list) and isinstance(layers, int) and len(layer_types) != layers:
-        raise HfConfigError(f"{src}: layer_types has {len(layer_types)} entries for {layers} layers; one per layer")
-    for key, value in config.items():
-        if key in kind.per_layer:
-            continue
-        if key not in _NOT_PER_LAYER and isinstance(value, list) and value and len(value) == layers:
-            raise HfConfigError(f"{src}: {key} is a per-layer array; every layer must have the same shape")
-
-
-def _no_rope_flags(config: dict[str, Any], reader: _Reader, layers: int) -> list[int]:
-    """SmolLM3's flag per layer, 1 where it rotates q and k and 0 where it does not, as
-    `SmolLM3Config` reads them: given whole, or derived from no_rope_layer_interval."""
-    flags = config.get("no_rope_layers")
-    if flags is None:
-        interval = reader.whole("no_rope_layer_interval")
-        return [int((i + 1) % interval != 0) for i in range(layers)]
-    if not isinstance(flags, list) or any(f not in (0, 1) or isinstance(f, float) for f in flags):
-        raise HfConfigError(f"{reader.src}: no_rope_layers is {flags!r}; expected a list of 1 (RoPE) or 0 (none)")
-    if len(flags) != layers:
-        raise HfConfigError(f"{reader.src}: no_rope_layers has {len(flags)} entries for {layers} layers; one per layer")
-    return flags
-
-
-def _rope(config: dict[str, Any], reader: _Reader, src: str) -> tuple[float, dict[str, Any] | None]:
-    """rope_theta and the scaling: transformers 4 writes `rope_theta` and `rope_scaling`,
-    transformers 5 one `rope_parameters` holding both (its `rope_scaling`, where set, wins)."""
-    key = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
-    params = config.get(key) or {}
-    if not isinstance(params, dict):
-        raise HfConfigError(f"{src}: {key} is {params!r}; expected an object")
-    if params and all(isinstance(v, dict) for v in params.values()):
-        raise HfConfigError(f"{src}: {key} is given per layer type; every layer must have the same RoPE")
-    if "rope_theta" in params:
-        theta = params["rope_theta"]
-        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
-            raise HfConfigError(f"{src}: {key}.rope_theta is {theta!r}; it must be a positive number")
-        theta = float(theta)
-    else:
-        theta = reader.number("rope_theta")
-    factor = params.get("partial_rotary_factor")
-    if factor not in (None, 1, 1.0):
-        raise HfConfigError(f"{src}: {key}.partial_rotary_factor is {factor!r}: RoPE turns every pair of a head here")
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type == "default":
-        return theta, None
-    if rope_type != "llama3":
-        raise HfConfigError(f"{src}: {key}.rope_type is {rope_type!r}; only Llama 3's scaling (llama3) is built")
-    scaling: dict[str, Any] = {"type": "llama3"}
-    for name in _LLAMA3_KEYS:
-        value = params.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise HfConfigError(f"{src}: {key}.{name} is {value!r}; Llama 3 scaling needs a positive number")
-        scaling[name] = value if name == "original_max_position_embeddings" else float(value)
-    if not isinstance(scaling["original_max_position_embeddings"], int):
-        raise HfConfigError(f"{src}: {key}.original_max_position_embeddings must be a whole number")
-    return theta, scaling
 
 
 # ------------------------------------------------------------------------------ writing

@@ -1,6 +1,7 @@
 """The transformers config classes of the small Llama family, as far as a config.json is
 read here: each class's default for every key read. What a class's attention has that no key
-says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm, OLMo 2's norms) its knob declares
+says (Qwen2's q/k/v biases, Qwen3's q/k RMSNorm, OLMo 2's norms, Gemma 3's norms and scaled
+embeddings) its knob declares
 (`throughput_schema.configs.ModelConfig`). Taken from transformers' own classes (v4's `__init__` arguments and v5's fields agree
 on these), so that a key a file leaves out means here what it means to transformers.
 """
@@ -23,6 +24,10 @@ class ModelType:
     sliding_window_always: bool = False
     # Per-layer lists the class reads and a knob takes (any other per-layer list is refused).
     per_layer: tuple[str, ...] = ()
+    # The key naming the MLP's activation (Gemma's classes read hidden_activation).
+    activation_key: str = "hidden_act"
+    # Its layer_types may name sliding_attention layers, each attending within sliding_window.
+    windows: bool = False
 
 
 # A string default is computed from other keys; None for num_key_value_heads means as many
@@ -101,5 +106,28 @@ MODEL_TYPES: dict[str, ModelType] = {
             "head_dim": HEADS,
             "max_position_embeddings": 2048,
         },
+    ),
+    # Gemma 3's text model: layer_types, or the older sliding_window_pattern (the last of every
+    # `pattern` layers global), and the windowed layers' RoPE base rope_local_base_freq. Its
+    # (1 + weight) norms, four a layer, q/k norm and sqrt(width) embedding scale are its
+    # class's, not its keys' (their knobs).
+    "gemma3_text": ModelType(
+        "Gemma3TextConfig",
+        {
+            "hidden_activation": "gelu_pytorch_tanh",
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True,
+            "rope_theta": 1_000_000.0,
+            "rope_local_base_freq": 10_000.0,
+            "vocab_size": 262_208,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "max_position_embeddings": 131_072,
+            "sliding_window": 4096,
+            "sliding_window_pattern": 6,
+            "query_pre_attn_scalar": 256,
+        },
+        activation_key="hidden_activation",
+        windows=True,
     ),
 }

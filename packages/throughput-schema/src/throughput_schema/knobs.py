@@ -16,7 +16,8 @@ from typing import Any
 
 import msgspec
 
-from throughput_schema.configs import Knob, ModelConfig, Shapes
+from throughput_schema.configs import ModelConfig
+from throughput_schema.knob_rules import Knob, Shapes
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ def model_tensors(model: ModelConfig) -> Shapes:
     for k in KNOBS:
         out |= k.knob.model_tensors(model, getattr(model, k.name))
     return out
+
+
+def attended_keys(model: ModelConfig) -> int:
+    """Keys a token attends to, summed over the layers: the context in every layer, less what
+    a knob narrows (a sliding window sees min(context, window) keys)."""
+    narrowed: dict[int, int] = {}
+    for k in KNOBS:
+        narrowed |= k.knob.attended_keys(model, getattr(model, k.name))
+    return sum(narrowed.get(i, model.context_length) for i in range(model.n_layers))
 
 
 def problems(model: ModelConfig) -> list[str]:

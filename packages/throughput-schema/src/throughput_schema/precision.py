@@ -43,6 +43,16 @@ def unknown_precision(value: str, where: str = "--precision") -> str | None:
     return f"{where} {value!r}: unknown precision; use one of {', '.join(PRECISIONS)} (default {GUIDE_PRECISION})"
 
 
+def unmeasured_pairing(precision: str, optimizer: str) -> str | None:
+    """The one line refusing FP8 linears with Muon, or None: each is measured alone before
+    the two are offered together."""
+    if not is_fp8(precision) or optimizer != "muon":
+        return None
+    return (
+        f"precision {precision} with optimizer muon: the pair is not measured yet; use FP8 with AdamW, or Muon at bf16"
+    )
+
+
 def precision_deviation(precision: str) -> str | None:
     """The line beside a campaign's figures when its precision is not the guide's, or None."""
     if precision == GUIDE_PRECISION:

@@ -132,17 +132,22 @@ def hardware_mix(hardwares: Iterable[Hardware | None]) -> str | None:
     return "points ran on different hardware or software: " + "; ".join(mixed) if mixed else None
 
 
+def guide_deviations(protocol: Protocol) -> list[str]:
+    """Every line saying how a campaign differs from the guide: its measurement settings, its
+    precision, its optimizer."""
+    from throughput_schema.muon import optimizer_deviation
+
+    lines = (protocol_deviation(protocol), precision_deviation(protocol.precision), optimizer_deviation(protocol))
+    return [line for line in lines if line]
+
+
 def notes(protocols: list[tuple[str, Protocol]], results: Iterable[WorkerResult | None]) -> list[str]:
     """The lines beside a campaign's figures: its protocol against the guide's (once when
     every campaign (name, protocol) shares it, else per campaign) and mixed hardware."""
-    out = _once_or_each([(name, protocol_deviation(protocol)) for name, protocol in protocols])
-    out += _once_or_each([(name, precision_deviation(protocol.precision)) for name, protocol in protocols])
+    deviations = [(name, "\n".join(guide_deviations(protocol))) for name, protocol in protocols]
+    if len({line for _, line in deviations}) == 1:
+        out = deviations[0][1].split("\n") if deviations[0][1] else []
+    else:
+        out = [f"{name}: {line}" for name, lines in deviations for line in lines.split("\n") if line]
     mixed = hardware_mix(map(hardware_of, results))
     return out + ([mixed] if mixed else [])
-
-
-def _once_or_each(lines: list[tuple[str, str | None]]) -> list[str]:
-    """A line every campaign (name, line) shares, once; else each campaign's own, named."""
-    if len({line for _, line in lines}) == 1:
-        return [lines[0][1]] if lines[0][1] else []
-    return [f"{name}: {line}" for name, line in lines if line]

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
 from throughput_schema import hf_config, knobs
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
-from throughput_schema.configs import protocol_settings
-from throughput_schema.precision import GUIDE_PRECISION
+from throughput_schema.configs import OptimizerName, protocol_settings
 from throughput_schema.records import ModelConfig, OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 # Re-exported (the `as` form) for callers that load a recipe and count it in one place.
@@ -47,7 +46,8 @@ def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
     try:
         recipe = convert_input(raw, Recipe)
     except SchemaError as exc:
-        raise RecipeError(f"{source}: {exc}") from None
+        hint = f"; use one of {', '.join(get_args(OptimizerName))}" if "`$.optimizer.name`" in str(exc) else ""
+        raise RecipeError(f"{source}: {exc}{hint}") from None
     check_recipe(recipe, source=source)
     return recipe
 
@@ -92,9 +92,14 @@ def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol
     return result
 
 
-# Every knob came after campaigns were first frozen: a worker frozen before them refuses
-# their keys, so they are passed only where they differ from their defaults.
-_LATER_MODEL_FIELDS = knobs.NAMES
+# Every knob and Muon's settings came after campaigns were first frozen: a worker frozen
+# before them refuses their keys, so they are passed only where they differ from their defaults.
+_LATER_FIELDS = {
+    "model": frozenset(knobs.NAMES),
+    "optimizer": frozenset(f for f in OptimizerConfig.__struct_fields__ if f.startswith("muon_")),
+    # As a knob: the BF16 default is every frozen worker's own.
+    "training": frozenset({"precision"}),
+}
 
 
 def override_args(recipe: Recipe) -> list[str]:
@@ -103,18 +108,18 @@ def override_args(recipe: Recipe) -> list[str]:
     for section in _SECTIONS:
         config = getattr(recipe, section)
         for key, value in msgspec.structs.asdict(config).items():
-            if section == "model" and key in _LATER_MODEL_FIELDS:
+            if key in _LATER_FIELDS.get(section, ()):
                 if value == getattr(type(config)(**_required(config)), key):
                     continue
-                if not isinstance(value, (bool, int)):
-                    raise RecipeError(f"model.{key}={value!r} cannot be passed as a --set flag")
-            if (section, key) == ("training", "precision") and value == GUIDE_PRECISION:
-                continue  # as a knob: the BF16 default is every frozen worker's own
+                if isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value):
+                    value = list(value)  # YAML's flow sequence, which `_scalar` reads back
+                elif not isinstance(value, (bool, int, float, str)):
+                    raise RecipeError(f"{section}.{key}={value!r} cannot be passed as a --set flag")
             out.append(f"{section}.{key}={value}")
     return out
 
 
-def _required(config: ModelConfig) -> dict[str, Any]:
+def _required(config: msgspec.Struct) -> dict[str, Any]:
     """The fields of `config` without a default, to build its all-defaults twin."""
     return {f.name: getattr(config, f.name) for f in msgspec.structs.fields(config) if f.required}
 

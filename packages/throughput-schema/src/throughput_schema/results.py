@@ -171,3 +171,6 @@ class WorkerResult(_Record, frozen=True):
     energy_unavailable: str = ""
     # An FP8 precision's linears (None at BF16, and where the point never built its model).
     fp8: Fp8Linears | None = None
+    # Which parameters each optimizer owned (`throughput_schema.muon.ownership`): {} where
+    # AdamW owned them all (the guide's optimizer, and every result from before Muon).
+    optimizer_owned: dict[str, list[str]] = {}

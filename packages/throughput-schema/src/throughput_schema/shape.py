@@ -10,7 +10,7 @@ The tensors carry the names and shapes they have in `tiny_llm.model`: a token em
 per layer an RMSNorm weight for attention and one for the MLP (on the sublayer's input, or
 where a knob says so on its output), a fused q/k/v
 projection (`n_heads` query heads and `kv_heads` key and value heads of `head_dim` each),
-an output projection without bias, a SwiGLU MLP with fused gate/up and a down projection;
+an output projection without bias, a gated MLP with fused gate/up and a down projection;
 a final RMSNorm; and whatever tensors the model's knobs add, in a layer or outside the
 layers, as each knob declares them (`throughput_schema.knobs`). Rotary tables are buffers,
 not parameters.
@@ -59,10 +59,13 @@ def matmul_parameters(model: ModelConfig) -> int:
 
 
 def flops_per_token(model: ModelConfig) -> int:
-    """Training FLOPs per token: 6·N + 12·layers·heads·head_dim·context (PaLM, appendix B).
+    """Training FLOPs per token: 6·N + 12·heads·head_dim·T summed over the layers (PaLM,
+    appendix B), with min(T, window) in place of T in a windowed layer.
 
     N is `matmul_parameters`; the attention term uses the width attention really has,
-    `n_heads * head_dim`, which need not be `d_model`.
+    `n_heads * head_dim`, which need not be `d_model`. Like the global term it is not halved
+    for causality; a windowed layer counts the keys its window lets each query see
+    (`throughput_schema.knobs.attended_keys`), so MFU does not count work the window never does.
     """
-    attention = 12 * model.n_layers * model.n_heads * model.head_dim * model.context_length
+    attention = 12 * model.n_heads * model.head_dim * knobs.attended_keys(model)
     return 6 * matmul_parameters(model) + attention

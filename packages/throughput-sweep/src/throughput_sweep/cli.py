@@ -12,11 +12,11 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import overload
 
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.argparsing import command_line, storage_error, storage_reason
 from throughput_schema.layout import JOB_SCRIPT, MANIFEST, SPOT_CHECK, attempt_dir
+from throughput_schema.muon import optimizer_deviation
 from throughput_schema.recipe import RecipeError
 from throughput_schema.scheduler_names import UnknownScheduler
 from throughput_sweep import cpu_estimate
@@ -29,7 +29,7 @@ from throughput_sweep.exit_statuses import (
     EXIT_SPOT_CHECK_FAILED,
     EXIT_USAGE,
 )
-from throughput_sweep.flags import PROG, PROTOCOL_FLAGS, build_parser
+from throughput_sweep.flags import PROG, build_parser, protocol_from
 from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
@@ -68,19 +68,6 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------- run
 
 
-@overload
-def _protocol(args: argparse.Namespace, base: Protocol) -> Protocol: ...
-@overload
-def _protocol(args: argparse.Namespace, base: None = None) -> Protocol | None: ...
-def _protocol(args: argparse.Namespace, base: Protocol | None = None) -> Protocol | None:
-    import msgspec
-
-    changes = {k: getattr(args, k) for k in PROTOCOL_FLAGS if getattr(args, k) is not None}
-    if base is None and not changes:
-        return None
-    return msgspec.structs.replace(base or Protocol(), **changes)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     if args.retry_failed and not args.resume:
         raise CampaignError("--retry-failed works with --resume on an existing campaign")
@@ -89,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.spot_check_from or args.points is not None:
         from throughput_sweep.spot_check import check_options
 
-        check_options(args, changed_protocol=_protocol(args) is not None)
+        check_options(args, changed_protocol=protocol_from(args) is not None)
     output: Path = args.output
     exists = (output / MANIFEST).exists()
     if exists and not args.resume and not args.dry_run:
@@ -110,7 +97,7 @@ def _resumed(args: argparse.Namespace, output: Path) -> Campaign | int:
         max_batch=args.max_batch,
         profile=args.profile,
         parent=args.optimizer_timing_from or args.spot_check_from,
-        protocol=_protocol(args, campaign.manifest.protocol),
+        protocol=protocol_from(args, campaign.manifest.protocol),
     )
     campaign, replaced = resume_profile(campaign, args.profile, find_repo_root(), write=False)
     verdict = gate(campaign, dry_run=args.dry_run, skip=args.no_preflight) if replaced else None
@@ -167,7 +154,7 @@ def _plan(args: argparse.Namespace, output: Path, profile, root: Path):
             output,
             parent_dir=args.optimizer_timing_from,
             parallel=args.parallel_optimizer_points,
-            protocol=_protocol(args),
+            protocol=protocol_from(args),
             profile=profile,
             worker=args.worker,
             root=root,
@@ -178,7 +165,7 @@ def _plan(args: argparse.Namespace, output: Path, profile, root: Path):
         output,
         models=list(args.models or DEFAULT_MODELS),
         contexts=list(args.contexts or DEFAULT_CONTEXTS),
-        protocol=_protocol(args, Protocol()),
+        protocol=protocol_from(args, Protocol()),
         profile=profile,
         max_batch=args.max_batch,
         worker=args.worker,
@@ -322,6 +309,7 @@ def print_plan(campaign: Campaign, args: argparse.Namespace) -> int:
         f"protocol: warmup {pr.warmup}, {pr.windows} windows of {pr.window_seconds:g} s, seed {pr.seed}, lr {pr.lr:g}, "
         f"betas ({pr.beta1:g}, {pr.beta2:g}), eps {pr.eps:g}, weight decay {pr.weight_decay:g}, clip {pr.grad_clip:g}"
     )
+    out.extend(filter(None, [optimizer_deviation(pr)]))
     out.append("curves:")
     for c in curves:
         planned = f" (inherited batches {' '.join(map(str, c.planned))})" if c.planned is not None else ""

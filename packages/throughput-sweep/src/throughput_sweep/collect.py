@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 
 from throughput_schema import layout, write_atomic
+from throughput_schema.muon import optimizer_deviation
 from throughput_schema.precision import precision_deviation
 from throughput_schema.provenance import HARDWARE_COLUMNS, hardware_mix, protocol_deviation
 from throughput_sweep.attempt_status import AttemptInfo
@@ -82,6 +83,7 @@ OPT_FIELDS = [
     "wall_change",
     "flag_unstable",
     "flag_wall_change_over_5pct",
+    "optimizer",  # the recipe's optimizer.name: whose share optimizer_percent is
 ]
 
 
@@ -157,6 +159,7 @@ def optimizer_row(info: AttemptInfo) -> dict | None:
         "wall_change": wall_change,
         "flag_unstable": bool(base.throughput.unstable or inst.throughput.unstable or timing.unstable),
         "flag_wall_change_over_5pct": abs(wall_change) > WALL_CHANGE_FLAG,
+        "optimizer": inst.recipe.optimizer.name,
     }
 
 
@@ -205,6 +208,7 @@ def collect(campaign: Campaign) -> list[Path]:
         "protocol": msgspec.to_builtins(m.protocol),
         "protocol_deviation": protocol_deviation(m.protocol),
         "precision_deviation": precision_deviation(m.protocol.precision),
+        "optimizer_deviation": optimizer_deviation(m.protocol),
         "hardware_mix": hardware_mix(map(measured_hardware, infos)),
         "parent": msgspec.to_builtins(m.parent) if m.parent else None,
         "curves": summaries,

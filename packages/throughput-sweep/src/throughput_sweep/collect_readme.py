@@ -5,8 +5,8 @@ from __future__ import annotations
 from throughput_schema import layout
 from throughput_schema.comparison import Recommendation
 from throughput_schema.efficiency import EFFICIENCY_SENTENCE
-from throughput_schema.precision import precision_deviation, precision_label
-from throughput_schema.provenance import protocol_deviation, worker_warning
+from throughput_schema.precision import precision_label
+from throughput_schema.provenance import guide_deviations, worker_warning
 from throughput_schema.recommendation import THRESHOLD_SENTENCE, recommendation_text
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign
@@ -64,7 +64,7 @@ def _heading(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], 
         f"(+{p.extra_windows} when CV > {p.cv_threshold:.0%}), seed {p.seed}, LR {p.lr:g}, betas ({p.beta1:g}, {p.beta2:g}), "
         f"eps {p.eps:g}, weight decay {p.weight_decay:g}, clipping {p.grad_clip:g}.\n"
     )
-    for deviation in filter(None, [protocol_deviation(p), precision_deviation(p.precision)]):
+    for deviation in guide_deviations(p):
         out.append(f"**Note**: {deviation}.\n")
     out.append(f"{gpu_hours(infos, m.profile).line()}.\n")
     energy = gpu_energy(infos).line()
@@ -157,8 +157,10 @@ def _state_cell(c: Curve) -> str:
 def _optimizer_section(opt_rows: list[dict]) -> list[str]:
     if not opt_rows:
         return []
+    names = sorted({r["optimizer"] for r in opt_rows})
     out = [
         "\n## Optimizer time\n",
+        *([f"The optimizer step timed: {', '.join(names)} (the guide's is adamw).\n"] if names != ["adamw"] else []),
         "| curve | batch | optimizer ms | % of baseline update | share of wall | wall change | flags |",
     ]
     out.append("|---|---|---|---|---|---|---|")

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import overload
 
 from throughput_schema import Protocol
-from throughput_schema.argparsing import OneLineParser, non_negative_int, positive_float, positive_int
-from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, unknown_precision
+from throughput_schema.argparsing import (
+    OneLineParser,
+    add_optimizer_name,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from throughput_schema.precision import GUIDE_PRECISION, PRECISIONS, unknown_precision, unmeasured_pairing
+from throughput_sweep.campaign import CampaignError
 from throughput_sweep.exit_statuses import EXIT_STATUSES
 
 DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns."
@@ -74,6 +82,7 @@ def _add_run(sub) -> None:
     )
     run.add_argument("--windows", type=positive_int, help=f"measurement windows (default {Protocol().windows})")
     run.add_argument("--warmup", type=non_negative_int, help=f"warm-up updates (default {Protocol().warmup})")
+    add_optimizer_name(run, "every point trains with")
     run.add_argument(
         "--optimizer-timing-from",
         type=Path,
@@ -129,3 +138,24 @@ def _add_others(sub) -> None:
     group = rec.add_mutually_exclusive_group(required=True)
     group.add_argument("--job-id", help="adopt this scheduler job as the point's receipt")
     group.add_argument("--none", action="store_true", help="record that no job was submitted")
+
+
+@overload
+def protocol_from(args: argparse.Namespace, base: Protocol) -> Protocol: ...
+@overload
+def protocol_from(args: argparse.Namespace, base: None = None) -> Protocol | None: ...
+def protocol_from(args: argparse.Namespace, base: Protocol | None = None) -> Protocol | None:
+    """The protocol the run flags ask for: `base` with the flags given applied, or None where
+    no base is given and no flag changes the guide's. FP8 with Muon is refused here."""
+    import msgspec
+
+    changes = {k: getattr(args, k) for k in PROTOCOL_FLAGS if getattr(args, k) is not None}
+    if args.optimizer_name is not None:
+        changes["optimizer"] = args.optimizer_name  # the Protocol's name for the recipe's optimizer.name
+    if base is None and not changes:
+        return None
+    protocol = msgspec.structs.replace(base or Protocol(), **changes)
+    refusal = unmeasured_pairing(protocol.precision, protocol.optimizer)
+    if refusal is not None:
+        raise CampaignError(refusal)
+    return protocol

@@ -29,6 +29,7 @@ from throughput_schema.curve_names import MODEL_NAME_RULE, is_model_name
 from throughput_schema.digests import sha256_file
 from throughput_schema.hf_config import HfConfigError, import_config
 from throughput_schema.layout import MANIFEST
+from throughput_schema.muon import MUON, NoMuonMatrix, muon_matrices
 from throughput_schema.recipe import RecipeError, load_recipe, recipe_from_dict, with_point
 from throughput_schema.time_zones import local_zone
 from throughput_sweep import __version__
@@ -167,6 +168,7 @@ def plan_throughput(
         recipe = converted[m] if m in converted else load_recipe(root / "configs" / f"{m}.yaml")
         for c in contexts:
             with_point(recipe, context_length=c, batch_size=1, protocol=protocol)
+        check_optimizer(m, recipe, protocol)
     name, file = resolve_worker(worker)
     return Plan(
         output,
@@ -226,6 +228,9 @@ def plan_optimizer(
     inherited = {c.name: list(c.fitting) for c in curves}
     if not any(inherited.values()):
         raise CampaignError(f"--optimizer-timing-from {parent_dir}: the parent has no fitting points")
+    if (protocol or pm.protocol).optimizer == MUON:
+        for m in pm.models:
+            check_optimizer(m, read(parent.recipe_path(m), Recipe), protocol or pm.protocol)
     name, file = resolve_worker(worker)
     ref = ParentCampaign(
         path=str(Path(parent_dir).resolve()), manifest_sha256=sha256_file(Path(parent_dir) / MANIFEST), name=pm.name
@@ -248,6 +253,15 @@ def plan_optimizer(
         sources=dict(pm.model_sources),
         recipes={m: read(parent.recipe_path(m), Recipe) for m in pm.model_sources},
     )
+
+
+def check_optimizer(model: str, recipe: Recipe, protocol: Protocol) -> None:
+    """Muon must own at least one matrix of every model (`throughput_schema.muon`)."""
+    if protocol.optimizer == MUON:
+        try:
+            muon_matrices(recipe.model)
+        except NoMuonMatrix as exc:
+            raise CampaignError(f"--models {model}: {exc}") from None
 
 
 def check_resume(

@@ -36,7 +36,7 @@ def check_options(args, *, changed_protocol: bool) -> None:
     if args.models or args.contexts or args.max_batch or changed_protocol:
         raise CampaignError(
             f"{OPTION} re-measures A's points with A's protocol; drop --models, --contexts, --max-batch, "
-            "--warmup, --windows and --window-seconds"
+            "--warmup, --windows, --window-seconds and --optimizer-name"
         )
     if not args.resume:
         try:  # before the profile, which is A's unless given

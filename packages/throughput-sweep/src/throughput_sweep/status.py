@@ -6,8 +6,7 @@ import shlex
 
 from throughput_schema import CurveClosure
 from throughput_schema.comparison import Recommendation
-from throughput_schema.precision import precision_deviation
-from throughput_schema.provenance import protocol_deviation, worker_warning
+from throughput_schema.provenance import guide_deviations, worker_warning
 from throughput_schema.recommendation import recommendation_text
 from throughput_sweep.budget import budget_line, stopped_on
 from throughput_sweep.campaign import Campaign
@@ -88,8 +87,8 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         f"campaign {campaign.root} ({m.kind}, profile {m.profile.name}, scheduler {m.profile.scheduler}): {label}",
         f"models {' '.join(m.models)}; contexts {' '.join(map(str, m.contexts))}"
         + (f"; max batch {m.max_batch}" if m.max_batch else ""),
-        *filter(None, [worker_warning(m.worker), protocol_deviation(m.protocol)]),
-        *filter(None, [precision_deviation(m.protocol.precision)]),
+        *filter(None, [worker_warning(m.worker)]),
+        *guide_deviations(m.protocol),
         gpu_hours([i for c in curves for i in c.attempts], m.profile).line(),
         *filter(None, [gpu_energy([i for c in curves for i in c.attempts]).line()]),
         *filter(None, [receipt_advice(campaign, curves, live.driver if live else PROG)]),

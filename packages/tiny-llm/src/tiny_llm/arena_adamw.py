@@ -83,7 +83,7 @@ def _align(n: int) -> int:
 class ArenaAdamW:
     def __init__(
         self,
-        model: nn.Module,
+        model: nn.Module | list[tuple[str, nn.Parameter]],
         *,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.99),
@@ -92,11 +92,16 @@ class ArenaAdamW:
         max_norm: float | None = 1.0,
         dtype: torch.dtype = torch.float32,
         kernel: str | None = None,
+        other_grads: torch.Tensor | None = None,
     ) -> None:
+        """`model`, or the named parameters this AdamW owns (ArenaMuon gives it the ones Muon
+        does not); `other_grads`, a gradient arena of parameters it does not own whose norm
+        joins the global norm (Muon's), so that clipping sees every gradient."""
         self.lr, (self.beta1, self.beta2), self.eps = lr, betas, eps
         self.weight_decay, self.max_norm = weight_decay, max_norm
 
-        named = list(dict(model.named_parameters()).items())  # tied weights appear once
+        # tied weights appear once
+        named = list(dict(model if isinstance(model, list) else model.named_parameters()).items())
         ordered = [item for item in named if decays(*item)] + [item for item in named if not decays(*item)]
         device = named[0][1].device
         slots, offset, decay_end = [], 0, 0
@@ -111,12 +116,7 @@ class ArenaAdamW:
         # Four arenas; parameters and gradients become views into the first two.
         zeros = lambda: torch.zeros(offset, device=device, dtype=dtype)  # noqa: E731
         self.params, self.grads, self.exp_avg, self.exp_avg_sq = zeros(), zeros(), zeros(), zeros()
-        with torch.no_grad():
-            for slot, p in zip(slots, self.parameters):
-                view = self.params[slot.offset : slot.offset + slot.numel].view(slot.shape)
-                view.copy_(p.detach())
-                p.data = view
-                p.grad = self.grads[slot.offset : slot.offset + slot.numel].view(slot.shape)
+        bind_views(slots, self.parameters, self.params, self.grads)
 
         # Device-side state; all updated in place so a captured graph sees fixed addresses.
         self.step_t = torch.zeros((), device=device, dtype=torch.float32)  # applied AdamW steps (bias corrections)
@@ -132,6 +132,9 @@ class ArenaAdamW:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
         if kernel in ("fused", "triton") and dtype != torch.float32:
             raise ValueError(f"the {kernel} kernel needs FP32 arenas")
+        if kernel == "triton" and other_grads is not None:
+            raise ValueError("the triton kernel's norm covers its own arena only; use fused beside Muon")
+        self.other_grads = other_grads
         self.kernel = kernel
         groups = [(0, decay_end, weight_decay), (decay_end, offset, 0.0)]
         self.groups = tuple((lo, hi, wd) for lo, hi, wd in groups if hi > lo)  # hashable: a compile-time constant
@@ -162,18 +165,11 @@ class ArenaAdamW:
                 self.eps,
                 self.max_norm,
                 write_grads=self.kernel == "tensor",
+                other_grads=self.other_grads,
             )
 
     def check_views(self) -> None:
-        """Raise if autograd replaced a `.grad` (or something replaced `.data`) instead of
-        writing into the arena: the optimizer would then silently update stale values."""
-        base_p, base_g = self.params.data_ptr(), self.grads.data_ptr()
-        size = self.params.element_size()
-        for slot, p in zip(self.slots, self.parameters):
-            if p.data_ptr() != base_p + slot.offset * size:
-                raise RuntimeError(f"parameter {slot.name} is no longer a view into the arena")
-            if p.grad is None or p.grad.data_ptr() != base_g + slot.offset * size:
-                raise RuntimeError(f"gradient of {slot.name} is no longer a view into the arena")
+        check_views(self.slots, self.parameters, self.params, self.grads)
 
     def state_is_finite(self) -> torch.Tensor:
         """A device bool: no skipped non-finite update so far and all weights finite."""
@@ -205,7 +201,7 @@ class ArenaAdamW:
         )
 
     def _step_fused(self) -> None:
-        scale, finite = clip_and_count(self._state(), self.max_norm)
+        scale, finite = clip_and_count(self._state(), self.max_norm, self.other_grads)
         self._grad_scale.copy_(scale)  # FP32 arenas only, so no dtype change
         self._found_inf.copy_((~finite).to(torch.float32))
         for lo, hi, wd in self.groups:
@@ -226,6 +222,28 @@ class ArenaAdamW:
                 grad_scale=self._grad_scale,
                 found_inf=self._found_inf,
             )
+
+
+@torch.no_grad()
+def bind_views(slots: list[Slot], parameters: list[nn.Parameter], params: torch.Tensor, grads: torch.Tensor) -> None:
+    """Copy each parameter into its slot of `params` and make its `.data` and `.grad` views
+    into `params` and `grads`."""
+    for slot, p in zip(slots, parameters):
+        view = params[slot.offset : slot.offset + slot.numel].view(slot.shape)
+        view.copy_(p.detach())
+        p.data = view
+        p.grad = grads[slot.offset : slot.offset + slot.numel].view(slot.shape)
+
+
+def check_views(slots: list[Slot], parameters: list[nn.Parameter], params: torch.Tensor, grads: torch.Tensor) -> None:
+    """Raise if autograd replaced a `.grad` (or something replaced `.data`) instead of
+    writing into the arena: the optimizer would then silently update stale values."""
+    base_p, base_g, size = params.data_ptr(), grads.data_ptr(), params.element_size()
+    for slot, p in zip(slots, parameters):
+        if p.data_ptr() != base_p + slot.offset * size:
+            raise RuntimeError(f"parameter {slot.name} is no longer a view into the arena")
+        if p.grad is None or p.grad.data_ptr() != base_g + slot.offset * size:
+            raise RuntimeError(f"gradient of {slot.name} is no longer a view into the arena")
 
 
 def default_kernel(device: torch.device, dtype: torch.dtype) -> str:
@@ -252,10 +270,15 @@ def _triton_step(opt: ArenaAdamW, device: torch.device):
 # step's cache is keyed on shapes and hyperparameters, not on an optimizer instance.
 
 
-def clip_and_count(state: tuple[torch.Tensor, ...], max_norm: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Steps 1-3 and 5: the norm, finite flag and clip divisor; commits the counters."""
+def clip_and_count(
+    state: tuple[torch.Tensor, ...], max_norm: float | None, other_grads: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Steps 1-3 and 5: the norm (with `other_grads`' where given), finite flag and clip divisor;
+    commits the counters."""
     _, grads, _, _, step_t, updates, nonfinite, grad_norm, finite_flag = state
     norm = torch.linalg.vector_norm(grads)
+    if other_grads is not None:
+        norm = torch.linalg.vector_norm(torch.stack([norm, torch.linalg.vector_norm(other_grads).to(norm.dtype)]))
     finite = torch.isfinite(norm)
     if max_norm is not None:
         # grad / scale == grad · min(1, max_norm / (norm + 1e-6)), clip_grad_norm_'s coefficient.
@@ -270,14 +293,14 @@ def clip_and_count(state: tuple[torch.Tensor, ...], max_norm: float | None) -> t
     return scale, finite
 
 
-def tensor_step(state, groups, lr, beta1, beta2, eps, max_norm, *, write_grads: bool) -> None:
+def tensor_step(state, groups, lr, beta1, beta2, eps, max_norm, *, write_grads: bool, other_grads=None) -> None:
     """The whole step in tensor operations: the "tensor" kernel, and under torch.compile the "compiled" one.
 
     The same arithmetic as torch.optim.AdamW (decoupled decay, then the Adam step),
     written over whole slices; `where` keeps the old state when the update is skipped.
     """
     params, grads, exp_avg, exp_avg_sq, step_t = state[:5]
-    scale, finite = clip_and_count(state, max_norm)
+    scale, finite = clip_and_count(state, max_norm, other_grads)
     scale = scale.to(params.dtype)
     step = step_t.to(params.dtype)
     bc1 = 1 - beta1**step

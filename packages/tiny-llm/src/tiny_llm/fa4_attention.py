@@ -10,7 +10,9 @@ planned for.
 
 Tensors are (batch, tokens, heads, head_dim), the layout the QKV projection produces; k and v
 may have fewer heads than q (grouped-query attention: the kernel reads each kv head for its
-group of query heads, nothing is repeated). The optional `tiny-llm[fa4]` extra installs the
+group of query heads, nothing is repeated). A window (each query sees itself and the
+window - 1 keys before it) is FA4's own `window_size_left`, so the kernel skips the blocks
+outside it, forward and backward; a scale, where given, replaces 1/sqrt(head_dim). The optional `tiny-llm[fa4]` extra installs the
 package; this module imports it only when an op first runs.
 """
 
@@ -72,49 +74,64 @@ def resolve_attention(choice: str, device: torch.device, cfg: ModelConfig) -> st
     return "sdpa" if unavailable(torch.device(device), cfg.head_dim) is not None else "fa4"
 
 
+def _options(window: int | None, scale: float | None) -> dict:
+    """FA4's keyword arguments for a window and a scale; none where neither is set, so a model
+    without them calls the kernel exactly as before. window_size_left counts the keys before
+    the query's own."""
+    window_args = {} if window is None else {"window_size_left": window - 1, "window_size_right": 0}
+    return window_args | ({} if scale is None else {"softmax_scale": scale})
+
+
 @torch.library.custom_op("tiny_llm::fa4_forward", mutates_args=())
-def fa4_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def fa4_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None, scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal attention's output (B, T, H, D) and its log-sum-exp (B, H, T) in FP32."""
-    return _forward(q, k, v)
+    return _forward(q, k, v, window, scale)
 
 
-def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward(q, k, v, window: int | None, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     from flash_attn.cute.interface import _flash_attn_fwd
 
-    out, lse, *_ = _flash_attn_fwd(q, k, v, causal=True, return_lse=True)
+    out, lse, *_ = _flash_attn_fwd(q, k, v, causal=True, return_lse=True, **_options(window, scale))
     return out.contiguous(), lse.contiguous()
 
 
 @fa4_forward.register_fake
-def _fa4_forward_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _fa4_forward_fake(q, k, v, window=None, scale=None) -> tuple[torch.Tensor, torch.Tensor]:
     B, T, H, _ = q.shape
     return q.new_empty((B, T, H, v.shape[-1])), q.new_empty((B, H, T), dtype=torch.float32)
 
 
 @torch.library.custom_op("tiny_llm::fa4_backward", mutates_args=())
 def fa4_backward(
-    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    window: int | None = None,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of causal attention, from the forward's inputs, output and log-sum-exp."""
-    return _backward_kernel(dout, q, k, v, out, lse)
+    return _backward_kernel(dout, q, k, v, out, lse, window, scale)
 
 
-def _backward_kernel(dout, q, k, v, out, lse) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _backward_kernel(dout, q, k, v, out, lse, window, scale) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from flash_attn.cute.interface import _flash_attn_bwd
 
-    dq, dk, dv = _flash_attn_bwd(q, k, v, out, dout, lse, causal=True)[:3]
+    dq, dk, dv = _flash_attn_bwd(q, k, v, out, dout, lse, causal=True, **_options(window, scale))[:3]
     return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @fa4_backward.register_fake
-def _fa4_backward_fake(
-    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _fa4_backward_fake(dout, q, k, v, out, lse, window=None, scale=None) -> tuple[torch.Tensor, ...]:
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v = inputs
+    q, k, v, ctx.window, ctx.scale = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
 
@@ -122,15 +139,18 @@ def _setup_context(ctx, inputs, output) -> None:
 def _backward(ctx, dout: torch.Tensor, _dlse: torch.Tensor | None):
     # The log-sum-exp is an output only for the backward's sake; nothing downstream uses it.
     q, k, v, out, lse = ctx.saved_tensors
-    return fa4_backward(dout, q, k, v, out, lse)
+    return *fa4_backward(dout, q, k, v, out, lse, ctx.window, ctx.scale), None, None
 
 
 fa4_forward.register_autograd(_backward, setup_context=_setup_context)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Causal attention of (B, T, H, D) q and (B, T, H_kv, D) k, v: (B, T, H, D)."""
-    return fa4_forward(q, k, v)[0]
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None, scale: float | None = None
+) -> torch.Tensor:
+    """Causal attention of (B, T, H, D) q and (B, T, H_kv, D) k, v: (B, T, H, D), within
+    `window` keys where given."""
+    return fa4_forward(q, k, v, window, scale)[0]
 
 
 # Kernels(attention="fa4", rope="triton"): RoPE and attention as one pair of ops over the QKV
@@ -148,19 +168,25 @@ def _v(qkv: torch.Tensor, n_heads: int, n_kv: int) -> torch.Tensor:
 
 @torch.library.custom_op("tiny_llm::fa4_rope_forward", mutates_args=())
 def fa4_rope_forward(
-    qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv: int
+    qkv: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    n_heads: int,
+    n_kv: int,
+    window: int | None = None,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Causal attention's output (B, T, H, D), its log-sum-exp, and the rotated q and k the
     backward reads, from the (B, T, (H+2·H_kv)·D) projection and the (T, D) FP32 tables."""
     from tiny_llm.triton_rope import qk_rope_bthd
 
     q, k = qk_rope_bthd(qkv, cos, sin, n_heads, n_kv)
-    out, lse = _forward(q, k, _v(qkv, n_heads, n_kv))
+    out, lse = _forward(q, k, _v(qkv, n_heads, n_kv), window, scale)
     return out, lse, q, k
 
 
 @fa4_rope_forward.register_fake
-def _fa4_rope_forward_fake(qkv, cos, sin, n_heads, n_kv):
+def _fa4_rope_forward_fake(qkv, cos, sin, n_heads, n_kv, window=None, scale=None):
     B, T, width = qkv.shape
     q = qkv.new_empty((B, T, n_heads, width // (n_heads + 2 * n_kv)))
     k = qkv.new_empty((B, T, n_kv, q.shape[-1]))
@@ -179,21 +205,23 @@ def fa4_rope_backward(
     lse: torch.Tensor,
     n_heads: int,
     n_kv: int,
+    window: int | None = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """d(qkv) in the projection's layout."""
     from tiny_llm.triton_rope import qkv_grad
 
-    dq, dk, dv = _backward_kernel(dout, q, k, _v(qkv, n_heads, n_kv), out, lse)
+    dq, dk, dv = _backward_kernel(dout, q, k, _v(qkv, n_heads, n_kv), out, lse, window, scale)
     return qkv_grad(dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), cos, sin, qkv.dtype)
 
 
 @fa4_rope_backward.register_fake
-def _fa4_rope_backward_fake(dout, qkv, cos, sin, q, k, out, lse, n_heads, n_kv):
+def _fa4_rope_backward_fake(dout, qkv, cos, sin, q, k, out, lse, n_heads, n_kv, window=None, scale=None):
     return qkv.new_empty(qkv.shape)
 
 
 def _rope_setup_context(ctx, inputs, output) -> None:
-    qkv, cos, sin, ctx.n_heads, ctx.n_kv = inputs
+    qkv, cos, sin, ctx.n_heads, ctx.n_kv, ctx.window, ctx.scale = inputs
     out, lse, q, k = output
     # Only the output flows on; without this autograd would fill zero gradients for the rest.
     ctx.mark_non_differentiable(lse, q, k)
@@ -202,13 +230,14 @@ def _rope_setup_context(ctx, inputs, output) -> None:
 
 def _rope_backward(ctx, dout, _dlse, _dq, _dk):
     qkv, cos, sin, q, k, out, lse = ctx.saved_tensors
-    return fa4_rope_backward(dout, qkv, cos, sin, q, k, out, lse, ctx.n_heads, ctx.n_kv), None, None, None, None
+    dqkv = fa4_rope_backward(dout, qkv, cos, sin, q, k, out, lse, ctx.n_heads, ctx.n_kv, ctx.window, ctx.scale)
+    return dqkv, None, None, None, None, None, None
 
 
 fa4_rope_forward.register_autograd(_rope_backward, setup_context=_rope_setup_context)
 
 
-def rope_attention(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv: int) -> torch.Tensor:
+def rope_attention(qkv, cos, sin, n_heads: int, n_kv: int, window: int | None = None, scale: float | None = None):
     """Causal attention of q, k and v from the (B, T, (H+2·H_kv)·D) projection, q and k rotated by
-    the (T, D) FP32 tables: (B, T, H, D)."""
-    return fa4_rope_forward(qkv, cos, sin, n_heads, n_kv)[0]
+    the (T, D) FP32 tables: (B, T, H, D), within `window` keys where given."""
+    return fa4_rope_forward(qkv, cos, sin, n_heads, n_kv, window, scale)[0]

@@ -2,14 +2,15 @@
 model of a recipe's shape.
 
 `from_transformers` maps a `LlamaForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM`,
-`SmolLM3ForCausalLM` or `Olmo2ForCausalLM` state dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
+`SmolLM3ForCausalLM`, `Olmo2ForCausalLM` or `Gemma3ForCausalLM` state dict onto `tiny_llm.model.Transformer`'s names: q, k and v stacked into `qkv` ([q | k | v],
 biases alike), gate and up into `gate_up` (gate first, as `SwiGLU` chunks it), the rest one to
 one. Both use the rotate-half RoPE layout, so no weight is permuted. It is how real weights
 are loaded (`load_transformers`), and what the equality tests hold the model to.
 
 `transformers_model` builds the transformers model a recipe means (the class that has its
 knobs: Qwen3 for a q/k norm, Qwen2 for q/k/v biases, SmolLM3 for layers without RoPE, OLMo 2 for
-norms on the sublayers' outputs and over the whole of q and k, Llama otherwise); the tests and
+norms on the sublayers' outputs and over the whole of q and k, Gemma 3 for its four (1 + weight)
+norms a layer, Llama otherwise); the tests and
 `benchmarks/peers.py` (peer B) use it. transformers is imported only there: the worker never
 needs it.
 """
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from throughput_schema import ModelConfig
+from throughput_schema.knob_rules import HF_ACTIVATIONS
 from throughput_schema.shape import weight_shapes
 
 if TYPE_CHECKING:
@@ -43,6 +45,12 @@ LAYER = {
 POST_NORM = {
     "attn_norm.weight": ("post_attention_layernorm.weight",),
     "mlp_norm.weight": ("post_feedforward_layernorm.weight",),
+}
+# Gemma 3 norms each sublayer's input and its output: its four norms of a layer.
+SANDWICH_NORM = {
+    "attn_post_norm.weight": ("post_attention_layernorm.weight",),
+    "mlp_norm.weight": ("pre_feedforward_layernorm.weight",),
+    "mlp_post_norm.weight": ("post_feedforward_layernorm.weight",),
 }
 # Buffers some checkpoints carry; recomputed from the recipe, never weights.
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -68,7 +76,7 @@ def from_transformers(state_dict: Mapping[str, torch.Tensor], cfg: ModelConfig) 
     # The schema's shape of a layer: `LAYER`'s tensors less those only a knob adds, where it does not.
     layer = {name.removeprefix("blocks.0.") for name in weight_shapes(cfg) if name.startswith("blocks.0.")}
     out = {"embed.weight": take("model.embed_tokens.weight")}
-    names = LAYER | POST_NORM if cfg.post_norm else LAYER
+    names = LAYER | POST_NORM if cfg.post_norm else LAYER | SANDWICH_NORM if cfg.sandwich_norm else LAYER
     for i in range(cfg.n_layers):
         for ours, theirs in names.items():
             if ours not in layer:
@@ -119,6 +127,12 @@ def transformers_config(cfg: ModelConfig) -> Any:
     if cfg.qk_norm and cfg.qkv_bias:
         # Qwen3's attention_bias would add an output-projection bias as well.
         raise ValueError("no transformers model has q/k/v biases and a q/k norm without an output bias")
+    if cfg.sandwich_norm or cfg.norm_offset or cfg.embed_scale:
+        return _gemma3_config(cfg)
+    if cfg.sliding_layers or cfg.mlp_activation != "silu" or cfg.attn_scale_dim is not None:
+        raise ValueError(
+            "no transformers model has sliding windows, GeGLU or an attention scale without Gemma 3's norms"
+        )
     olmo2 = cfg.post_norm or cfg.qk_norm_whole
     if olmo2 and not (cfg.post_norm and cfg.qk_norm_whole and not cfg.qkv_bias and not cfg.nope_layers):
         raise ValueError("transformers' OLMo 2 has both post_norm and qk_norm_whole, no q/k/v biases, RoPE everywhere")
@@ -153,10 +167,39 @@ def transformers_config(cfg: ModelConfig) -> Any:
     return config
 
 
+def _gemma3_config(cfg: ModelConfig) -> Any:
+    """Gemma3TextConfig of `cfg`'s shape: its norms, q/k norm and embedding scale are its class's."""
+    import transformers
+
+    if not (cfg.sandwich_norm and cfg.norm_offset and cfg.embed_scale and cfg.qk_norm):
+        raise ValueError("transformers' Gemma 3 has sandwich_norm, norm_offset, embed_scale and qk_norm together")
+    if cfg.qkv_bias or cfg.nope_layers or cfg.rope_scaling is not None or cfg.post_norm or cfg.qk_norm_whole:
+        raise ValueError("transformers' Gemma 3 has no q/k/v biases, RoPE in every layer without scaling, pre-norms")
+    local = cfg.rope_theta if cfg.rope_local_theta is None else cfg.rope_local_theta
+    kinds = ["sliding_attention" if i in cfg.sliding_layers else "full_attention" for i in range(cfg.n_layers)]
+    config = transformers.Gemma3TextConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
+        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim, max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
+        tie_word_embeddings=cfg.tie_embeddings, attention_bias=False, layer_types=kinds,
+        hidden_activation=HF_ACTIVATIONS[cfg.mlp_activation],
+        query_pre_attn_scalar=cfg.head_dim if cfg.attn_scale_dim is None else cfg.attn_scale_dim,
+        # A window no layer uses is none; transformers wants a number all the same.
+        sliding_window=cfg.sliding_window or cfg.context_length,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": local}},
+        # Gemma's class defaults name special tokens of its own vocabulary; a padding token would
+        # also freeze that embedding row.
+        pad_token_id=None, bos_token_id=None, eos_token_id=None,
+    )  # fmt: skip
+    config._attn_implementation = "sdpa"
+    return config
+
+
 def transformers_model(cfg: ModelConfig) -> Any:
     """A freshly initialised transformers causal LM of `cfg`'s shape (on the current default device)."""
     import transformers
 
     config = transformers_config(cfg)
-    kind = type(config).__name__.removesuffix("Config")
+    kind = type(config).__name__.removesuffix("Config").removesuffix("Text")
     return getattr(transformers, f"{kind}ForCausalLM")(config)

@@ -64,11 +64,14 @@ def triton_imports() -> bool:
     return True
 
 
-def resolve_swiglu(choice: str, device: torch.device) -> str:
+def resolve_swiglu(choice: str, device: torch.device, cfg: ModelConfig | None = None) -> str:
     """`Kernels.swiglu` as it runs on `device`: "auto" is "triton" on CUDA where triton
-    imports, else "default" (the CPU, including under TRITON_INTERPRET=1, keeps "default")."""
+    imports and the kernel takes this model's MLP (`unsupported`), else "default" (the CPU,
+    including under TRITON_INTERPRET=1, keeps "default")."""
     if choice != "auto":
         return choice
+    if cfg is not None and unsupported("swiglu", cfg) is not None:
+        return "default"
     return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
 
 
@@ -98,6 +101,6 @@ def resolve_kernels(kernels: Kernels, device: torch.device, cfg: ModelConfig) ->
         kernels,
         attention=attention,
         rope=resolve_rope(kernels.rope, attention, device, cfg),
-        swiglu=resolve_swiglu(kernels.swiglu, device),
+        swiglu=resolve_swiglu(kernels.swiglu, device, cfg),
         optimizer=default_kernel(device, torch.float32) if kernels.optimizer == "auto" else kernels.optimizer,
     )

@@ -20,7 +20,9 @@ says how it was produced.
   CUDA graph replays it). "fa4" is FlashAttention-4's Hopper kernels (`tiny_llm.fa4_attention`)
   as custom ops the compiled graph and the CUDA graph keep: q, k and v stay in the projection's
   (B, T, H, D) layout, RoPE and the q/k norm are applied there, and k, v with fewer heads are
-  read as they are.
+  read as they are. A windowed layer (Gemma 3's sliding windows) runs FA4 with its window, which
+  skips the blocks outside it; SDPA has no window, so there it is an explicit mask over the
+  whole causal square (`tiny_llm.model.Attention.sdpa`): the same result, none of the saving.
 - `cross_entropy`: "default" is `F.cross_entropy` over the whole (B·L, vocab) logits;
   "chunked" is `tiny_llm.cross_entropy.chunked_cross_entropy`: the LM head and cross-entropy fused over
   chunks of tokens, with the gradients computed in the forward, so the full logits
@@ -157,17 +159,25 @@ class Kernels:
 def unsupported(field: str, model: ModelConfig) -> str | None:
     """Why `Kernels(<field>="triton")` cannot build `model` (one line), or None where it can.
 
-    The Triton SwiGLU and cross-entropy read the FFN and the LM head's weight (tied or not),
-    which no knob changes; the Triton norm fuses each residual add with the norm after it, so
-    not where the norms are on the sublayers' outputs (`post_norm`); the RoPE kernel rotates q
+    The Triton cross-entropy reads the LM head's weight (tied or not), which no knob changes;
+    the Triton SwiGLU gates with SiLU, so not a GeGLU (`mlp_activation`); the Triton norm fuses
+    each residual add with the norm after it, so not where the norms are on the sublayers'
+    outputs (`post_norm`, `sandwich_norm`) or scale by (1 + weight) (`norm_offset`); the RoPE kernel rotates q
     and k straight from the projection (any number of kv heads), so not where a q/k norm comes
     first, nor where some layers have no RoPE. No "auto" choice resolves to a refused kernel: RoPE's "auto" asks this first
-    (`tiny_llm.kernel_registry.resolve_rope`), and the optimizer's and SwiGLU's take every model.
+    (`tiny_llm.kernel_registry.resolve_rope`) and SwiGLU's (`resolve_swiglu`), and the
+    optimizer's takes every model.
     """
-    if field == "norm" and model.post_norm:
+    if field == "swiglu" and model.mlp_activation != "silu":
         return (
-            "Kernels(norm='triton') cannot build this model (post_norm): its kernel norms the residual "
-            "stream after each add, where this model norms each sublayer's output; use norm=default"
+            f"Kernels(swiglu='triton') cannot build this model (mlp_activation {model.mlp_activation}): "
+            "its kernel gates with SiLU; use swiglu=default"
+        )
+    if field == "norm" and (model.post_norm or model.sandwich_norm or model.norm_offset):
+        knob = "post_norm" if model.post_norm else "sandwich_norm" if model.sandwich_norm else "norm_offset"
+        return (
+            f"Kernels(norm='triton') cannot build this model ({knob}): its kernel norms the residual "
+            "stream after each add with the weight as the gain, before each sublayer only; use norm=default"
         )
     if field != "rope":
         return None

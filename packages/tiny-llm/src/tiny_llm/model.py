@@ -7,7 +7,9 @@ key/value heads than query heads (grouped-query attention, handed to the kernel 
 are with `enable_gqa`, never repeated), an untied LM head, a head size of its own, biases
 on q, k and v (Qwen2), RMSNorm on each head of q and k (Qwen3), Llama 3's RoPE scaling,
 layers without RoPE (SmolLM3's NoPE layers), RMSNorm over the whole of q and of k and norms on
-the sublayers' outputs instead of their inputs (both OLMo 2).
+the sublayers' outputs instead of their inputs (both OLMo 2), and Gemma 3's: sliding-window
+attention in some layers with a RoPE base of their own, (1 + weight) norms, four norms a layer,
+a GeGLU MLP, embeddings scaled by sqrt(width) and an attention scale of its own.
 The defaults build the original decoder: as many kv heads as heads, tied embeddings, no
 biases, no q/k norm, plain RoPE.
 
@@ -35,14 +37,21 @@ from tiny_llm.kernels import Kernels
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
+    def __init__(self, dim: int, eps: float, offset: bool = False) -> None:
         super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps, self.offset = eps, offset
+        # Gemma stores its gains as offsets from 1, so a fresh norm (weight 0) is the identity gain.
+        self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # F.rms_norm computes in the input's dtype; inductor fuses it with its neighbours.
-        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return F.rms_norm(x, (x.shape[-1],), 1.0 + self.weight if self.offset else self.weight, self.eps)
+
+
+def window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
+    """(T, T) True where query i sees key j: causal, and j > i - window (itself and the window
+    - 1 keys before it, as transformers' sliding-window mask)."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril().triu(1 - window)
 
 
 def rope_tables(
@@ -88,6 +97,9 @@ class Attention(nn.Module):
         # SmolLM3's NoPE layers attend without positions: q and k are used as projected. (The
         # fused RoPE kernels rotate every layer, so `tiny_llm.kernels` refuses them here.)
         self.rotary = layer not in cfg.nope_layers
+        # Gemma 3's windowed layers: each query sees itself and the window - 1 keys before it.
+        self.window = cfg.sliding_window if layer in cfg.sliding_layers else None
+        self.scale = None if cfg.attn_scale_dim is None else cfg.attn_scale_dim**-0.5  # None: 1/sqrt(head_dim)
         # Fewer kv heads: each serves n_heads / kv_heads query heads, and SDPA reads them as they
         # are (enable_gqa) instead of a repeated copy of k and v.
         self.grouped = cfg.kv_heads != cfg.n_heads
@@ -100,8 +112,9 @@ class Attention(nn.Module):
         # of q and of k, all heads together, before they are split into heads.
         self.whole_norm = cfg.qk_norm_whole
         q_span, k_span = (q_width, kv_width) if cfg.qk_norm_whole else (cfg.head_dim, cfg.head_dim)
-        self.q_norm = RMSNorm(q_span, cfg.norm_eps) if cfg.qk_norm or cfg.qk_norm_whole else None
-        self.k_norm = RMSNorm(k_span, cfg.norm_eps) if cfg.qk_norm or cfg.qk_norm_whole else None
+        qk_normed = cfg.qk_norm or cfg.qk_norm_whole
+        self.q_norm = RMSNorm(q_span, cfg.norm_eps, cfg.norm_offset) if qk_normed else None
+        self.k_norm = RMSNorm(k_span, cfg.norm_eps, cfg.norm_offset) if qk_normed else None
         # None: the split and `apply_rope` below, fused by inductor when compiled.
         device = self.qkv.weight.device
         self.fa4 = load_fa4(device, cfg, kernels.rope) if kernels.attention == "fa4" else None
@@ -111,9 +124,10 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
         if self.fa4 is not None and self.fa4_rope:
-            return self.proj(self.fa4(self.qkv(x), cos, sin, self.n_heads, self.kv_heads).reshape(B, T, -1))
+            y = self.fa4(self.qkv(x), cos, sin, self.n_heads, self.kv_heads, self.window, self.scale)
+            return self.proj(y.reshape(B, T, -1))
         if self.fa4 is not None:
-            return self.proj(self.fa4(*self.rotated_bthd(x, cos, sin)).reshape(B, T, -1))
+            return self.proj(self.fa4(*self.rotated_bthd(x, cos, sin), self.window, self.scale).reshape(B, T, -1))
         if self.rope is not None:
             q, k, v = self.rope(self.qkv(x), cos, sin, self.n_heads, self.kv_heads)
         else:
@@ -121,13 +135,23 @@ class Attention(nn.Module):
             if self.rotary:
                 q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if self.sdpa_backends is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
+            y = self.sdpa(q, k, v)
         else:
             # A pinned kernel (Kernels.attention); dynamo traces this context manager,
             # so the compiled forward and backward (and the CUDA graph) use that kernel.
             with sdpa_kernel(self.sdpa_backends):
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.grouped)
+                y = self.sdpa(q, k, v)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+    def sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal SDPA of (B, H, T, D) q, k, v. A window shorter than the sequence is an explicit
+        mask: SDPA has no window of its own, so its kernels compute every causal score and mask
+        them (the window saves nothing here; FA4 skips the masked blocks)."""
+        T = q.shape[2]
+        if self.window is None or self.window >= T:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.grouped)
+        mask = window_mask(T, self.window, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=self.grouped)
 
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v as (B, T, heads, D) views of the projection's output, q and k normed (if so)."""
@@ -158,34 +182,45 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
+    """The gated MLP: down(act(gate) * up), act SiLU (SwiGLU) or tanh-approximated GELU (GeGLU)."""
+
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
         self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=False)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
-        self.kernel = resolve_swiglu(kernels.swiglu, self.gate_up.weight.device)
+        self.gelu = cfg.mlp_activation == "gelu_tanh"
+        self.kernel = resolve_swiglu(kernels.swiglu, self.gate_up.weight.device, cfg)
         # None: silu(gate) * up below, fused by inductor when compiled.
-        self.fused = load_triton("swiglu", self.gate_up.weight.device) if self.kernel == "triton" else None
+        self.fused = load_triton("swiglu", self.gate_up.weight.device, cfg) if self.kernel == "triton" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused is not None:
             return self.down(self.fused(self.gate_up(x)))
         gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.silu(gate) * up)
+        return self.down((F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)) * up)
 
 
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels(), layer: int = 0) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm_offset)
         self.attn = Attention(cfg, kernels, layer)
-        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm_offset)
         self.mlp = SwiGLU(cfg, kernels)
         self.post_norm = cfg.post_norm
+        # Gemma 3: each sublayer's output normed too, before the add (its knob's extra weights).
+        if cfg.sandwich_norm:
+            self.attn_post_norm = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm_offset)
+            self.mlp_post_norm = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm_offset)
+        self.sandwich = cfg.sandwich_norm
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         if self.post_norm:  # OLMo 2: the sublayer reads the stream as it is; its output is normed
             x = x + self.attn_norm(self.attn(x, cos, sin))
             return x + self.mlp_norm(self.mlp(x))
+        if self.sandwich:
+            x = x + self.attn_post_norm(self.attn(self.attn_norm(x), cos, sin))
+            return x + self.mlp_post_norm(self.mlp(self.mlp_norm(x)))
         x = x + self.attn(self.attn_norm(x), cos, sin)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -206,7 +241,7 @@ def fused_norm_blocks(model: Transformer, x: torch.Tensor, cos: torch.Tensor, si
     first = blocks[0].attn_norm
     h = rms_norm(x, first.weight, first.eps, dtype)
     for i, block in enumerate(blocks):
-        x, h = add_norm(x, block.attn(h, cos, sin), block.mlp_norm.weight, block.mlp_norm.eps, dtype)
+        x, h = add_norm(x, block.attn(h, *model.rope_of(i, cos, sin)), block.mlp_norm.weight, block.mlp_norm.eps, dtype)
         if i + 1 < len(blocks):
             nxt = blocks[i + 1].attn_norm
             x, h = add_norm(x, block.mlp(h), nxt.weight, nxt.eps, dtype)
@@ -218,6 +253,8 @@ def fused_norm_blocks(model: Transformer, x: torch.Tensor, cos: torch.Tensor, si
 class Transformer(nn.Module):
     rope_cos: torch.Tensor  # buffers registered in __init__; nn.Module's __getattr__ types them loosely
     rope_sin: torch.Tensor
+    local_cos: torch.Tensor
+    local_sin: torch.Tensor
 
     def __init__(self, cfg: ModelConfig, kernels: Kernels = Kernels()) -> None:
         super().__init__()
@@ -226,7 +263,7 @@ class Transformer(nn.Module):
         kernels = resolve_kernels(kernels, self.embed.weight.device, cfg)
         self.cfg, self.kernels = cfg, kernels
         self.blocks = nn.ModuleList(Block(cfg, kernels, i) for i in range(cfg.n_layers))
-        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps, cfg.norm_offset)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:  # the output projection reuses the embedding matrix
             self.lm_head.weight = self.embed.weight
@@ -236,12 +273,27 @@ class Transformer(nn.Module):
         # Buffers, not parameters: they move with .to() but are neither trained nor counted.
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        # Gemma 3's windowed layers rotate with a base of their own: their tables, by layer.
+        self.local_layers = frozenset(cfg.sliding_layers) if cfg.rope_local_theta is not None else frozenset()
+        if self.local_layers:
+            theta = cast(float, cfg.rope_local_theta)
+            cos, sin = rope_tables(cfg.head_dim, cfg.context_length, theta, self.embed.weight.device)
+            self.register_buffer("local_cos", cos, persistent=False)
+            self.register_buffer("local_sin", sin, persistent=False)
+        self.embed_scale = cfg.d_model**0.5 if cfg.embed_scale else None
         # None: the default or chunked loss below; else the LM head and loss in one Triton pass.
         device = self.embed.weight.device
         self.fused_loss = load_triton("cross_entropy", device, cfg) if kernels.cross_entropy == "triton" else None
         # None: each block's adds and norms as `Block.forward`; else `fused_norm_blocks`.
         self.fused_norm = load_triton("norm", device, cfg) if kernels.norm == "triton" else None
         self.reset_parameters()
+
+    def rope_of(self, layer: int, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The RoPE tables `layer` rotates with: the windowed layers' own base, else `cos`, `sin`."""
+        if layer in self.local_layers:
+            T = cos.shape[0]
+            return self.local_cos[:T], self.local_sin[:T]
+        return cos, sin
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -255,8 +307,8 @@ class Transformer(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith(".bias"):
                 p.zero_()
-            elif p.ndim == 1:
-                p.fill_(1.0)
+            elif p.ndim == 1:  # a norm's gain: 1, stored as 0 where the norms scale by (1 + weight)
+                p.fill_(0.0 if self.cfg.norm_offset else 1.0)
             elif name.endswith(("proj.weight", "down.weight")):
                 p.normal_(0.0, residual_std)
             else:
@@ -267,11 +319,15 @@ class Transformer(nn.Module):
         T = idx.shape[1]
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         x = self.embed(idx)
+        if self.embed_scale is not None:
+            # A Python number: the multiply rounds it to the embedding's dtype, as Gemma rounds its
+            # factor to the weight's, and no tensor is made (nor copied to the GPU) in the graph.
+            x = x * self.embed_scale
         if self.fused_norm is not None:
             x = fused_norm_blocks(self, x, cos, sin)
         else:
-            for block in self.blocks:
-                x = block(x, cos, sin)
+            for i, block in enumerate(self.blocks):
+                x = block(x, *self.rope_of(i, cos, sin))
             x = self.norm(x)
         if targets is not None and self.kernels.cross_entropy == "chunked":
             # LM head + cross-entropy a chunk of tokens at a time (see tiny_llm.kernels).

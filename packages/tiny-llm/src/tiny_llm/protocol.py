@@ -41,7 +41,7 @@ import msgspec
 
 from throughput_schema import BurstSample, Calibration, Recipe, Window
 from throughput_schema import Protocol as ProtocolRecord
-from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS
+from throughput_schema.configs import PROTOCOL_RECIPE_FIELDS, protocol_field
 from throughput_schema.energy import derive_window
 from tiny_llm import stats
 from tiny_llm.energy_meter import Meter
@@ -73,7 +73,7 @@ def protocol_record(recipe: Recipe, protocol: ProtocolRecord) -> ProtocolRecord:
     return msgspec.structs.replace(
         protocol,
         **{
-            name: getattr(getattr(recipe, section), name)
+            protocol_field(section, name): getattr(getattr(recipe, section), name)
             for section, names in PROTOCOL_RECIPE_FIELDS.items()
             for name in names
         },

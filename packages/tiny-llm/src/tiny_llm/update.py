@@ -23,6 +23,7 @@ from throughput_schema import Fp8Linears, Recipe
 from throughput_schema.precision import is_fp8
 from throughput_schema.recipe import parameter_count
 from tiny_llm.arena_adamw import ArenaAdamW
+from tiny_llm.arena_muon import ArenaMuon
 from tiny_llm.kernels import Kernels
 from tiny_llm.model import Transformer, build_model
 
@@ -75,6 +76,22 @@ def make_inputs(recipe: Recipe, device: torch.device) -> tuple[torch.Tensor, tor
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
 
+def make_optimizer(model: Transformer, recipe: Recipe, kernel: str | None) -> ArenaAdamW | ArenaMuon:
+    """The recipe's optimizer over the model: ArenaAdamW, or ArenaMuon (Muon beside an ArenaAdamW)."""
+    o = recipe.optimizer
+    if o.name == "muon":
+        return ArenaMuon(model, o, max_norm=recipe.training.grad_clip, kernel=kernel)
+    return ArenaAdamW(
+        model,
+        lr=o.lr,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        max_norm=recipe.training.grad_clip,
+        kernel=kernel,
+    )
+
+
 class Update:
     """One complete update, callable eagerly or under CUDA-graph capture.
 
@@ -86,7 +103,7 @@ class Update:
     def __init__(
         self,
         model_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        optimizer: ArenaAdamW,
+        optimizer: ArenaAdamW | ArenaMuon,
         inputs: torch.Tensor,
         targets: torch.Tensor,
         *,
@@ -140,7 +157,7 @@ class Built:
     recipe: Recipe
     device: torch.device
     model: Transformer
-    optimizer: ArenaAdamW
+    optimizer: ArenaAdamW | ArenaMuon
     update: Update
     backend: str
     # One update as the timed production entrypoint runs it (graph replay on CUDA).
@@ -191,16 +208,7 @@ def build(
     if parameters != parameter_count(recipe.model):
         raise ParameterCountMismatch(parameters, recipe)
     fp8 = _fp8_linears(model, recipe.training.precision, device, emulate=fp8_emulate)
-    o = recipe.optimizer
-    optimizer = ArenaAdamW(
-        model,
-        lr=o.lr,
-        betas=(o.beta1, o.beta2),
-        eps=o.eps,
-        weight_decay=o.weight_decay,
-        max_norm=recipe.training.grad_clip,
-        kernel=None if kernels.optimizer == "auto" else kernels.optimizer,
-    )
+    optimizer = make_optimizer(model, recipe, None if kernels.optimizer == "auto" else kernels.optimizer)
     inputs, targets = make_inputs(recipe, device)
     model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model
     events: tuple | None = None

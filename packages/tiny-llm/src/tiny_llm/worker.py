@@ -64,6 +64,7 @@ from throughput_schema import (
     outcome_kind,
     write_atomic,
 )
+from throughput_schema.muon import ownership
 from throughput_schema.node_local import not_written
 from throughput_schema.recipe import flops_per_token, parameter_count
 from throughput_schema.results import JOB_STARTED_AT_ENV
@@ -324,6 +325,7 @@ def _result(
         energy=energy,
         energy_unavailable=energy_unavailable,
         fp8=built.fp8 if built is not None else None,
+        optimizer_owned=ownership(recipe.optimizer, recipe.model),
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import EXIT_CODES, Protocol, Recipe, SchemaError, WorkerRequest, outcome_kind, read
+from throughput_schema.argparsing import add_optimizer_name
 from throughput_schema.node_local import ResultNotWritten
 from throughput_schema.precision import (
     GUIDE_PRECISION,
@@ -64,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"training precision: {', '.join(PRECISIONS)} (default {GUIDE_PRECISION}, the guide's: BF16 autocast; "
         "fp8-*: torchao's float8 linears, on a GPU with FP8 matrix units and the tiny-llm[fp8] extra)",
     )
+    add_optimizer_name(p, "the update trains with (the same as --set optimizer.name=NAME)")
     for name, text in PROTOCOL_HELP.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(DEFAULT, name)), help=text)
     p.add_argument(
@@ -170,9 +172,11 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
             if getattr(args, name) is None:
                 setattr(args, name, getattr(DEFAULT, name))
         protocol = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
-        return _with_precision(load_recipe(args.config, args.overrides), args.precision), protocol
+        named = [f"optimizer.name={args.optimizer_name}"] if args.optimizer_name else []
+        return _with_precision(load_recipe(args.config, [*args.overrides, *named]), args.precision), protocol
     given = [f"--{n.replace('_', '-')}" for n in (*PROTOCOL_FLAGS, "precision") if getattr(args, n) is not None]
     given += ["--config"] * (args.config is not None) + ["--set"] * bool(args.overrides)
+    given += ["--optimizer-name"] * (args.optimizer_name is not None)
     if given:
         raise UsageError(f"--request carries the recipe and the protocol; drop {', '.join(given)}")
     try:
@@ -224,6 +228,7 @@ def main(args: argparse.Namespace) -> int:
         _check(args)
         kernels = kernels_from_args(args)
         _check_kernels(kernels, recipe)
+        _check_optimizer(recipe)
         import torch
 
         if args.device == "cuda" and not torch.cuda.is_available():
@@ -253,11 +258,31 @@ def main(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _check_optimizer(recipe: Recipe) -> None:
+    """Muon needs a matrix to own (`throughput_schema.muon`); refused before anything runs."""
+    from throughput_schema.muon import MUON, NoMuonMatrix, muon_matrices
+    from throughput_schema.precision import unmeasured_pairing
+
+    refusal = unmeasured_pairing(recipe.training.precision, recipe.optimizer.name)
+    if refusal is not None:
+        raise UsageError(refusal)
+    if recipe.optimizer.name == MUON:
+        try:
+            muon_matrices(recipe.model)
+        except NoMuonMatrix as exc:
+            raise UsageError(str(exc)) from None
+
+
 def _check_kernels(kernels, recipe: Recipe) -> None:
     """A kernel chosen explicitly that cannot build this recipe's model is refused here, before
     anything runs (the model refuses it too, `tiny_llm.kernel_registry.load_triton`)."""
     from tiny_llm.kernels import unsupported
 
+    if recipe.optimizer.name == "muon" and kernels.optimizer == "triton":
+        raise UsageError(
+            "--optimizer-kernel triton normalises AdamW's arena alone; with Muon use auto or fused, "
+            "whose norm covers Muon's gradients too"
+        )
     for field, choice in kernels.record().items():
         reason = unsupported(field, recipe.model) if choice == "triton" else None
         if reason is not None:
