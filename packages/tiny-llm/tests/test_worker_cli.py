@@ -10,9 +10,8 @@ import torch
 import tiny_llm
 from throughput_schema import EXIT_CODES, WorkerResult, outcome_kind, read
 from tiny_llm.cli import main
-from tiny_llm.hardware import GIB, peak_bf16_flops
+from tiny_llm.hardware import GIB, autocast_dtype, peak_bf16_flops
 from tiny_llm.protocol import NonFiniteState
-from tiny_llm.update import autocast_dtype
 from tiny_llm.worker import classify
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,7 +44,7 @@ def test_cpu_worker_end_to_end(tmp_path, capsys):
     assert main(["benchmark-throughput-worker", *TINY, "--output", str(out), *FAST]) == 0
     result = read(out, WorkerResult)
     assert outcome_kind(result.outcome) == "ok" and result.exit_code == 0
-    # BF16 only where this CPU multiplies it natively (tiny_llm.update.autocast_dtype).
+    # BF16 only where this CPU multiplies it natively (tiny_llm.hardware.autocast_dtype).
     fp32 = autocast_dtype(torch.device("cpu")) is None
     assert result.backend == ("cpu-eager-fp32" if fp32 else "cpu-eager") and result.mode == "throughput"
     # The production worker names itself: only its results pass the audit and the report.

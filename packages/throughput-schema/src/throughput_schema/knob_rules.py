@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from throughput_schema.configs import ModelConfig
+# A `configs.ModelConfig`, by name only: configs.py declares its knobs with this module's
+# `Knob`, so importing it here, even for type checking, would be an import cycle.
+ModelConfig = Any
 
 Shapes = dict[str, tuple[int, ...]]
 

@@ -19,7 +19,7 @@ One `step()`, with no host synchronisation anywhere (so it is captured in the up
    adjusted lr, written back to the parameters; all of it skipped when the norm is not finite.
 The products are BF16 (torch.optim.Muon's own cast) wherever the update runs under BF16
 autocast: on CUDA, and on a CPU that multiplies BF16 natively; elsewhere FP32, as the rest of
-that CPU's update (`tiny_llm.update.autocast_dtype`), and with FP64 arenas (CPU tests against
+that CPU's update (`tiny_llm.hardware.autocast_dtype`), and with FP64 arenas (CPU tests against
 an exact reference) FP64.
 """
 
@@ -31,6 +31,7 @@ import torch.nn as nn
 from throughput_schema import OptimizerConfig
 from throughput_schema.muon import MuonMatrix, adjusted_lr, muon_matrices, owns
 from tiny_llm.arena_adamw import ArenaAdamW, Slot, _align, bind_views, check_views
+from tiny_llm.hardware import autocast_dtype
 from tiny_llm.model import Transformer
 
 NS_EPS = 1e-7  # torch.optim.Muon's: the clamp on the Frobenius norm
@@ -89,8 +90,6 @@ class ArenaMuon:
         self.kernel = self.adamw.kernel  # the recipe's optimizer.name says Muon ran beside it
         self.max_norm = max_norm
         if ns_dtype is None:
-            from tiny_llm.update import autocast_dtype  # update.py builds this optimizer
-
             ns_dtype = (autocast_dtype(device) or dtype) if dtype == torch.float32 else dtype
         self.ns_dtype = ns_dtype
 

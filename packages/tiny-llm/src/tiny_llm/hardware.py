@@ -72,3 +72,21 @@ def collect(device: torch.device) -> Hardware:
         cpu_count=os.cpu_count() or 0,
         platform=platform.platform(),
     )
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """BF16 wherever the hardware multiplies BF16 natively, else None (FP32, no autocast).
+
+    On a CPU without AVX512-BF16 or AMX, PyTorch's BF16 matmul is a fallback far slower than
+    FP32 (docs/performance.md), enough to turn the CPU quick start from minutes into a quarter
+    of an hour. The CPU is for trying the tool and for tests, never for the GPU figures, so it
+    runs FP32 there and the backend says so."""
+    import torch
+
+    if device.type != "cpu":
+        return torch.bfloat16
+    try:
+        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN: assume the fallback
+        native = False
+    return torch.bfloat16 if native else None

@@ -24,26 +24,11 @@ from throughput_schema.precision import is_fp8
 from throughput_schema.recipe import parameter_count
 from tiny_llm.arena_adamw import ArenaAdamW
 from tiny_llm.arena_muon import ArenaMuon
+from tiny_llm.hardware import autocast_dtype
 from tiny_llm.kernels import Kernels
 from tiny_llm.model import Transformer, build_model
 
 PhaseHook = Callable[[str], None]
-
-
-def autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """BF16 wherever the hardware multiplies BF16 natively, else None (FP32, no autocast).
-
-    On a CPU without AVX512-BF16 or AMX, PyTorch's BF16 matmul is a fallback far slower than
-    FP32 (docs/performance.md), enough to turn the CPU quick start from minutes into a quarter
-    of an hour. The CPU is for trying the tool and for tests, never for the GPU figures, so it
-    runs FP32 there and the backend says so."""
-    if device.type != "cpu":
-        return torch.bfloat16
-    try:
-        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a build without oneDNN: assume the fallback
-        native = False
-    return torch.bfloat16 if native else None
 
 
 class ParameterCountMismatch(RuntimeError):
