@@ -107,7 +107,7 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, cor
     assert all(r["throughput"]["tokens_per_second"] > 0 and r["recipe"]["name"] == "tiny" for r in results)
     receipts = [json.loads(p.read_text()) for p in sorted(tp.glob("curves/*/b*/attempt-*/receipt.json"))]
     assert all(r["scheduler"] == "slurm" and r["accounting_final"] for r in receipts)
-    assert all(r["accounting"]["state"] == "COMPLETED" for r in receipts)
+    assert all(r["accounting"]["state"] == "completed" for r in receipts)
 
     # The follow-up takes its parent's profile; it is chosen nowhere else.
     ok(

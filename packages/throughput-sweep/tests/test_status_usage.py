@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from campaign_helpers import scripted_run, sweep
-from throughput_schema import AccountingRow, ClusterProfile, Receipt, WorkerResult
+from throughput_schema import ClusterProfile, Receipt, WorkerResult
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
 from throughput_schema.recipe import load_recipe
+from throughput_schema.sacct import AccountingRow, job_accounting
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
 from throughput_sweep.usage import gpu_hours
@@ -31,7 +32,7 @@ def info(batch: int, row: AccountingRow | None, receipt: bool = True) -> Attempt
             job_id=str(batch),
             submitted_at="2026-01-01T00:00:00+00:00",
             scheduler="slurm",
-            accounting=row,
+            accounting=job_accounting(row) if row is not None else None,
             accounting_final=row is not None,
         )
         if receipt

@@ -24,6 +24,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import (
+    JobAccounting,
     Receipt,
     Settlement,
     WorkerIdentity,
@@ -52,7 +53,7 @@ from throughput_sweep.attempt import point_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.faults import should_crash
-from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, Accounting, JobStatus, Pending, QueryFailed, Scheduler
+from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, JobStatus, Pending, QueryFailed, Scheduler
 
 
 def parse_time(text: str) -> datetime:
@@ -278,11 +279,10 @@ def write_refused_result(campaign: Campaign, info: AttemptInfo, pending: Pending
     return write_missing_result(campaign, info, None, outcome=outcome)
 
 
-def record_accounting(info: AttemptInfo, given: Accounting | None, final: bool, missing: str = "") -> None:
-    """The receipt keeps the backend's row as given. `missing`: why there is no accounting
-    to record (written into the receipt once)."""
+def record_accounting(info: AttemptInfo, accounting: JobAccounting | None, final: bool, missing: str = "") -> None:
+    """The receipt keeps the backend's accounting as given. `missing`: why there is no
+    accounting to record (written into the receipt once)."""
     receipt = info.attempt.receipt
-    accounting = given.row if given is not None else None
     if receipt is not None and accounting is None and missing and not receipt.accounting_missing:
         write_atomic(info.attempt.path / RECEIPT, msgspec.structs.replace(receipt, accounting_missing=missing))
         return
