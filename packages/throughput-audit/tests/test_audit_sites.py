@@ -190,9 +190,8 @@ def test_worker_times_never_vanish_on_a_job_without_times(campaign):
     assert f"job {job} has no start time in sacct ('Unknown'), yet its worker wrote this result" in bad.message
 
 
-# Results written before the controller's phase was named "scheduler" carry "slurm": both read alike.
-@pytest.mark.parametrize("phase", [SCHEDULER_PHASE, "slurm"])
-def test_checks_that_checked_nothing_fail(campaign, phase):
+def test_checks_that_checked_nothing_fail(campaign):
+    phase = SCHEDULER_PHASE
     sacct = campaign.sacct()
     sacct.rows = {j: msgspec.structs.replace(r, start="Unknown", end="Unknown") for j, r in sacct.rows.items()}
     (peak,) = failures(audit(campaign, sacct), "slurm.peak_concurrency")

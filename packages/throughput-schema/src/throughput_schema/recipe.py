@@ -91,18 +91,15 @@ def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol
     return result
 
 
-# Every knob came after campaigns were first frozen: a worker frozen before them refuses
-# their keys, so they are passed only where they differ from their defaults.
-_LATER_MODEL_FIELDS = knobs.NAMES
-
-
 def override_args(recipe: Recipe) -> list[str]:
-    """The `--set` arguments that turn a preset into this recipe (for job scripts)."""
+    """The `--set` arguments that turn a preset into this recipe, as a person reproduces a
+    point with the worker's `--config PRESET --set ...`. A model knob is given only where it
+    differs from its default, which a knob not written as one flag (RoPE scaling) keeps."""
     out = []
     for section in _SECTIONS:
         config = getattr(recipe, section)
         for key, value in msgspec.structs.asdict(config).items():
-            if section == "model" and key in _LATER_MODEL_FIELDS:
+            if section == "model" and key in knobs.NAMES:
                 if value == getattr(type(config)(**_required(config)), key):
                     continue
                 if not isinstance(value, (bool, int)):

@@ -302,7 +302,7 @@ def _at_offset(text: str, offset: timedelta) -> str:
 
 
 def _with_offset(text: str, ctx: _Context) -> str:
-    """A time written without an offset (before times carried one) as this shell's local time."""
+    """A time written without an offset, read as this shell's local time."""
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
@@ -310,7 +310,7 @@ def _with_offset(text: str, ctx: _Context) -> str:
     if when.tzinfo is not None:
         return text
     ctx.naive_times += 1
-    return when.astimezone().isoformat()
+    return when.astimezone().astimezone(UTC).isoformat()  # as sacct's times are read today: UTC
 
 
 def _point_columns(point: dict, ctx: _Context) -> dict:
