@@ -178,7 +178,7 @@ def test_lost_job_times_compare_as_instants_in_any_auditors_timezone(campaign, t
         fine = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:20+00:00", "2026-11-30T06:33:30+09:00"))
         assert not failures(fine)
         late = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:40+00:00", "2026-11-30T06:33:30+09:00"))
-        assert "NODE_FAIL/BOOT_FAIL ending after the result was finished" in failures(late, "slurm.state")[0].message
+        assert "node_fail ending after the result was finished" in failures(late, "slurm.state")[0].message
     finally:
         monkeypatch.undo()
         time.tzset()
@@ -188,7 +188,7 @@ def test_ok_result_finished_after_a_lost_job_is_caught(campaign):
     folder = point(campaign, "20m-c512", 4)
     out = audit(campaign, _lose_job(campaign, folder, "2026-11-29T21:33:20+00:00", "2026-11-29T21:32:42+00:00"))
     assert {"receipt.state", "slurm.state"} <= {c.name for c in failures(out)}
-    assert "NODE_FAIL/BOOT_FAIL ending after the result was finished" in failures(out, "slurm.state")[0].message
+    assert "node_fail ending after the result was finished" in failures(out, "slurm.state")[0].message
 
 
 # ------------------------------------------------------------- jobs without a receipt

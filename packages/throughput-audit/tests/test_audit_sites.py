@@ -122,7 +122,7 @@ def test_a_preempted_job_does_not_explain_an_ok_result(campaign):
     folder = point(campaign, "20m-c512", 4)
     out = audit(campaign, _end(campaign, folder, "ok", "PREEMPTED"))
     (bad,) = failures(out, "slurm.state")
-    assert "ended PREEMPTED exit 0:0; result.json outcome ok implies COMPLETED with exit 0" in bad.message
+    assert "ended PREEMPTED exit 0:0; result.json outcome ok implies completed with exit 0" in bad.message
 
 
 def test_deadline_is_a_timeout(campaign):

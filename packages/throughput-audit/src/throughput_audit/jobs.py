@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from throughput_audit import slurm
+from throughput_audit import job_states, slurm
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
 from throughput_schema import WorkerResult, slurm_states
@@ -78,20 +78,21 @@ def check_job(
     res = r.attempt.result
     if res is not None:
         k = kind(res)
-        ok = slurm.state_explains(k, row, _on_scheduler_clock(res.finished_at, skew))
+        ok = job_states.state_explains(k, accounting, _on_scheduler_clock(res.finished_at, skew))
         checks.expect(
             f"{source.prefix}.state",
             ok,
             file,
             f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
-            + (f"implies {slurm.expected_states(k)}" if not ok else "agrees")
+            + (f"implies {job_states.expected_text(k)}" if not ok else "agrees")
             + _someone_else(row.state),
             job_id=job_id,
             state=row.state,
             exit_code=row.exit_code,
             outcome=k,
         )
-    compared = check_worker_times(source, r, times or row, checks, skew=skew)
+    lost = accounting.state == "node_fail"
+    compared = check_worker_times(source, r, times or row, checks, skew=skew, lost=lost)
     check_receipt_copy(source, r, accounting, checks)
     return compared
 
@@ -155,10 +156,12 @@ def _on_scheduler_clock(text: str, skew: float) -> str:
 
 
 def check_worker_times(
-    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, skew: float = 0.0
+    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, skew: float = 0.0, lost: bool = False
 ) -> int:
     """Each worker-written result's times within its job's; returns how many were compared.
-    A job time that is missing or does not parse fails, naming the field and the text."""
+    A job time that is missing or does not parse fails, naming the field and the text.
+    `lost`: the job's machine failed, maybe after the worker's result (its run not compared
+    with the job's elapsed time)."""
     found = worker_results(r)
     if not found:
         return 0
@@ -185,7 +188,6 @@ def check_worker_times(
                 problems.append(f"{what} {text} lies outside the job's {row.start} .. {row.end}")
             else:
                 when[what] = at
-        lost = slurm_states.state_word(row.state) in slurm.LOST_AFTER_RESULT
         if not problems and elapsed is not None and not lost:
             ran = (when["finished_at"] - when["started_at"]).total_seconds()
             if ran > elapsed * 60 + GRANULARITY.total_seconds():
