@@ -6,7 +6,8 @@ The sweep (its Slurm backend) and the audit both query sacct with `--parsable2
 the same way; what each does with a row (the sweep's state machine, the audit's checks)
 stays with it.
 
-  * `FIELDS`: sacct's columns in order, with the `AccountingRow` attribute each fills.
+  * `AccountingRow` / `FIELDS`: one row as sacct printed it, and sacct's columns in order
+    with the attribute each fills.
     Comment is last because it is free text and may hold '|': everything after the
     fourteenth '|' is the Comment.
   * `parse_rows` / `rows_by_job`: every row, or one per job id (step rows skipped, the
