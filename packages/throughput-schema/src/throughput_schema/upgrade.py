@@ -17,13 +17,11 @@ were frozen.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,6 @@ from throughput_schema import layout
 from throughput_schema.audit import AUDIT_VERSION, AuditReport
 from throughput_schema.codec import SchemaError, decode, dumps, write_atomic
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, read_registry
-from throughput_schema.local_jobs import job_accounting as local_accounting
 from throughput_schema.records import (
     CurveClosure,
     Manifest,
@@ -43,8 +40,10 @@ from throughput_schema.records import (
     WorkerRequest,
     WorkerResult,
 )
-from throughput_schema.sacct import AccountingRow, job_accounting, neutral_state, slurm_minutes
+from throughput_schema.upgrade_accounting import Context, UpgradeRefused, receipt, results_csv, results_json
 from throughput_schema.version import SCHEMA_VERSION
+
+__all__ = ["FROM_VERSION", "Upgrade", "UpgradeRefused", "campaigns", "plan", "upgrade"]
 
 FROM_VERSION = 1
 
@@ -62,25 +61,11 @@ _RECORDS: dict[str, type] = {
 _DERIVED = (layout.RESULTS_JSON, layout.OPTIMIZER_JSON, layout.COMPARISON_JSON)
 
 
-class UpgradeRefused(Exception):
-    """One line: the file that cannot be upgraded, why, and what to do."""
-
-
 @dataclass
 class Upgrade:
     campaign: Path
     rewritten: list[str] = field(default_factory=list)  # relative paths, in the order written
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Context:
-    root: Path
-    scheduler: str
-    naive_times: int = 0
-    naive_receipts: int = 0
-    registry: dict[str, Any] = field(default_factory=dict)
-    accounting: dict[str, dict] = field(default_factory=dict)  # attempt folder -> its upgraded accounting
 
 
 def campaigns(folder: Path) -> list[Path]:
@@ -110,7 +95,7 @@ def plan(root: Path, notes: list[str]) -> dict[Path, bytes]:
     manifest = _json(root / layout.MANIFEST)
     if _version(manifest) == SCHEMA_VERSION:
         return {}
-    ctx = _Context(root, str(manifest.get("profile", {}).get("scheduler", "")))
+    ctx = Context(root, str(manifest.get("profile", {}).get("scheduler", "")))
     if ctx.scheduler == "local":
         try:
             ctx.registry = read_registry(root / LOCAL_JOBS_DIR)
@@ -158,11 +143,11 @@ def _in_frozen(root: Path, path: Path) -> bool:
     return path.relative_to(root).parts[0] == layout.FROZEN
 
 
-def _planned(path: Path, ctx: _Context) -> bytes | None:
+def _planned(path: Path, ctx: Context) -> bytes | None:
     """The file's version-2 bytes, or None where it stays as it is."""
     name = path.name
     if name == layout.RESULTS_CSV:
-        return _results_csv(path, ctx)
+        return results_csv(path, ctx)
     if name == layout.AUDIT:
         return _audit(path)
     record = Recipe if _in_frozen(ctx.root, path) else _RECORDS.get(name)
@@ -173,9 +158,9 @@ def _planned(path: Path, ctx: _Context) -> bytes | None:
         return None
     obj = _bumped(obj)
     if name == layout.RECEIPT:
-        obj = _receipt(obj, ctx, path.parent)
+        obj = receipt(obj, ctx, path.parent)
     elif name == layout.RESULTS_JSON:
-        obj = _results_json(obj, ctx)
+        obj = results_json(obj, ctx)
     if record is None:
         return json.dumps(obj, indent=2).encode() + b"\n"
     return dumps(_decoded(obj, record, path))
@@ -239,141 +224,6 @@ def _decoded(obj: dict, record: type, path: Path) -> Any:
         raise UpgradeRefused(f"{exc}; nothing was rewritten") from None
 
 
-# ------------------------------------------------------------------------- accounting
-
-
-def _receipt(obj: dict, ctx: _Context, attempt: Path) -> dict:
-    acc = obj.get("accounting")
-    if isinstance(acc, dict) and "state" in acc and "raw" not in acc:
-        naive = ctx.naive_times
-        obj["accounting"] = _accounting(
-            acc,
-            ctx,
-            attempt / layout.RECEIPT,
-            final=bool(obj.get("accounting_final")),
-            submitted_at=str(obj.get("submitted_at", "")),
-        )
-        ctx.naive_receipts += ctx.naive_times > naive
-    ctx.accounting[attempt.relative_to(ctx.root).as_posix()] = obj.get("accounting") or {}
-    return obj
-
-
-def _accounting(acc: dict, ctx: _Context, where: Path, *, final: bool, submitted_at: str = "") -> dict:
-    """A version-1 accounting row (sacct's columns; the local registry's in the same form)
-    as the backend reads its job today."""
-    try:
-        row = msgspec.convert(acc, AccountingRow)
-    except msgspec.ValidationError as exc:
-        raise UpgradeRefused(
-            f"{where}: its accounting is not an accounting row ({exc}); nothing was rewritten"
-        ) from None
-    entry = ctx.registry.get(row.job_id) if ctx.scheduler == "local" and final else None
-    if entry is None:
-        row = msgspec.structs.replace(row, start=_with_offset(row.start, ctx), end=_with_offset(row.end, ctx))
-        return msgspec.to_builtins(job_accounting(row))
-    neutral = local_accounting(entry.job, entry.end, host=row.node_list)
-    offset = _registry_offset(entry.job.submitted_at, submitted_at)
-    if offset is not None:
-        neutral = msgspec.structs.replace(
-            neutral, start=_at_offset(neutral.start, offset), end=_at_offset(neutral.end, offset)
-        )
-    return msgspec.to_builtins(neutral)
-
-
-def _registry_offset(local: str, utc: str) -> timedelta | None:
-    """The UTC offset of a registry that wrote its times without one: its job's record and
-    the receipt (whose time names its offset) were written within moments of each other."""
-    try:
-        wall, instant = datetime.fromisoformat(local), datetime.fromisoformat(utc)
-    except ValueError:
-        return None
-    if wall.tzinfo is not None or instant.utcoffset() is None:
-        return None
-    seconds = (wall - instant.astimezone(UTC).replace(tzinfo=None)).total_seconds()
-    return timedelta(seconds=round(seconds / 900) * 900)
-
-
-def _at_offset(text: str, offset: timedelta) -> str:
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return text
-    return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
-
-
-def _with_offset(text: str, ctx: _Context) -> str:
-    """A time written without an offset, read as this shell's local time."""
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return text
-    if when.tzinfo is not None:
-        return text
-    ctx.naive_times += 1
-    return when.astimezone().astimezone(UTC).isoformat()  # as sacct's times are read today: UTC
-
-
-def _point_columns(point: dict, ctx: _Context) -> dict:
-    """A published point's accounting columns, from its attempt's upgraded receipt."""
-    try:
-        rel = layout.attempt_dir(
-            Path(), point["model"], int(point["context_length"]), int(point["batch_size"]), int(point["attempt"])
-        ).as_posix()
-    except (KeyError, ValueError, TypeError):
-        rel = ""
-    acc = ctx.accounting.get(rel)
-    state, elapsed = point.pop("slurm_state", ""), point.pop("slurm_elapsed", "")
-    if acc is not None:
-        return {"job_state": acc.get("state", ""), "job_elapsed_seconds": acc.get("elapsed_seconds")}
-    try:
-        minutes = slurm_minutes(elapsed)
-    except ValueError:
-        minutes = None
-    return {"job_state": neutral_state(state) if state else "", "job_elapsed_seconds": minutes and minutes * 60}
-
-
-def _renamed(point: dict, columns: dict) -> dict:
-    """`point` with its state and elapsed columns replaced where they stood."""
-    out = {}
-    for key, value in point.items():
-        if key == "slurm_state":
-            out.update(columns)
-        elif key != "slurm_elapsed":
-            out[key] = value
-    return out
-
-
-def _results_json(obj: dict, ctx: _Context) -> dict:
-    for item in obj.get("receipts") or []:
-        acc = item.get("accounting") if isinstance(item, dict) else None
-        if isinstance(acc, dict) and "raw" not in acc:
-            published = ctx.accounting.get(str(item.get("path")))
-            item["accounting"] = (
-                published if published else _accounting(acc, ctx, ctx.root / layout.RESULTS_JSON, final=False)
-            )
-    obj["points"] = [
-        _renamed(p, _point_columns(dict(p), ctx)) if isinstance(p, dict) and "slurm_state" in p else p
-        for p in obj.get("points") or []
-    ]
-    return obj
-
-
-def _results_csv(path: Path, ctx: _Context) -> bytes | None:
-    text = path.read_text()
-    rows = list(csv.DictReader(io.StringIO(text)))
-    header = next(csv.reader(io.StringIO(text)), [])
-    if "slurm_state" not in header:
-        return None
-    out = io.StringIO()
-    names = _renamed({h: None for h in header}, {"job_state": None, "job_elapsed_seconds": None})
-    writer = csv.DictWriter(out, fieldnames=list(names), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        columns = _point_columns(dict(row), ctx)
-        writer.writerow(_renamed(row, {k: "" if v is None else v for k, v in columns.items()}))
-    return out.getvalue().encode()
-
-
 def _audit(path: Path) -> bytes | None:
     obj = _json(path)
     if obj.get("audit_version") != 1:
@@ -391,7 +241,7 @@ def _audit(path: Path) -> bytes | None:
 # ---------------------------------------------------------------------------- manifest
 
 
-def _manifest(obj: dict, frozen: dict[str, bytes], ctx: _Context, notes: list[str]) -> bytes:
+def _manifest(obj: dict, frozen: dict[str, bytes], ctx: Context, notes: list[str]) -> bytes:
     obj = _bumped(obj)
     if "slurm_environment_removed" in obj:
         obj["scheduler_environment_removed"] = obj.pop("slurm_environment_removed")
