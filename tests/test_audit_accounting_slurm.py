@@ -47,6 +47,6 @@ def test_result_finished_an_hour_after_its_job_is_caught(campaign):
     late_finish_is_caught(audited, campaign, POINT, "slurm")
 
 
-@pytest.mark.parametrize("field, value", [("elapsed_seconds", 2520.0), ("exit_code", 9)])
+@pytest.mark.parametrize("field, value", [("elapsed_seconds", 2520.0), ("time_limit_seconds", 60.0)])
 def test_receipt_accounting_differing_from_sacct_is_caught(campaign, field, value):
     receipt_edit_is_caught(audited, campaign, POINT, "slurm", field, value)

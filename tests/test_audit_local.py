@@ -105,7 +105,7 @@ def test_result_finished_after_its_job_ended_is_caught(campaign):
     late_finish_is_caught(audited, campaign, POINT, "local")
 
 
-@pytest.mark.parametrize("field, value", [("elapsed_seconds", 2520.0), ("exit_code", 9)])
+@pytest.mark.parametrize("field, value", [("elapsed_seconds", 2520.0), ("time_limit_seconds", 60.0)])
 def test_receipt_accounting_differing_from_the_registry_is_caught(campaign, field, value):
     receipt_edit_is_caught(audited, campaign, POINT, "local", field, value)
 
