@@ -117,8 +117,9 @@ def plan(root: Path, notes: list[str]) -> dict[Path, bytes]:
             "the campaign was watched in if that was another"
         )
     notes.append(
-        "its frozen copy (frozen/: the watchdog and job scripts it was frozen with) is not changed: "
-        "a resumed job runs the code the campaign was frozen with"
+        "its frozen copy (frozen/: the watchdog and sources it was frozen with) is not changed; collect, "
+        "the audit and the report read the campaign, but a new attempt (--resume) runs today's job script "
+        "on that copy, which a copy frozen by older tools may not understand: measure more in a new campaign"
     )
     return planned
 
