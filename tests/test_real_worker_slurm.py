@@ -137,7 +137,7 @@ def test_real_worker_through_real_slurm_from_campaign_to_report(local_slurm, cor
         ok(guide(tmp_path, "throughput_sweep.py", "collect", "--output", name), f"collect {name}")
         proc = audit(name, cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-        assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
+        assert "the scheduler's accounting checked" in proc.stdout, proc.stdout[-2000:]
     ok(
         guide(
             tmp_path,
