@@ -188,7 +188,7 @@ def late_finish_is_caught(audit, campaign: Path, point: Path, scheduler: str) ->
     assert "finished_at " in bad.message and "lies outside the job's" in bad.message
 
 
-def receipt_edit_is_caught(audit, campaign: Path, point: Path, scheduler: str, field: str, value: str) -> None:
+def receipt_edit_is_caught(audit, campaign: Path, point: Path, scheduler: str, field: str, value: object) -> None:
     """A field of the receipt's accounting copy edited fails `<scheduler>.receipt_accounting` alone."""
     from campaign_builder.files import edit_receipt_accounting
 

@@ -59,7 +59,7 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
     assert finish(proc) == BLOCKED, (tmp_path / "watcher.log").read_text()
     assert check_campaign(out, since) == {"20m-c512": "blocked", "20m-c1024": "capped"}
     for receipt in receipts(out):
-        assert receipt["accounting_final"] and receipt["accounting"]["state"] in ("COMPLETED", "FAILED"), receipt
+        assert receipt["accounting_final"] and receipt["accounting"]["state"] in ("completed", "failed"), receipt
 
 
 def wait_until_squeue_forgets(job_id: str) -> None:
@@ -100,7 +100,7 @@ def test_squeue_forgets_finished_jobs(local_slurm, tmp_path):
     assert check_campaign(out, since) == {"20m-c512": "blocked"}
     assert result_kind(out, "20m-c512", 2) == "crashed"
     accounting = {r["job_id"]: r["accounting"] for r in receipts(out)}
-    assert accounting[job_id]["state"] == "FAILED"
+    assert accounting[job_id]["state"] == "failed"
 
 
 @pytest.mark.slurm2411

@@ -60,7 +60,7 @@ def test_untouched_local_campaign_passes_against_its_registry(campaign):
     out = run_audit(campaign, settle_seconds=0, allow_test_worker=True)
     write_outputs(campaign, out)
     assert [c.message for c in out.report.checks if c.status == "fail"] == []
-    assert out.report.local_registry == "checked"
+    assert out.report.scheduler_accounting == "checked"
     names = {c.name for c in out.report.checks}
     assert {
         "local.accounted",
@@ -78,9 +78,10 @@ def test_untouched_local_campaign_passes_against_its_registry(campaign):
     registry = json.loads((campaign / LOCAL_JOBS_DIR / "1.json").read_text())
     assert registry["machine_cpus"] == cpus and registry["cpus"] == 8 and registry["machine_mem"].endswith("M")
     receipt = json.loads((campaign / "curves/20m-c512/b1/attempt-1/receipt.json").read_text())
-    assert receipt["accounting"]["alloc_tres"].startswith(f"cpu={cpus},mem={registry['machine_mem']}")
+    allocated = receipt["accounting"]["allocation"]
+    assert allocated["cpus"] == cpus and allocated["memory_bytes"] == int(registry["machine_mem"][:-1]) << 20
     # The memory the campaign's profile asked for, as the local scheduler records it.
-    assert receipt["accounting"]["req_mem"] == _profile_mem(campaign)
+    assert registry["mem"] == _profile_mem(campaign)
     allocation = next(c for c in out.report.checks if c.name == "local.allocation")
     assert f"not enforced by the local scheduler: it shared the machine's {cpus} CPUs" in allocation.message
     assert f"cpu={cpus}," in (campaign / "accounting.txt").read_text()
@@ -104,7 +105,7 @@ def test_result_finished_after_its_job_ended_is_caught(campaign):
     late_finish_is_caught(audited, campaign, POINT, "local")
 
 
-@pytest.mark.parametrize("field, value", [("elapsed", "00:42:00"), ("req_mem", "512G")])
+@pytest.mark.parametrize("field, value", [("elapsed_seconds", 2520.0), ("time_limit_seconds", 60.0)])
 def test_receipt_accounting_differing_from_the_registry_is_caught(campaign, field, value):
     receipt_edit_is_caught(audited, campaign, POINT, "local", field, value)
 
@@ -124,17 +125,17 @@ def _published(d: dict, key: str) -> dict:
 
 
 def test_published_accounting_differing_from_the_receipts_is_caught(campaign):
-    edit(campaign / "results.json", lambda d: _published(d, "points").update(slurm_elapsed="00:42:00"))
+    edit(campaign / "results.json", lambda d: _published(d, "points").update(job_elapsed_seconds=2520.0))
     bad = only_failure(audited(campaign), "published.accounting", "results.json")
-    assert bad.message.startswith(f"results.json: {POINT} slurm_elapsed '00:42:00', receipt '00:00:")
+    assert bad.message.startswith(f"results.json: {POINT} job_elapsed_seconds 2520.0, receipt '")
 
 
 def test_published_receipt_differing_from_the_receipt_file_is_caught(campaign):
-    edit(campaign / "results.json", lambda d: _published(d, "receipts")["accounting"].update(req_mem="512G"))
+    edit(campaign / "results.json", lambda d: _published(d, "receipts")["accounting"].update(exit_code=9))
     bad = only_failure(audited(campaign), "published.receipt", "results.json")
     assert bad.message == (
         f"results.json: the receipt published for {POINT} differs from its receipt.json: "
-        f"accounting.req_mem '512G', receipt.json '{_profile_mem(campaign)}'"
+        "accounting.exit_code 9, receipt.json 0"
     )
 
 

@@ -25,6 +25,7 @@ from campaign_helpers import run_program
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
+from throughput_schema.sacct import job_accounting
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 
@@ -65,7 +66,7 @@ def submit_campaign_jobs(built) -> dict[Path, str]:
     for points in built.points.values():
         for folder in points.values():
             receipt = read(folder / "receipt.json", Receipt)
-            code = receipt.accounting.exit_code.split(":")[0]
+            code = str(receipt.accounting.exit_code)
             # The intent was written just before its job, as the controller's are: the
             # audit looks for the token's jobs around that time.
             intent = read(folder / "intent.json", SubmissionIntent)
@@ -96,7 +97,7 @@ def point_at(folder: Path, receipt: Receipt, row: slurm.AccountingRow) -> None:
     timed as the job ran, as if the job had been the worker's."""
     write_atomic(
         folder / "receipt.json",
-        msgspec.structs.replace(receipt, job_id=row.job_id, accounting=row, accounting_final=True),
+        msgspec.structs.replace(receipt, job_id=row.job_id, accounting=job_accounting(row), accounting_final=True),
     )
     result = read(folder / "result.json", WorkerResult)
     write_atomic(folder / "result.json", msgspec.structs.replace(result, started_at=row.start, finished_at=row.end))
@@ -131,7 +132,7 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     write_outputs(built.root, out)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert failed == [], [c.message for c in failed]
-    assert out.report.slurm == "checked"
+    assert out.report.scheduler_accounting == "checked"
     queries = next(c for c in out.report.checks if c.name == "slurm.queries")
     assert queries.values == {"jobs": 6, "queries": 1, "rereads": 0}
     accounting = (built.root / "accounting.txt").read_text()
@@ -229,7 +230,7 @@ def test_audit_of_a_controller_campaign_run_on_slurm(local_slurm, tmp_path):
     write_outputs(camp, out)
     failed = [c for c in out.report.checks if c.status == "fail"]
     assert failed == [], [c.message for c in failed]
-    assert out.report.slurm == "checked"
+    assert out.report.scheduler_accounting == "checked"
     curves = {c.curve: (c.state, c.largest_fitting_batch, c.first_oom_batch) for c in out.report.curves}
     assert curves == {"20m-c512": ("bounded", 2, 4), "20m-c1024": ("bounded", 1, 2)}
     assert {c.name for c in out.report.checks if c.name.startswith("summary.")} >= {"summary.curve", "summary.fastest"}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from throughput_audit import slurm
-from throughput_schema import AccountingRow, outcome_kind
+from throughput_audit import job_states
+from throughput_schema import outcome_kind
+from throughput_schema.sacct import AccountingRow, job_accounting
 from throughput_schema.slurm_states import STATES, TERMINAL_STATES
 from throughput_sweep.schedulers.slurm_text import ENDED_AS, job_status
 from throughput_sweep.submission import outcome_of
@@ -29,11 +30,12 @@ def test_the_outcome_the_sweep_derives_passes_the_audits_state_check(state):
     row = AccountingRow(job_id="1", state=f"{state} by 1000" if state == "CANCELLED" else state, exit_code=code)
     kind = outcome_kind(outcome_from_row(row))
     assert kind == STATES[state].outcome
-    assert slurm.state_matches(kind, row.state, row.exit_code), (state, kind, slurm.expected_states(kind))
+    acc = job_accounting(row)
+    assert job_states.state_explains(kind, acc, ""), (state, kind, job_states.expected_text(kind))
 
 
 def test_a_completed_job_without_a_result_is_not_explained():
     # The sweep calls it crashed (the worker exited 0 without a result); the audit flags it.
     row = AccountingRow(job_id="1", state="COMPLETED", exit_code="0:0")
     kind = outcome_kind(outcome_from_row(row))
-    assert kind == "crashed" and not slurm.state_matches(kind, row.state, row.exit_code)
+    assert kind == "crashed" and not job_states.state_explains(kind, job_accounting(row), "")

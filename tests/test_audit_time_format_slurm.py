@@ -75,7 +75,7 @@ def relative(local_slurm, tmp_path_factory):
 def test_times_and_concurrency_are_checked_with_real_counts(relative):
     out = run_audit(relative, settle_seconds=20, allow_test_worker=True)
     checks = out.report.checks
-    assert out.report.slurm == "checked"
+    assert out.report.scheduler_accounting == "checked"
     times = [c for c in checks if c.name == "slurm.worker_times"]
     assert sorted(c.file for c in times) == _worker_results(relative) and len(times) == 6
     assert [c.message for c in times if c.status != "pass"] == []

@@ -111,12 +111,12 @@ def test_an_old_campaign_is_audited_in_windows_under_max_query_time_range(old_ca
         # Asked in windows as wide as the campaign is old (7 days), the audit is refused too.
         wide = run_audit(built.root, runner=as_sweeper, settle_seconds=20, sacct_window=timedelta(days=7))
         assert [c.name for c in fails(wide)] == ["slurm.sacct"]
-        assert TOO_WIDE in fails(wide)[0].message and wide.report.slurm == "not_available"
+        assert TOO_WIDE in fails(wide)[0].message and wide.report.scheduler_accounting == "not_available"
 
         # In windows of at most a day around the intents: 5 days ago, 3 days ago, now.
         out = run_audit(built.root, runner=as_sweeper, settle_seconds=20)
         assert fails(out) == [], [c.message for c in fails(out)]
-        assert out.report.slurm == "checked"
+        assert out.report.scheduler_accounting == "checked"
         (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]
         # The three jobs of 20m-c512 are found around their intents; those of 20m-c1024 ran
         # days after their intents' times, so they are not in those windows (and have receipts).

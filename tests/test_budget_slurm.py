@@ -158,7 +158,7 @@ def test_a_budget_used_up_while_running_stops_the_campaign_and_resume_goes_on(lo
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     # Every job that ran to its end has its final accounting; the cancelled retries never ran, and
     # sacct may give the jobs Slurm ended early their exit code only minutes later (ended_early.py).
-    ended = [r for r in receipts(out) if not r["accounting"]["state"].startswith(("CANCELLED", "TIMEOUT"))]
+    ended = [r for r in receipts(out) if r["accounting"]["state"] not in ("cancelled", "timeout")]
     assert len(ended) == 4 and all(r["accounting_final"] for r in ended), ended
     assert sweep("collect", "--output", out, plan=plan).returncode == 0
     checked = audit(out)

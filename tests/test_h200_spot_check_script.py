@@ -41,7 +41,8 @@ def test_dry_run_against_the_restored_example(tmp_path):
         assert re.search(rf"^{curve} +bounded.*\n    recommended: batch {batch} ", status, re.M)
         sampled = re.search(rf"^  {curve} .*\(inherited batches ([0-9 ]+)\)$", text, re.M).group(1).split()
         assert str(batch) in sampled
-    # A was frozen before requests: the spot check runs A's own watchdog on its command line.
-    assert "-m throughput_sweep.watchdog --recipe" in text and '"-m","tiny_llm","benchmark-throughput-worker"' in text
+    # Every job script is today's, on the attempt's request (which A's own frozen watchdog,
+    # older than requests, cannot read: measuring needs an A frozen by today's code).
+    assert "-m throughput_sweep.node.watchdog --request" in text and "--recipe" not in text
     assert not (runs / "spot-check").exists()
     assert (out / "spot-check.log").is_file()

@@ -97,7 +97,7 @@ def test_a_preempted_point_blocks_its_curve_and_retries_without_a_boundary(local
         watcher.kill()
     wait_for(lambda: not job_state(urgent), timeout=120, what="the urgent job to end")
     receipt = json.loads((out / POINT / "receipt.json").read_text())
-    assert receipt["accounting"]["state"].startswith("PREEMPTED"), receipt["accounting"]
+    assert receipt["accounting"]["state"] == "preempted", receipt["accounting"]
     result = json.loads((out / POINT / "result.json").read_text())
     assert result["outcome"]["kind"] != "cuda_oom"
 

@@ -103,7 +103,7 @@ def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_
         sweep(work, "collect", "--output", name)
         proc = audit(name, cwd=work)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-        assert "Slurm accounting checked" in proc.stdout, proc.stdout[-2000:]
+        assert "the scheduler's accounting checked" in proc.stdout, proc.stdout[-2000:]
     report = in_folder(
         work,
         [sys.executable, str(ROOT / "scripts/throughput_report.py")],

@@ -18,6 +18,7 @@ import yaml
 
 from campaign_helpers import ROOT, profile, receipts, sweep, write_plan
 from throughput_schema import ClusterProfile
+from throughput_schema.sacct import raw_row
 from throughput_sweep.schedulers.base import QueryFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
 
@@ -78,8 +79,9 @@ def test_the_job_gets_the_profiles_settings_and_none_of_the_shells_slurm_variabl
         env=_clean(),
     ).stdout.split("|")
     assert row[:2] == ["normal", "00:02:00"]
-    assert status.accounting.row.timelimit == "00:02:00"
-    assert FULL_DATE.match(status.accounting.row.start), status.accounting.row.start
+    row = raw_row(status.accounting.raw)
+    assert row.timelimit == "00:02:00"
+    assert FULL_DATE.match(row.start), row.start
 
 
 def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_was_removed(
@@ -110,13 +112,13 @@ def test_a_campaign_in_an_inherited_shell_runs_on_its_profile_and_records_what_w
     assert r.returncode == 0, r.stderr
     assert "[sweep] kept from Slurm and its jobs: SBATCH_QOS, SBATCH_TIMELIMIT, " in r.stderr
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["slurm_environment_removed"] == INHERITED
+    assert manifest["scheduler_environment_removed"] == INHERITED
     jobs = receipts(out)
     assert len(jobs) == 2
     for receipt in jobs:
         acct = receipt["accounting"]
         assert FULL_DATE.match(acct["start"]) and FULL_DATE.match(acct["end"]), acct
-        assert acct["timelimit"] == "00:02:00"
+        assert acct["time_limit_seconds"] == 120
         row = subprocess.run(
             ["sacct", "-X", "-n", "-P", "-j", receipt["job_id"], "--format=QOS,Timelimit"],
             capture_output=True,

@@ -26,6 +26,7 @@ from throughput_schema import (
     read,
     write_atomic,
 )
+from throughput_schema.sacct import job_accounting, raw_row
 from throughput_sweep.attempt import job_script as attempt_script
 from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
 from throughput_sweep.schedulers.slurm import SlurmScheduler
@@ -114,9 +115,10 @@ def test_submit_poll_completed_with_final_accounting_and_find(local_slurm, profi
     assert job_id.isdigit()
     assert status.state == "completed" and status.accounting_final
     acc = status.accounting
-    assert acc.exit_code == 0 and acc.gpus == 1 and acc.time_limit_seconds == 14 * 60
+    assert acc.exit_code == 0 and acc.allocation.gpus == 1 and acc.time_limit_seconds == 14 * 60
     assert acc.elapsed_seconds is not None and status.said == "COMPLETED"
-    row = acc.row  # what the receipt keeps, as sacct printed it
+    row = raw_row(acc.raw)  # what the receipt keeps beside it: sacct's row as printed
+    assert row is not None and job_accounting(row) == acc
     assert row.job_name == tok and row.exit_code == "0:0"
     assert row.account == profile.account and row.partition == profile.partition
     assert row.timelimit == "00:14:00"
@@ -195,7 +197,7 @@ def test_job_over_its_memory_is_out_of_memory(local_slurm, profile, tmp_path):
 
     job_id, status = anyio.run(main)
     assert status.state == "out_of_memory", status
-    assert status.accounting.row.req_mem.startswith("100M")
+    assert raw_row(status.accounting.raw).req_mem.startswith("100M")
 
 
 @pytest.mark.parametrize(("field", "value"), [("account", "no-such-account"), ("partition", "no-such-partition")])
@@ -224,7 +226,8 @@ def test_watchdog_deadline_inside_a_real_allocation(local_slurm, profile, tmp_pa
         return job_id, await until_final(sched, job_id, timeout=60)
 
     job_id, status = anyio.run(main)
-    assert status.state == "failed" and status.accounting.row.exit_code == "6:0" and status.accounting.exit_code == 6
+    assert status.state == "failed" and raw_row(status.accounting.raw).exit_code == "6:0"
+    assert status.accounting.exit_code == 6
     assert outcome_kind(read(result, WorkerResult).outcome) == "timeout"
     assert "deadline" in (attempt / f"slurm-{job_id}.out").read_text()
 
@@ -241,7 +244,7 @@ def test_job_over_its_time_limit_is_timeout(local_slurm, profile, tmp_path):
     t0 = time.monotonic()
     status = anyio.run(main)
     assert status.state == "timeout"
-    assert status.accounting.row.timelimit == "00:01:00" and status.accounting.time_limit_seconds == 60
+    assert raw_row(status.accounting.raw).timelimit == "00:01:00" and status.accounting.time_limit_seconds == 60
     assert time.monotonic() - t0 < 180
 
 

@@ -68,7 +68,8 @@ def test_an_output_folder_that_cannot_be_made_fails_the_job_before_its_script_on
     assert got["kind"] == "crashed", got
     assert got["message"].startswith("job ended FAILED before its batch script started"), got["message"]
     assert f"its output file was to be {blocked}/slurm-" in got["message"], got["message"]
-    assert receipts(out)[0]["accounting"]["exit_code"] == "0:53"
+    accounting = receipts(out)[0]["accounting"]
+    assert (accounting["exit_code"], accounting["signal"]) == (0, 53)
 
 
 def test_a_job_cancelled_while_it_pends_is_cancelled_and_never_started(local_slurm, tmp_path):

@@ -73,9 +73,9 @@ def test_two_models_two_contexts_through_real_sbatch(local_slurm, tmp_path):
     assert results["90m-c1024"]["outcome"]["kind"] == "host_oom"
     receipts = {p.parents[2].name: json.loads(p.read_text()) for p in out.glob("curves/*/b2/attempt-1/receipt.json")}
     # The watchdog stopped the hung worker at its deadline and exited with the timeout code.
-    assert receipts["90m-c512"]["accounting"]["state"] == "FAILED"
-    assert receipts["90m-c512"]["accounting"]["exit_code"] == "6:0"
-    assert receipts["90m-c1024"]["accounting"]["state"] == "OUT_OF_MEMORY"
+    assert receipts["90m-c512"]["accounting"]["state"] == "failed"
+    assert receipts["90m-c512"]["accounting"]["exit_code"] == 6
+    assert receipts["90m-c1024"]["accounting"]["state"] == "out_of_memory"
     assert all(r["accounting_final"] for r in receipts.values())
     sweep("collect", "--output", out, plan=plan)
     summary = {c["curve"]: c for c in json.loads((out / "results.json").read_text())["curves"]}

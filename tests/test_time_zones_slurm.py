@@ -18,7 +18,6 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -37,6 +36,7 @@ from campaign_helpers import (
 )
 from test_accounting_faults_slurm import min_job_age, wait_until_squeue_forgets
 from throughput_sweep.exit_statuses import EXIT_INTERRUPTED
+from version_one import as_version_one
 
 pytestmark = [pytest.mark.slurm]
 
@@ -102,32 +102,23 @@ def test_a_campaign_watched_in_kolkata_audits_clean_in_utc_and_los_angeles(local
     assert_times_carry_their_offset(out)
     assert json.loads((out / "manifest.json").read_text())["watcher_zone"] == KOLKATA
 
-    # The same campaign as the tool wrote it before times carried their offset: sacct's
-    # local times in the receipts, no zone in the manifest.
-    as_written_before_offsets(out, KOLKATA)
-    assert in_zone(KOLKATA, "collect", "--output", out, plan=plan).returncode == 0
-    assert_audits_clean(out, KOLKATA)
-    code, checks, _ = audit_in_zone(out, "UTC")
-    failed = [c for c in checks if c["status"] == "fail"]
-    assert code != 0 and [c["name"] for c in failed] == ["slurm.receipt_zone"], [c["message"] for c in failed]
-    assert "local to a zone the campaign does not record" in failed[0]["message"]
-    assert f"TZ='<+0530>-05:30' throughput-audit --output {out}" in failed[0]["message"], failed[0]["message"]
-    assert_audits_clean(out, "<+0530>-05:30")  # the TZ it gives
+    # The same campaign as version 1 wrote it before times carried their offset: sacct's
+    # Kolkata wall times in the receipts, no zone in the manifest. Upgraded in the zone it
+    # was watched in, its receipts are today's again and it audits clean anywhere.
+    today = [r["accounting"] for r in receipts(out)]
+    as_version_one(out, watched_in=KOLKATA)
+    upgraded = subprocess.run(
+        [sys.executable, "-m", "throughput_schema.cli", "upgrade", str(out)],
+        env={**os.environ, "TZ": KOLKATA},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert upgraded.returncode == 0 and "receipts held their job's times without an offset" in upgraded.stdout
+    assert [r["accounting"] for r in receipts(out)] == today
+    assert_audits_clean(out, "UTC", LOS_ANGELES)
     r = in_zone(LOS_ANGELES, "run", "--output", out, "--resume", *WATCH, plan=plan)  # and it still resumes
     assert r.returncode == 0, r.stdout + r.stderr
-
-
-def as_written_before_offsets(campaign: Path, tz: str) -> None:
-    zone = ZoneInfo(tz)
-    for path in campaign.glob("curves/*/b*/attempt-*/receipt.json"):
-        data = json.loads(path.read_text())
-        acc = data["accounting"]
-        for field in ("start", "end"):
-            acc[field] = datetime.fromisoformat(acc[field]).astimezone(zone).replace(tzinfo=None).isoformat()
-        path.write_text(json.dumps(data, indent=2))
-    manifest = json.loads((campaign / "manifest.json").read_text())
-    del manifest["watcher_zone"]
-    (campaign / "manifest.json").write_text(json.dumps(manifest, indent=2))
 
 
 def test_a_campaign_stopped_in_kolkata_and_resumed_from_los_angeles_audits_clean(local_slurm, tmp_path):

@@ -13,8 +13,7 @@ import pytest
 
 from campaign_helpers import FAST, profile, receipts, slurm_tool, sweep, write_plan
 from optimizer_campaigns import audit
-from throughput_schema import AccountingRow
-from throughput_sweep.schedulers.accounting_rows import read_row
+from throughput_schema.sacct import raw_row
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive, pytest.mark.slow]
 
@@ -37,10 +36,11 @@ def test_gpus_accounted_by_type_alone_count_in_the_sweep_and_pass_the_audit(loca
         assert run.returncode == 0, run.stdout + run.stderr
         found = receipts(out)
         assert len(found) == 2, found  # batches 1 and 2
-        rows = [AccountingRow(**{k: v for k, v in r["accounting"].items()}) for r in found]
+        rows = [raw_row(r["accounting"]["raw"]) for r in found]
         for row in rows:  # what the site's Slurm wrote: the type alone
+            assert row is not None
             assert "gres/gpu:h100=1" in row.alloc_tres and "gres/gpu=" not in row.alloc_tres, row.alloc_tres
-        assert [read_row(row).gpus for row in rows] == [1, 1]
+        assert [r["accounting"]["allocation"]["gpus"] for r in found] == [1, 1]
         status = sweep("status", "--output", out, timeout=120)
         assert "GPU-hours so far: " in status.stdout and "over 2 job(s)" in status.stdout, status.stdout
         collect = sweep("collect", "--output", out, timeout=300)

@@ -12,6 +12,7 @@ import shutil
 import msgspec
 
 from campaign_builder.complete import FakeSacct
+from campaign_builder.files import receipt_ended
 from campaign_builder.planting import Planted
 from throughput_schema import CurveClosure, Settlement, write_atomic
 from throughput_schema.layout import MANIFEST, RESULTS_JSON, closure_path
@@ -23,7 +24,7 @@ def middle_point_made_oom(p: Planted) -> None:
     p.edit_point(
         "20m-c512", 2, "result.json", lambda d: d.update(outcome={"kind": "cuda_oom", "phase": "setup"}, exit_code=3)
     )
-    p.edit_point("20m-c512", 2, "receipt.json", lambda d: d["accounting"].update(state="FAILED", exit_code="3:0"))
+    p.edit_point("20m-c512", 2, "receipt.json", lambda d: receipt_ended(d, "FAILED", "3:0"))
     p.sacct_row("20m-c512", 2, state="FAILED", exit_code="3:0")
 
 
@@ -69,7 +70,7 @@ def job_in_other_state(p: Planted) -> None:
 
 
 def receipt_state_edited(p: Planted) -> None:
-    p.edit_point("20m-c512", 1, "receipt.json", lambda d: d["accounting"].update(state="TIMEOUT", exit_code="0:15"))
+    p.edit_point("20m-c512", 1, "receipt.json", lambda d: receipt_ended(d, "TIMEOUT", "0:15"))
 
 
 def job_with_other_resources(p: Planted) -> None:
@@ -144,7 +145,7 @@ def concurrency_limit_lowered(p: Planted) -> None:
 
 
 def receipt_elapsed_edited(p: Planted) -> None:
-    p.edit_point("20m-c512", 1, "receipt.json", lambda d: d["accounting"].update(elapsed="00:00:30"))
+    p.edit_point("20m-c512", 1, "receipt.json", lambda d: d["accounting"].update(elapsed_seconds=30.0))
 
 
 def optimizer_parent_hash_edited(p: Planted) -> None:
@@ -249,28 +250,6 @@ def receipt_times_without_a_date(p: Planted) -> None:
             start=_dateless(d["accounting"]["start"]), end=_dateless(d["accounting"]["end"])
         ),
     )
-
-
-def _kolkata_wall_time(iso: str) -> str:
-    """What sacct printed for this instant in a shell with TZ=Asia/Kolkata: no offset."""
-    from datetime import datetime, timedelta
-
-    return (datetime.fromisoformat(iso) + timedelta(hours=5, minutes=30)).replace(tzinfo=None).isoformat()
-
-
-def receipt_times_in_another_zone(p: Planted) -> None:
-    # A campaign from before times carried their offset, watched with TZ=Asia/Kolkata and
-    # audited in UTC: every receipt holds Kolkata's wall times.
-    for curve, points in p.built.points.items():
-        for batch in points:
-            p.edit_point(
-                curve,
-                batch,
-                "receipt.json",
-                lambda d: d["accounting"].update(
-                    start=_kolkata_wall_time(d["accounting"]["start"]), end=_kolkata_wall_time(d["accounting"]["end"])
-                ),
-            )
 
 
 def sacct_times_without_a_date(p: Planted) -> None:

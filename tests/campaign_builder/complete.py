@@ -24,7 +24,6 @@ import msgspec
 from campaign_builder.files import sha256, write_attempt_files
 from campaign_builder.results import bursts_for, failed_result, optimizer_timing, preset, throughput_result
 from throughput_schema import (
-    AccountingRow,
     BurstSample,
     ClusterProfile,
     CudaOom,
@@ -41,6 +40,7 @@ from throughput_schema import (
     dumps,
     write_atomic,
 )
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import (
     FROZEN,
     JOB_SCRIPT,
@@ -53,7 +53,9 @@ from throughput_schema.layout import (
     job_log,
 )
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
+from throughput_schema.local_jobs import job_accounting as local_job_accounting
 from throughput_schema.recipe import at_point
+from throughput_schema.sacct import AccountingRow, job_accounting
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0, tzinfo=UTC)
@@ -198,15 +200,16 @@ def _write_attempt(
         comment=token,
         node_list="node1",
     )
+    accounting = job_accounting(row)
     if m.profile.scheduler == "local":
-        row = _registered(built.root, m.profile, row, folder, start, end)
+        row, accounting = _registered(built.root, m.profile, row, folder, start, end)
     built.rows[job] = row
     receipt = Receipt(
         token=token,
         job_id=job,
         submitted_at=start.isoformat(),
         scheduler=m.profile.scheduler,
-        accounting=row,
+        accounting=accounting,
         accounting_final=True,
     )
     write_attempt_files(
@@ -216,8 +219,11 @@ def _write_attempt(
     return folder
 
 
-def _registered(root: Path, profile: ClusterProfile, row: AccountingRow, folder: Path, start, end) -> AccountingRow:
-    """A local campaign's job in its scheduler's registry; the row the scheduler would record."""
+def _registered(
+    root: Path, profile: ClusterProfile, row: AccountingRow, folder: Path, start, end
+) -> tuple[AccountingRow, JobAccounting]:
+    """A local campaign's job in its scheduler's registry: its row as the audit rebuilds it,
+    and the accounting the scheduler would record."""
     jobs_dir = root / LOCAL_JOBS_DIR
     job = LocalJob(
         job_id=row.job_id,
@@ -247,7 +253,10 @@ def _registered(root: Path, profile: ClusterProfile, row: AccountingRow, folder:
     )
     write_atomic(job_path(jobs_dir, row.job_id), job)
     write_atomic(end_path(jobs_dir, row.job_id), ended)
-    return accounting_row(job, ended, account=profile.account, host=row.node_list)
+    return (
+        accounting_row(job, ended, account=profile.account, host=row.node_list),
+        local_job_accounting(job, ended, host=row.node_list),
+    )
 
 
 def build_throughput(

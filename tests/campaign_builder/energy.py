@@ -16,6 +16,7 @@ from campaign_builder.complete import BuiltCampaign
 from throughput_schema import Receipt, WorkerResult, outcome_kind, read, write_atomic
 from throughput_schema.energy import EnergySource, derive_window, summarize
 from throughput_schema.layout import BASELINE, RECEIPT, RESULT
+from throughput_schema.sacct import job_accounting
 
 POWER_LIMIT = 700.0
 # The counter's reading when the worker started, and what the GPU drew between windows.
@@ -79,12 +80,7 @@ def add_energy(built: BuiltCampaign, *, watts: float = 600.0, job_factor: float 
             raw = "" if job_factor is None else str(round(job_factor * used) if used else 4_200)
             row = msgspec.structs.replace(built.rows[receipt.job_id], consumed_energy_raw=raw)
             built.rows[receipt.job_id] = row
-            write_atomic(
-                Path(folder) / RECEIPT,
-                msgspec.structs.replace(
-                    receipt, accounting=msgspec.structs.replace(receipt.accounting, consumed_energy_raw=raw)
-                ),
-            )
+            write_atomic(Path(folder) / RECEIPT, msgspec.structs.replace(receipt, accounting=job_accounting(row)))
     return built
 
 

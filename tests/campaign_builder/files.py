@@ -8,8 +8,10 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import AccountingRow, BurstSample, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
+from throughput_schema import BurstSample, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import BASELINE, BURSTS, INTENT, JOB_SCRIPT, RECEIPT, RESULT, encode_bursts
+from throughput_schema.sacct import exit_status, neutral_state
 
 
 def write_attempt_files(
@@ -52,8 +54,15 @@ def finish_late(result: Path, hours: float = 1) -> None:
     rewrite(result, WorkerResult, finished_at=finished.isoformat())
 
 
-def edit_receipt_accounting(receipt: Path, **changes) -> AccountingRow:
-    """Fields of the receipt's accounting copy (which collect publishes) changed; the row before."""
+def receipt_ended(receipt: dict, state: str, exit_code: str, **times: str) -> None:
+    """A receipt's JSON whose accounting says the job ended so, in sacct's words, read as the
+    Slurm backend reads them; `times`: its start or end."""
+    code, signal = exit_status(exit_code)
+    receipt["accounting"].update(state=neutral_state(state), exit_code=code, signal=signal, **times)
+
+
+def edit_receipt_accounting(receipt: Path, **changes) -> JobAccounting:
+    """Fields of the receipt's accounting copy (which collect publishes) changed; the record before."""
     before = read(receipt, Receipt)
     rewrite(receipt, Receipt, accounting=msgspec.structs.replace(before.accounting, **changes))
     return before.accounting

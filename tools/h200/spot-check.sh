@@ -16,6 +16,10 @@
 #
 #   tools/h200.sh spot-check --out $OUT
 #
+# The committed A was frozen before attempts had a request.json: its frozen watchdog cannot
+# run today's job scripts (throughput-schema upgrade rewrites records, never frozen code), so
+# measuring needs an A frozen by today's code; --dry-run, status and the audit read it as is.
+#
 # Resumable like tools/h200.sh e2e: the watcher stops at the budget with SIGINT (exit
 # 75), the local scheduler's jobs keep running, and the same command within the 30 s the
 # machine stays warm resumes the spot check. Exit status: 0 the spot check passed its

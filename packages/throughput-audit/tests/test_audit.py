@@ -10,6 +10,7 @@ import pytest
 
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_optimizer, build_throughput
+from campaign_builder.files import receipt_ended
 from throughput_audit import cli, slurm
 
 
@@ -17,7 +18,7 @@ def test_untouched_throughput_campaign_passes(campaign):
     sacct = campaign.sacct()
     out = audit(campaign, sacct)
     assert failures(out) == []
-    assert out.report.slurm == "checked"
+    assert out.report.scheduler_accounting == "checked"
     assert len(sacct.by_id()) == 1 and len(sacct.by_name()) == 1  # 8 jobs and their 8 tokens, one batched query each
     c512 = next(c for c in out.report.curves if c.curve == "20m-c512")
     assert (c512.state, c512.largest_fitting_batch, c512.first_oom_batch) == ("bounded", 4, 8)
@@ -72,7 +73,7 @@ def test_boundary_set_by_a_timeout_is_caught(campaign):
     folder = point(campaign, "20m-c512", 8)
     edit(folder / "result.json", lambda d: d.update(outcome={"kind": "timeout", "phase": "measurement"}))
     # The receipt's accounting says so too: a consistent timeout, which never sets a boundary.
-    edit(folder / "receipt.json", lambda d: d["accounting"].update(state="TIMEOUT", exit_code="0:15"))
+    edit(folder / "receipt.json", lambda d: receipt_ended(d, "TIMEOUT", "0:15"))
     sacct = campaign.sacct()
     job = json.loads((folder / "receipt.json").read_text())["job_id"]
     sacct.rows[job] = msgspec.structs.replace(sacct.rows[job], state="TIMEOUT", exit_code="0:15")
@@ -93,10 +94,7 @@ def test_timeout_result_with_oom_accounting_is_caught(campaign):
     names = {c.name for c in failures(out)}
     assert {"receipt.state", "slurm.state", "summary.curve"} <= names
     state = failures(out, "slurm.state")[0]
-    assert (
-        "ended FAILED exit 3:0; result.json outcome timeout implies TIMEOUT or DEADLINE or FAILED with exit 6"
-        in state.message
-    )
+    assert "ended FAILED exit 3:0; result.json outcome timeout implies timeout or failed with exit 6" in state.message
 
 
 def test_recipe_differing_from_frozen_is_caught(campaign):

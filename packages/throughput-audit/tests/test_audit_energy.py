@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from campaign_builder.auditing import audit, edit, failures, point
+from campaign_builder.auditing import audit, failures, point
 from campaign_builder.complete import build_optimizer, build_throughput
 from campaign_builder.energy import add_energy
 from throughput_audit.campaign import load
@@ -139,18 +139,12 @@ def test_job_energy_against_recorded_sacct_text(tmp_path, energy, status, says):
     assert says in check.message
 
 
-def test_the_receipt_copy_compares_recorded_energy_and_tolerates_older_receipts(tmp_path):
+def test_the_receipt_copy_compares_recorded_energy(tmp_path):
     built = add_energy(build_throughput(tmp_path / "tp"))
     job = next(iter(built.rows))
     built.rows[job] = msgspec.structs.replace(built.rows[job], consumed_energy_raw="1")
     assert {c.name for c in failures(audit(built))} == {"slurm.receipt_accounting", "slurm.energy"}
-    # A receipt recorded before ConsumedEnergyRaw was asked holds "": not compared.
-    older = add_energy(build_throughput(tmp_path / "older"), job_factor=None)
-    older.rows.update({j: msgspec.structs.replace(r, consumed_energy_raw="88000") for j, r in older.rows.items()})
-    # As a receipt from before the field existed: no consumed_energy_raw key at all.
-    for receipt in older.root.glob("curves/*/*/*/receipt.json"):
-        edit(receipt, lambda d: d["accounting"].pop("consumed_energy_raw"))
-    assert '"consumed_energy_raw"' not in receipt.read_text()
-    out = audit(older)
-    assert failures(out) == []
-    assert {c.status for c in _by(out, "slurm.energy")} == {"pass", "not_applicable"}
+    # A cluster that records no energy: sacct's "" reads as not measured, in the receipt and now.
+    none = add_energy(build_throughput(tmp_path / "none"), job_factor=None)
+    out = audit(none)
+    assert failures(out) == [] and _by(out, "slurm.energy")

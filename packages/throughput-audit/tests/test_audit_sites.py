@@ -11,10 +11,12 @@ import msgspec
 import pytest
 
 from campaign_builder.auditing import audit, edit, failures, point
+from campaign_builder.files import receipt_ended
 from throughput_audit import slurm
 from throughput_audit.allocation import allocation_problems
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
 from throughput_schema.outcomes import SCHEDULER_PHASE
+from throughput_schema.sacct import AccountingRow
 
 PROFILE = ClusterProfile(
     name="site", scheduler="slurm", account="throughput", partition="gpu", cpus_per_task=8, mem="64G"
@@ -91,7 +93,7 @@ def test_allocation_message_says_what_the_profile_requires(campaign):
 def _end(campaign, folder, outcome: str, state: str, exit_code: str = "0:0"):
     """The point's result says `outcome`; its job ended `state`, in the receipt and in sacct."""
     edit(folder / "result.json", lambda d: d.update(outcome={"kind": outcome, "phase": "measure"}))
-    edit(folder / "receipt.json", lambda d: d["accounting"].update(state=state, exit_code=exit_code))
+    edit(folder / "receipt.json", lambda d: receipt_ended(d, state, exit_code))
     sacct = campaign.sacct()
     job = json.loads((folder / "receipt.json").read_text())["job_id"]
     sacct.rows[job] = msgspec.structs.replace(sacct.rows[job], state=state, exit_code=exit_code)
@@ -120,7 +122,7 @@ def test_a_preempted_job_does_not_explain_an_ok_result(campaign):
     folder = point(campaign, "20m-c512", 4)
     out = audit(campaign, _end(campaign, folder, "ok", "PREEMPTED"))
     (bad,) = failures(out, "slurm.state")
-    assert "ended PREEMPTED exit 0:0; result.json outcome ok implies COMPLETED with exit 0" in bad.message
+    assert "ended PREEMPTED exit 0:0; result.json outcome ok implies completed with exit 0" in bad.message
 
 
 def test_deadline_is_a_timeout(campaign):
@@ -188,9 +190,8 @@ def test_worker_times_never_vanish_on_a_job_without_times(campaign):
     assert f"job {job} has no start time in sacct ('Unknown'), yet its worker wrote this result" in bad.message
 
 
-# Results written before the controller's phase was named "scheduler" carry "slurm": both read alike.
-@pytest.mark.parametrize("phase", [SCHEDULER_PHASE, "slurm"])
-def test_checks_that_checked_nothing_fail(campaign, phase):
+def test_checks_that_checked_nothing_fail(campaign):
+    phase = SCHEDULER_PHASE
     sacct = campaign.sacct()
     sacct.rows = {j: msgspec.structs.replace(r, start="Unknown", end="Unknown") for j, r in sacct.rows.items()}
     (peak,) = failures(audit(campaign, sacct), "slurm.peak_concurrency")
@@ -216,7 +217,7 @@ def test_sacct_error_on_stderr_with_exit_0_is_accounting_not_available(campaign)
     assert bad[0].message.startswith(
         "Slurm accounting not available: sacct exited 0 but said: sacct: error: Problem talking to the database: Connection refused"
     )
-    assert "--no-slurm" in bad[0].message and out.report.slurm == "not_available"
+    assert "--no-slurm" in bad[0].message and out.report.scheduler_accounting == "not_available"
 
 
 def test_sacct_stderr_without_an_error_is_not_a_failure(campaign):
@@ -227,7 +228,7 @@ def test_sacct_stderr_without_an_error_is_not_a_failure(campaign):
         return CompletedProcess(answer.args, 0, answer.stdout, "sacct: note: using the default cluster\n")
 
     out = audit(campaign, sacct)
-    assert failures(out) == [] and out.report.slurm == "checked"
+    assert failures(out) == [] and out.report.scheduler_accounting == "checked"
 
 
 def test_the_command_line_shows_a_preempted_point_with_its_retry_command(campaign, capsys, monkeypatch):

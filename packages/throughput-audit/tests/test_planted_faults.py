@@ -70,7 +70,6 @@ FAULTS: list[Fault] = [
     Fault("Slurm accounting unreachable", campaign.accounting_unreachable, "slurm.sacct"),
     Fault("Slurm accounting failing with exit 0 (an error on stderr only)", campaign.accounting_error_with_exit_0, "slurm.sacct"),
     Fault("a receipt's times recorded without a date (SLURM_TIME_FORMAT=relative)", campaign.receipt_times_without_a_date, "receipt.times", frozenset({"slurm.receipt_accounting"})),
-    Fault("every receipt's times without an offset, local to another zone (an older campaign)", campaign.receipt_times_in_another_zone, "slurm.receipt_zone"),
     Fault("sacct's times without a date", campaign.sacct_times_without_a_date, "slurm.worker_times", frozenset({"slurm.peak_concurrency", "slurm.receipt_accounting"})),
     Fault("the job given less memory than asked (in another unit)", campaign.job_with_less_memory_in_another_unit, "slurm.allocation", frozenset({"slurm.receipt_accounting"})),
     Fault("a curve's summary edited", campaign.summary_state_edited, "summary.curve"),

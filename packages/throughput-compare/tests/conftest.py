@@ -27,6 +27,7 @@ from throughput_schema import (
 from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT, parse_curve_name
 from throughput_schema.precision import FP8_RECIPES, fp8_plan, recipe_linears
 from throughput_schema.shape import weight_shapes
+from throughput_schema.sacct import job_accounting
 
 
 def audited(built: BuiltCampaign, *, allow_test_worker: bool = False) -> Path:
@@ -124,7 +125,8 @@ def repeat(built: BuiltCampaign, curve: str, batch: int, *, slower: float) -> Pa
     token = intent.token.replace("-a1-", "-a2-")
     script = (first / JOB_SCRIPT).read_text().replace(intent.token, token)
     job = str(max(int(j) for j in built.rows) + 1)
-    row = msgspec.structs.replace(receipt.accounting, job_id=job, job_name=token, comment=token)
+    first_job = receipt.job_id
+    row = msgspec.structs.replace(built.rows[first_job], job_id=job, job_name=token, comment=token)
     built.rows[job] = row
     write_attempt_files(
         second,
@@ -135,7 +137,7 @@ def repeat(built: BuiltCampaign, curve: str, batch: int, *, slower: float) -> Pa
             point=msgspec.structs.replace(intent.point, attempt=2),
             script_sha256=hashlib.sha256(script.encode()).hexdigest(),
         ),
-        receipt=msgspec.structs.replace(receipt, token=token, job_id=job, accounting=row),
+        receipt=msgspec.structs.replace(receipt, token=token, job_id=job, accounting=job_accounting(row)),
         result=msgspec.structs.replace(
             throughput_result(result.recipe, result.protocol, batch, parse_curve_name(curve)[1], slower=slower),
             started_at=result.started_at,

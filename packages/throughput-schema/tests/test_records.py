@@ -9,7 +9,6 @@ import pytest
 
 from throughput_schema import (
     SCHEMA_VERSION,
-    AccountingRow,
     CudaOom,
     Manifest,
     Ok,
@@ -29,6 +28,7 @@ from throughput_schema.layout import parse_curve_name
 from throughput_schema.outcomes import outcome_kind
 from throughput_schema.recipe import recipe_from_dict
 from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol, Recipe, unknown_field
+from throughput_schema.sacct import AccountingRow, job_accounting
 
 
 def tiny_recipe():
@@ -79,7 +79,7 @@ def test_every_record_kind_round_trips():
             job_id="17",
             submitted_at="2026-01-01T00:00:01Z",
             scheduler="slurm",
-            accounting=AccountingRow(job_id="17", state="COMPLETED"),
+            accounting=job_accounting(AccountingRow(job_id="17", state="COMPLETED")),
         ),
         Manifest(
             kind="throughput",
@@ -230,13 +230,13 @@ def test_audit_report_is_a_record_the_writer_and_the_reader_share(tmp_path, caps
     from throughput_schema import AuditReport, AuditSummary, Check, CurveFinding
 
     report = AuditReport(
-        audit_version=1,
+        audit_version=2,
         campaign="/c",
         name="c",
         kind="throughput",
         audited_at="2026-01-01T00:00:00+00:00",
         tool_version="0.1.0",
-        slurm="not_applicable",
+        scheduler_accounting="not_applicable",
         summary=AuditSummary(passed=1, failed=0, not_applicable=1),
         curves=[CurveFinding(curve="20m-c512", state="bounded", batches=[1, 2], first_oom_batch=2)],
         checks=[
@@ -247,13 +247,13 @@ def test_audit_report_is_a_record_the_writer_and_the_reader_share(tmp_path, caps
     # The audit encodes with msgspec's plain encoder: fields in declared order, a check's
     # and a curve's defaults left out, a check's values in the order the audit gave them.
     data = msgspec.json.encode(report)
-    assert data.startswith(b'{"audit_version":1,"campaign":"/c","name":"c","kind":"throughput","audited_at"')
+    assert data.startswith(b'{"audit_version":2,"campaign":"/c","name":"c","kind":"throughput","audited_at"')
     assert b'"curves":[{"curve":"20m-c512","state":"bounded","batches":[1,2],"first_oom_batch":2}]' in data
     assert (
         b'"checks":[{"name":"slurm","status":"not_applicable"},{"name":"a","status":"pass","file":"f","values":{"z":1,"a":2}}]'
         in data
     )
-    assert data.endswith(b'"local_registry":"not_applicable","test_worker":"","notes":[]}')
+    assert data.endswith(b'"test_worker":"","notes":[]}')
     assert decode(data, AuditReport) == report
     (tmp_path / "audit.json").write_bytes(data)
     assert main(["validate", "audit-report", str(tmp_path / "audit.json")]) == 0

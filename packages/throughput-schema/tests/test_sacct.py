@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from throughput_schema import AccountingRow
 from throughput_schema.sacct import (
     FIELDS,
     FORMAT,
+    AccountingRow,
     format_rows,
     parse_rows,
     parse_tres,

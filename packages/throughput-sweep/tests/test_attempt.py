@@ -270,7 +270,7 @@ def test_request_is_resolved_once_with_absolute_paths(tmp_path):
 
 def test_the_recipe_is_the_one_the_guides_command_line_gives(tmp_path):
     """The worker measures the request's recipe; a person's `--config PRESET --set ...` for every
-    key of it yields the very same recipe (what job scripts passed before requests)."""
+    key of it yields the very same recipe."""
     campaign = _campaign(tmp_path)
     [point] = pick(campaign.curves(), 12)
     recipe = attempt_request(campaign, point).recipe
@@ -294,30 +294,8 @@ def test_optimizer_requests_name_the_baseline(tmp_path):
     assert (request.baseline, request.result) == (str(folder / "baseline.json"), str(folder / "result.json"))
 
 
-def test_a_campaign_frozen_before_requests_gets_the_script_its_copy_understands(tmp_path):
-    import msgspec
-
-    from throughput_sweep.attempt import campaign_script
-    from throughput_sweep.campaign import Campaign
-
-    made = _campaign(tmp_path)
-    files = [f for f in made.manifest.frozen_files if "/throughput_sweep/node/" not in f.path]
-    old = Campaign(root=made.root, manifest=msgspec.structs.replace(made.manifest, frozen_files=files))
-    [point] = pick(old.curves(), 12)
-    request = attempt_request(old, point)
-    last = campaign_script(old, request).rstrip().splitlines()[-1]
-    assert " -m throughput_sweep.watchdog --recipe " in last and "--request" not in last
-    assert f"--manifest {old.root / 'manifest.json'}" in last
-    # Its worker is given the request's recipe as --set flags over the frozen preset.
-    step = json.loads(last.split("--worker ", 1)[1].strip("'"))
-    sets = [step["argv"][i + 1] for i, a in enumerate(step["argv"]) if a == "--set"]
-    assert load_recipe(old.preset_path("tiny"), sets) == request.recipe
-    assert "--request" in campaign_script(made, attempt_request(made, point))
-
-
-@pytest.mark.parametrize("with_request", [True, False])
-def test_a_result_for_a_job_that_wrote_none_names_the_requests_recipe(tmp_path, with_request):
-    from throughput_schema import AccountingRow
+def test_a_result_for_a_job_that_wrote_none_names_the_requests_recipe(tmp_path):
+    from throughput_schema.sacct import AccountingRow
     from throughput_sweep.schedulers.slurm_text import job_status
     from throughput_sweep.submission import write_missing_result
 
@@ -326,8 +304,6 @@ def test_a_result_for_a_job_that_wrote_none_names_the_requests_recipe(tmp_path, 
     anyio.run(submit_attempt, campaign, RecordingScheduler(), point)
     folder = campaign.root / "curves/tiny-c128/b1/attempt-1"
     request = read(folder / "request.json", WorkerRequest)
-    if not with_request:  # an attempt made before requests: the recipe is derived as its job script did
-        (folder / "request.json").unlink()
     [info] = campaign.infos()
     row = AccountingRow(job_id="1", job_name="x", state="TIMEOUT", exit_code="0:15")
     path = write_missing_result(campaign, info, job_status("1", "TIMEOUT", row=row))

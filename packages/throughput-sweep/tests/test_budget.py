@@ -8,7 +8,8 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
+from throughput_schema.sacct import AccountingRow
 from throughput_schema.slurm_reasons import (
     BUDGET_FIX,
     budget_used_up,

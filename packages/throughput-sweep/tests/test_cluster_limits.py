@@ -8,9 +8,10 @@ from pathlib import Path
 
 import anyio
 
-from throughput_schema import AccountingRow, Protocol, Receipt, Recipe, Throughput, WorkerResult, read, write_atomic
+from throughput_schema import Protocol, Receipt, Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RECEIPT, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Ok
+from throughput_schema.sacct import AccountingRow
 from throughput_schema.slurm_reasons import BUDGET_FIX
 from throughput_sweep.budget import stopped_on
 from throughput_sweep.freezing import create

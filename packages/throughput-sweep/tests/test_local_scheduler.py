@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -62,21 +63,24 @@ def test_submit_poll_completed_and_survive_restart(tmp_path):
     acc = status.accounting
     assert acc.exit_code == 0 and acc.signal == 0 and acc.time_limit_seconds == 14 * 60
     assert acc.elapsed_seconds is not None and 0 <= acc.elapsed_seconds < 10 and status.said == "COMPLETED"
-    row = acc.row  # what the receipt keeps, as the audit rebuilds it
-    assert row.exit_code == "0:0" and row.job_name == row.comment == "tok-a" and row.partition == "local"
-    assert row.timelimit == "00:14:00" and row.start and row.end and row.elapsed.startswith("00:00:0")
+    # What the receipt keeps, as the audit rebuilds it from the registry.
+    assert acc.state == "completed" and acc.start and acc.end
+    raw = json.loads(acc.raw)  # the registry's own records, kept unread
+    assert raw["job"]["token"] == "tok-a" and raw["end"]["exit_code"] == "0:0"
     assert status3 == status
     assert (work / f"slurm-{job_id}.out").read_text() == f"out {job_id}\n"
     # Times carry their UTC offset, so the instant survives an audit in another timezone.
-    start, end = (datetime.fromisoformat(t) for t in (row.start, row.end))
+    start, end = (datetime.fromisoformat(t) for t in (acc.start, acc.end))
     assert start.tzinfo is not None and end.tzinfo is not None
     assert 0 <= (end - start).total_seconds() < 60 and abs(time.time() - end.timestamp()) < 60
     # What the job really had, not the profile's 8 CPUs: nothing here limits CPUs or
-    # memory, so the row shows the machine's; the profile's request stays the ReqMem.
+    # memory, so the allocation is the machine's; the profile's request stays in the registry.
     record = read(tmp_path / ".local-jobs" / f"{job_id}.json", LocalJob)
     assert (record.cpus, record.machine_cpus) == (8, len(os.sched_getaffinity(0)))
-    assert row.alloc_tres == f"cpu={record.machine_cpus},mem={record.machine_mem}" and record.machine_mem.endswith("M")
-    assert row.req_mem == PROFILE.mem and row.node_list == record.host == socket.gethostname()
+    assert record.machine_mem.endswith("M") and record.mem == PROFILE.mem
+    assert acc.allocation.cpus == record.machine_cpus and acc.allocation.gpus is None
+    assert acc.allocation.memory_bytes == int(record.machine_mem[:-1]) << 20
+    assert acc.allocation.nodes == record.host == socket.gethostname()
 
 
 def test_failed_exit_code_and_unknown_id(tmp_path):
@@ -90,7 +94,7 @@ def test_failed_exit_code_and_unknown_id(tmp_path):
         return status, other
 
     status, other = anyio.run(main)
-    assert status.state == "failed" and status.accounting.row.exit_code == "3:0" and status.accounting.exit_code == 3
+    assert status.state == "failed" and status.accounting.exit_code == 3 and status.accounting.signal == 0
     assert other.state == "unknown" and not other.finished
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
+from throughput_schema.sacct import AccountingRow, job_accounting, raw_row
 from throughput_schema.scheduler_names import SCHEDULER_NAMES
 from throughput_schema.slurm_reasons import BUDGET_FIX
 from throughput_schema.slurm_states import STATES
 from throughput_sweep.schedulers import backend
-from throughput_sweep.schedulers.accounting_rows import read_row
 from throughput_sweep.schedulers.base import ENDED, OUTCOME_OF_STATE
 from throughput_sweep.schedulers.slurm import sbatch_argv
 from throughput_sweep.schedulers.slurm_text import ENDED_AS, job_status, pending
@@ -34,7 +34,8 @@ def test_slurm_text_becomes_the_interfaces_words():
         True,
         True,
     )
-    assert status.accounting is not None and status.accounting.row == row
+    assert status.accounting is not None and status.accounting == job_accounting(row)
+    assert status.accounting.state == "cancelled" and raw_row(status.accounting.raw) == row
     running = job_status("8", "RUNNING")
     assert running.state == "running" and running.pending is None and not running.finished
     assert job_status("9", "UNKNOWN").state == "unknown"
@@ -53,15 +54,22 @@ def test_pending_reasons_are_classified_wait_or_never_start():
     assert status.state == "pending" and status.pending == pending("QOSMaxJobsPerUserLimit")
 
 
-def test_a_stored_row_reads_in_seconds_gpus_and_exit_code():
-    """Receipts on disk keep sacct's strings; they read into the interface's record."""
+def test_a_sacct_row_reads_in_seconds_gpus_and_exit_code():
+    """sacct's strings become the project's record, the row itself kept as its raw text."""
     tres = "billing=8,cpu=8,gres/gpu=2,mem=64G"
     row = AccountingRow(job_id="3", exit_code="8:0", elapsed="1-02:03:04", timelimit="UNLIMITED", alloc_tres=tres)
-    acc = read_row(row)
+    acc = job_accounting(row)
     assert acc.elapsed_seconds == 93784 and acc.time_limit_seconds is None
-    assert (acc.gpus, acc.exit_code, acc.signal) == (2, 8, 0)
-    blank = read_row(AccountingRow(job_id="4", elapsed="soon", timelimit="x"))
-    assert (blank.elapsed_seconds, blank.time_limit_seconds, blank.gpus, blank.exit_code) == (None, None, None, None)
+    assert (acc.allocation.gpus, acc.allocation.cpus, acc.allocation.memory_bytes) == (2, 8, 64 << 30)
+    assert (acc.exit_code, acc.signal) == (8, 0)
+    assert raw_row(acc.raw) == row
+    blank = job_accounting(AccountingRow(job_id="4", elapsed="soon", timelimit="x"))
+    assert (blank.elapsed_seconds, blank.time_limit_seconds, blank.allocation.gpus, blank.exit_code) == (
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 @pytest.mark.parametrize("name", SCHEDULER_NAMES)

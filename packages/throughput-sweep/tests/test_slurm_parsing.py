@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
+from throughput_schema.sacct import AccountingRow
 from throughput_sweep.schedulers.slurm import sbatch_argv
 from throughput_sweep.schedulers.slurm_text import (
     accounting_is_final,

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import anyio
 
-from throughput_schema import AccountingRow, Recipe, Throughput, WorkerResult, read, write_atomic
+from throughput_schema import Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Ok
+from throughput_schema.sacct import AccountingRow
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import pick

@@ -12,10 +12,10 @@ from throughput_audit.allocation import allocation_problems
 from throughput_audit.campaign import AttemptRecord, Loaded, kind
 from throughput_audit.energy import check_job_energy
 from throughput_audit.findings import Checks
+from throughput_audit.job_states import job_order
 from throughput_audit.jobs import Source, check_job, check_peak, check_worker_times_ran
-from throughput_audit.receipt_zone import check_receipt_zone
-from throughput_schema import AccountingRow
 from throughput_schema.layout import INTENT, RECEIPT
+from throughput_schema.sacct import AccountingRow, job_accounting
 
 SACCT = Source("slurm", "sacct", skip="audit with --no-slurm to skip the Slurm checks")
 
@@ -95,19 +95,10 @@ def _check_jobs(
     """Every receipted job against its sacct row: accounted, allocated as the profile asks, its
     times and energy; then the campaign's concurrency. The rows found, in job order."""
     profile = loaded.manifest.profile
-    unzoned = check_receipt_zone(
-        loaded.root,
-        [
-            (rec.accounting, rows[j])
-            for j, r in jobs.items()
-            if (rec := r.attempt.receipt) is not None and rec.accounting is not None and j in rows
-        ],
-        checks,
-    )
     used: list[AccountingRow] = []
     compared = 0
     skews = clock_skew.measure(SACCT, [(r, rows[j]) for j, r in jobs.items() if j in rows], checks)
-    for job_id, r in sorted(jobs.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
+    for job_id, r in sorted(jobs.items(), key=lambda kv: job_order(kv[0])):
         file = r.file(RECEIPT)
         row = rows.get(job_id)
         if row is None:
@@ -119,7 +110,7 @@ def _check_jobs(
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
         _check_allocation(r, job_id, row, profile, checks)
         skew = skews.get(clock_skew.node_of(r, row), 0.0)
-        compared += check_job(SACCT, r, row, checks, unzoned=unzoned, skew=skew)
+        compared += check_job(SACCT, r, row, job_accounting(row), checks, skew=skew)
         check_job_energy(r, row, checks)
     check_worker_times_ran(SACCT, len(used), compared, checks)
     check_peak(SACCT, used, profile.max_concurrent_jobs, checks)
@@ -197,8 +188,7 @@ def check_unreceipted(
             )
     rows, queries, windows = slurm.query_tokens(times, span, runner=runner)
     orphans = sorted(
-        (row for job_id, row in rows.items() if job_id not in receipted),
-        key=lambda row: slurm._job_sort_key(row.job_id),
+        (row for job_id, row in rows.items() if job_id not in receipted), key=lambda row: job_order(row.job_id)
     )
     for row in orphans:
         r = owners[row.job_name]

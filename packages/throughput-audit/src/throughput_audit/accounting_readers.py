@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
 
 from throughput_audit import slurm
 from throughput_audit.accounting import check_slurm
 from throughput_audit.campaign import Loaded
 from throughput_audit.findings import Checks
 from throughput_audit.local_registry import check_local
-from throughput_schema.audit import SlurmAccounting
+from throughput_schema.audit import SchedulerAccounting
 from throughput_schema.layout import MANIFEST
 from throughput_schema.scheduler_names import SchedulerParts
 
@@ -31,8 +30,7 @@ class AccountingOptions:
 @dataclass(frozen=True)
 class AccountingRead:
     text: str  # accounting.txt
-    slurm: SlurmAccounting
-    local_registry: Literal["checked", "not_applicable"] = "not_applicable"
+    scheduler_accounting: SchedulerAccounting
 
 
 def read_slurm(loaded: Loaded, checks: Checks, options: AccountingOptions) -> AccountingRead:
@@ -52,7 +50,7 @@ def read_local(loaded: Loaded, checks: Checks, options: AccountingOptions) -> Ac
         f"{MANIFEST}: profile {profile.name!r} uses the local scheduler: Slurm accounting is not applicable",
         MANIFEST,
     )
-    return AccountingRead(_not_applicable(loaded) + check_local(loaded, checks), "not_applicable", "checked")
+    return AccountingRead(_not_applicable(loaded) + check_local(loaded, checks), "checked")
 
 
 def _not_applicable(loaded: Loaded) -> str:

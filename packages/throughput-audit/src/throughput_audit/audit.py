@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_audit import __version__, energy, optimizer, provenance, query_windows, slurm, spot_check
+from throughput_audit import __version__, energy, job_states, optimizer, provenance, query_windows, slurm, spot_check
 from throughput_audit.accounting_readers import READERS, AccountingOptions
 from throughput_audit.baseline import baseline_matches
 from throughput_audit.campaign import (
@@ -114,8 +114,7 @@ def run_audit(
         kind=manifest.kind,
         audited_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tool_version=__version__,
-        slurm=read.slurm,
-        local_registry=read.local_registry,
+        scheduler_accounting=read.scheduler_accounting,
         summary=checks.summary(),
         curves=curves,
         checks=checks.items,
@@ -207,13 +206,14 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
 
 def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
     """The accounting the controller recorded in the receipt has readable times (a campaign
-    run with SLURM_TIME_FORMAT=relative stored "19:19:41") and agrees with the outcome."""
+    run with SLURM_TIME_FORMAT=relative stored "19:19:41") and agrees with the outcome, in
+    the project's words whatever the scheduler."""
     a = record.attempt
     r = a.receipt
     if r is None or r.accounting is None:
         return
     file = record.file(RECEIPT)
-    bad = slurm.time_problems(r.accounting)
+    bad = job_states.time_problems(r.accounting)
     checks.expect(
         "receipt.times",
         not bad,
@@ -233,10 +233,10 @@ def check_recorded_accounting(record: AttemptRecord, checks: Checks) -> None:
     row = r.accounting
     checks.expect(
         "receipt.state",
-        slurm.state_explains(k, row, a.result.finished_at),
+        job_states.state_explains(k, row, a.result.finished_at),
         file,
         f"{file}: recorded accounting state {row.state} exit {row.exit_code} for job {r.job_id}; "
-        f"result.json outcome {k} implies {slurm.expected_states(k)}",
+        f"result.json outcome {k} implies {job_states.expected_text(k)}",
         state=row.state,
         exit_code=row.exit_code,
         outcome=k,

@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report.notes[0])
     print(
         f"{report.name} ({report.kind}): {s.passed} checks passed, {s.failed} failed, "
-        f"{s.not_applicable} not applicable; Slurm accounting {report.slurm.replace('_', ' ')}"
-        + ("; local job registry checked" if report.local_registry == "checked" else "")
+        f"{s.not_applicable} not applicable; the scheduler's accounting {report.scheduler_accounting.replace('_', ' ')}"
     )
     for note in report.notes[1 if report.test_worker else 0 :]:
         print(note)

@@ -19,7 +19,7 @@ from throughput_audit import slurm
 from throughput_audit.campaign import AttemptRecord
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import Source, worker_results
-from throughput_schema import AccountingRow
+from throughput_schema.sacct import AccountingRow
 
 # NTP keeps a cluster's clocks within milliseconds; minutes mean a node without it. Beyond
 # this the node's times are not trusted at all.

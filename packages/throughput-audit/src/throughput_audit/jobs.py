@@ -1,14 +1,14 @@
 """The checks every job gets against its scheduler's own record of it: sacct's row on
 Slurm, the registry's row (`throughput_schema.local_jobs.accounting_row`) on the local
-scheduler. Each reader passes its `Source`: the checks' name prefix ("slurm.", "local."), how
+scheduler, and that record in the project's words (`JobAccounting`) as its backend reads
+it. Each reader passes its `Source`: the checks' name prefix ("slurm.", "local."), how
 messages name the record, and how a user skips those checks.
 
 - identity: the job carries the attempt's token as its name or comment;
 - state: its end state and exit code agree with the result's outcome;
 - worker_times: every timestamp a worker wrote lies within the job's start and end;
-- receipt_accounting: every figure of the receipt's accounting copy, which collect
-  publishes, equals the scheduler's record now (times as instants; one recorded without
-  an offset as the auditor's local time, `receipt_zone`).
+- receipt_accounting: every field of the receipt's accounting, which collect publishes,
+  equals the scheduler's record read now (times as instants, written with any offset).
 """
 
 from __future__ import annotations
@@ -16,20 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from throughput_audit import receipt_zone, slurm
+from throughput_audit import job_states, slurm
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
-from throughput_schema import AccountingRow, WorkerResult, slurm_states
+from throughput_schema import WorkerResult, slurm_states
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 from throughput_schema.outcomes import written_by_scheduler
-from throughput_schema.sacct import slurm_minutes
+from throughput_schema.sacct import AccountingRow, slurm_minutes
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)
 # A receipt's accounting recorded before the job's end (published as not final) may hold
-# a row sacct had not filled in yet (JobName "allocation", no partition): only its job id
-# must agree.
+# a record the scheduler had not filled in yet (sacct's JobName "allocation", no
+# partition): only its job id must agree. `raw` is the backend's text of the same record.
 _NOT_FINAL = ("job_id",)
+_FINAL = tuple(f for f in JobAccounting.__struct_fields__ if f != "raw")
 _TIMES = ("start", "end")
 
 
@@ -47,17 +49,16 @@ def check_job(
     source: Source,
     r: AttemptRecord,
     row: AccountingRow,
+    accounting: JobAccounting,
     checks: Checks,
     *,
     times: AccountingRow | None = None,
-    unzoned: bool = False,
     skew: float = 0.0,
 ) -> int:
-    """`times`: the row with start and end as instants, where the record's own strings
-    are ambiguous (older local registries wrote local time without an offset). `unzoned`:
-    the receipt's times, where they name no offset, are in a zone the audit does not know
-    (`receipt_zone` said so once) and are not compared. Returns how many worker results
-    were compared with the job's times. `skew`: the node's clock's seconds ahead of the
+    """`accounting`: the scheduler's record read by its backend, which the receipt's copy
+    must equal. `times`: the row with start and end as instants, where the record's own
+    strings are ambiguous (older local registries wrote local time without an offset).
+    Returns how many worker results were compared with the job's times. `skew`: the node's clock's seconds ahead of the
     scheduler's (`clock_skew`), removed from the workers' times before they are compared."""
     file = r.file(RECEIPT)
     job_id = row.job_id
@@ -77,21 +78,22 @@ def check_job(
     res = r.attempt.result
     if res is not None:
         k = kind(res)
-        ok = slurm.state_explains(k, row, _on_scheduler_clock(res.finished_at, skew))
+        ok = job_states.state_explains(k, accounting, _on_scheduler_clock(res.finished_at, skew))
         checks.expect(
             f"{source.prefix}.state",
             ok,
             file,
             f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
-            + (f"implies {slurm.expected_states(k)}" if not ok else "agrees")
+            + (f"implies {job_states.expected_text(k)}" if not ok else "agrees")
             + _someone_else(row.state),
             job_id=job_id,
             state=row.state,
             exit_code=row.exit_code,
             outcome=k,
         )
-    compared = check_worker_times(source, r, times or row, checks, skew=skew)
-    check_receipt_copy(source, r, row, checks, unzoned=unzoned)
+    lost = accounting.state == "node_fail"
+    compared = check_worker_times(source, r, times or row, checks, skew=skew, lost=lost)
+    check_receipt_copy(source, r, accounting, checks)
     return compared
 
 
@@ -103,21 +105,14 @@ def _someone_else(state: str) -> str:
     return f" (the job {m.meaning}: not a boundary; retry the point with run --resume --retry-failed)"
 
 
-def check_receipt_copy(
-    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, unzoned: bool = False
-) -> None:
+def check_receipt_copy(source: Source, r: AttemptRecord, row: JobAccounting, checks: Checks) -> None:
     receipt = r.attempt.receipt
     assert receipt is not None, "an attempt is checked against the job its receipt names"
     recorded = receipt.accounting
     if recorded is None:
         return
     file = r.file(RECEIPT)
-    fields = AccountingRow.__struct_fields__ if receipt.accounting_final else _NOT_FINAL
-    if not recorded.consumed_energy_raw:
-        # Recorded before ConsumedEnergyRaw was asked (or on a cluster that records no energy).
-        fields = tuple(f for f in fields if f != "consumed_energy_raw")
-    if unzoned and receipt_zone.naive(recorded):
-        fields = tuple(f for f in fields if f not in _TIMES)
+    fields = _FINAL if receipt.accounting_final else _NOT_FINAL
     differ = [f for f in fields if not _same(f, getattr(recorded, f), getattr(row, f))]
     checks.expect(
         f"{source.prefix}.receipt_accounting",
@@ -128,29 +123,23 @@ def check_receipt_copy(
             "; ".join(f"{f} {getattr(recorded, f)!r}, {source.name} says {getattr(row, f)!r}" for f in differ)
             if differ
             else f"equals {source.name} ({'final' if receipt.accounting_final else 'recorded while running'}: "
-            f"{row.state} exit {row.exit_code}, elapsed {row.elapsed})"
+            f"{row.state} exit {row.exit_code}, elapsed {row.elapsed_seconds} s)"
         ),
         job_id=row.job_id,
         differ={f: {"receipt": getattr(recorded, f), "scheduler": getattr(row, f)} for f in differ},
     )
 
 
-def _same(field: str, recorded: str, now: str) -> bool:
-    """A time is the same instant, written with any offset; one recorded without an offset
-    is the auditor's local wall time of that instant (as sacct printed it in the watcher's
-    shell before queries ran in UTC). Every other figure is the same text."""
+def _same(field: str, recorded: object, now: object) -> bool:
+    """A time is the same instant, written with any offset; every other field is equal."""
     if field not in _TIMES or recorded == now:
         return recorded == now
-    instant = slurm.parse_time(now)
+    instant = slurm.parse_time(str(now))
     try:
-        when = datetime.fromisoformat(recorded)
+        when = datetime.fromisoformat(str(recorded))
     except ValueError:
         return False
-    if instant is None:
-        return False
-    if when.tzinfo is None:  # wall time to wall time: around a daylight-saving change local times repeat
-        return when == instant.astimezone().replace(tzinfo=None)
-    return when == instant
+    return instant is not None and when.tzinfo is not None and when == instant
 
 
 def worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
@@ -167,10 +156,12 @@ def _on_scheduler_clock(text: str, skew: float) -> str:
 
 
 def check_worker_times(
-    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, skew: float = 0.0
+    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, skew: float = 0.0, lost: bool = False
 ) -> int:
     """Each worker-written result's times within its job's; returns how many were compared.
-    A job time that is missing or does not parse fails, naming the field and the text."""
+    A job time that is missing or does not parse fails, naming the field and the text.
+    `lost`: the job's machine failed, maybe after the worker's result (its run not compared
+    with the job's elapsed time)."""
     found = worker_results(r)
     if not found:
         return 0
@@ -197,7 +188,6 @@ def check_worker_times(
                 problems.append(f"{what} {text} lies outside the job's {row.start} .. {row.end}")
             else:
                 when[what] = at
-        lost = slurm_states.state_word(row.state) in slurm.LOST_AFTER_RESULT
         if not problems and elapsed is not None and not lost:
             ran = (when["finished_at"] - when["started_at"]).total_seconds()
             if ran > elapsed * 60 + GRANULARITY.total_seconds():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from typing import TypeVar
 
 import msgspec
 
@@ -15,11 +16,22 @@ from throughput_audit import clock_skew, slurm
 from throughput_audit.allocation import mem_mib
 from throughput_audit.campaign import AttemptRecord, Loaded
 from throughput_audit.findings import Checks
+from throughput_audit.job_states import job_order
 from throughput_audit.jobs import Source, check_job, check_peak, check_worker_times_ran
-from throughput_schema import AccountingRow, ClusterProfile, Receipt, SchemaError
+from throughput_schema import ClusterProfile, Receipt, SchemaError
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import INTENT, RECEIPT
-from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalJob, RegisteredJob, accounting_row, read_registry
+from throughput_schema.local_jobs import (
+    LOCAL_JOBS_DIR,
+    LocalJob,
+    RegisteredJob,
+    accounting_row,
+    job_accounting,
+    read_registry,
+)
+from throughput_schema.sacct import AccountingRow
 
+_Timed = TypeVar("_Timed", AccountingRow, JobAccounting)  # a record with start and end
 REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 
 
@@ -47,10 +59,12 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
     instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
     skews = clock_skew.measure(REGISTRY, [(r, instants[j]) for j, r in receipts.items() if j in instants], checks)
     compared = 0
-    for job_id, r in sorted(receipts.items(), key=lambda kv: slurm._job_sort_key(kv[0])):
+    for job_id, r in sorted(receipts.items(), key=lambda kv: job_order(kv[0])):
         if _check_registered(r, job_id, registry, profile, checks):
             skew = skews.get(clock_skew.node_of(r, instants[job_id]), 0.0)
-            compared += check_job(REGISTRY, r, rows[job_id], checks, times=instants[job_id], skew=skew)
+            entry = registry[job_id]
+            accounting = _instants(job_accounting(entry.job, entry.end, host=_recorded_host(r)), offset)
+            compared += check_job(REGISTRY, r, rows[job_id], accounting, checks, times=instants[job_id], skew=skew)
     check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
     _check_unreceipted(loaded, registry, receipts, checks)
     check_peak(REGISTRY, list(instants.values()), profile.max_concurrent_jobs, checks)
@@ -178,7 +192,7 @@ def _receipt(r: AttemptRecord) -> Receipt:
 
 def _recorded_host(r: AttemptRecord | None) -> str:
     acc = _receipt(r).accounting if r is not None else None
-    return acc.node_list if acc is not None else ""
+    return acc.allocation.nodes if acc is not None else ""
 
 
 def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, AttemptRecord]) -> timedelta | None:
@@ -199,7 +213,7 @@ def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, Att
     return seen.most_common(1)[0][0] if seen else None
 
 
-def _instants(row: AccountingRow, offset: timedelta | None) -> AccountingRow:
+def _instants(row: _Timed, offset: timedelta | None) -> _Timed:
     if offset is None:
         return row
 

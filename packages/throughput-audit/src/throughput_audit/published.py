@@ -19,9 +19,14 @@ from throughput_schema.layout import RESULTS_CSV, RESULTS_JSON
 # The point columns collect takes from the receipt, and how.
 _COLUMNS = {
     "job_id": lambda rec: rec.job_id,
-    "slurm_state": lambda rec: rec.accounting.state if rec.accounting else "",
-    "slurm_elapsed": lambda rec: rec.accounting.elapsed if rec.accounting else "",
+    "job_state": lambda rec: rec.accounting.state if rec.accounting else "",
+    "job_elapsed_seconds": lambda rec: _text(rec.accounting.elapsed_seconds if rec.accounting else None),
 }
+
+
+def _text(value: object) -> str:
+    """A value as results.csv writes it, and as results.json's is compared: None as ""."""
+    return "" if value is None else str(value)
 
 
 def check_published_accounting(root: Path, loaded: Loaded, checks: Checks) -> None:
@@ -65,7 +70,7 @@ def _check_point(name: str, row: dict, receipts: dict[str, AttemptRecord], check
     differ = [
         f"{col} {row.get(col)!r}, receipt {want(rec)!r}"
         for col, want in _COLUMNS.items()
-        if str(row.get(col) or "") != want(rec)
+        if _text(row.get(col)) != want(rec)
     ]
     checks.expect(
         "published.accounting",

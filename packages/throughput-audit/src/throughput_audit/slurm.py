@@ -1,4 +1,4 @@
-"""Slurm accounting: batched sacct queries, the allocation and state checks, peak concurrency.
+"""Slurm accounting: batched sacct queries, job times, peak concurrency.
 
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
 one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from throughput_schema import AccountingRow, slurm_states
-from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, Window, parse_rows, windows
+from throughput_audit.job_states import job_order
+from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, AccountingRow, Window, parse_rows, windows
 from throughput_schema.sacct import format_rows as format_rows  # accounting.txt is sacct's text
 from throughput_schema.slurm_env import query_environment
 
@@ -62,7 +62,7 @@ def query(
     job_ids: Iterable[str], *, runner: Runner | None = None, batch: int = BATCH
 ) -> tuple[dict[str, AccountingRow], list[Query]]:
     """Accounting rows by job id, one sacct call per `batch` ids. Unknown ids are simply absent."""
-    return _batched(sorted(set(job_ids), key=_job_sort_key), sacct_argv, runner=runner, batch=batch)
+    return _batched(sorted(set(job_ids), key=job_order), sacct_argv, runner=runner, batch=batch)
 
 
 def token_argv(tokens: Sequence[str], window: Window, sacct: str = "sacct") -> list[str]:
@@ -147,11 +147,6 @@ def _call(argv: list[str], run: Runner) -> Query:
 _ERROR = re.compile(r"\b(error|fatal)\b", re.IGNORECASE)
 
 
-def _job_sort_key(job_id: str) -> tuple[int, str]:
-    head = re.match(r"\d+", job_id)
-    return (int(head.group()) if head else 0, job_id)
-
-
 # ------------------------------------------------------------------------------ times
 
 # What sacct prints for a time that has not happened (a job not started, not ended).
@@ -199,51 +194,6 @@ def time_problems(row: AccountingRow) -> list[str]:
     return problems
 
 
-def exit_status(exit_code: str) -> tuple[int | None, int | None]:
-    code, _, sig = (exit_code or "").partition(":")
-    try:
-        return int(code), int(sig or 0)
-    except ValueError:
-        return None, None
-
-
-def expected_states(outcome: str) -> str:
-    options = slurm_states.expected_states(outcome)
-    if not options:
-        return "no Slurm state"
-    text = " or ".join(s if code is None else f"{s} with exit {code}" for s, code in options)
-    return f"{text} (or {'/'.join(LOST_AFTER_RESULT)} ending after the result was finished)"
-
-
-def state_matches(outcome: str, state: str, exit_code: str) -> bool:
-    head = slurm_states.state_word(state)
-    code, _ = exit_status(exit_code)
-    for want, want_code in slurm_states.expected_states(outcome):
-        if head == want and (want_code is None or code == want_code):
-            if outcome == "crashed" and code == 0:
-                continue
-            return True
-    return False
-
-
-# A job lost while it was finishing: its worker had written a complete result, then the
-# node failed (Slurm) or the machine went away with the local scheduler's wrapper, so the
-# accounting says NODE_FAIL although the measurement is whole. The controller keeps such
-# a result; the audit accepts the pair only when the result was finished no later than
-# the job's recorded end (a result from after the job cannot be the job's).
-LOST_AFTER_RESULT = tuple(s for s, m in slurm_states.STATES.items() if m.outcome == "node_fail")
-
-
-def state_explains(outcome: str, row: AccountingRow, result_finished_at: str) -> bool:
-    """The job's end state agrees with the result's outcome, or the job was lost after the result."""
-    if state_matches(outcome, row.state, row.exit_code):
-        return True
-    if slurm_states.state_word(row.state) not in LOST_AFTER_RESULT:
-        return False
-    done, end = parse_time(result_finished_at), parse_time(row.end)
-    return done is not None and end is not None and done <= end
-
-
 @dataclass(frozen=True)
 class Peak:
     jobs: int
@@ -277,7 +227,7 @@ def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = No
         if kind == 1:
             running.add(job)
             if len(running) > best.jobs:
-                best = Peak(len(running), when, sorted(running, key=_job_sort_key))
+                best = Peak(len(running), when, sorted(running, key=job_order))
         else:
             running.discard(job)
     return Peak(best.jobs, best.at, best.job_ids, counted=len(events) // 2, unreadable=tuple(unreadable))

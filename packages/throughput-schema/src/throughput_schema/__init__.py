@@ -5,7 +5,9 @@ worker, the controller, the audit and the report (and other projects) agree on
 one versioned format. See `records` for the types, `codec` for strict decoding
 and atomic writing, `recipe` for model recipes and their exact parameter count,
 `layout` for where a campaign keeps its files and the one reader of them,
-`local_jobs` for the local scheduler's job registry and the accounting row of each job.
+`job_accounting` for a job's accounting in the project's words (what receipts store),
+`local_jobs` for the local scheduler's job registry and each job's accounting, and
+`upgrade` for rewriting a campaign of the previous `SCHEMA_VERSION`.
 """
 
 from throughput_schema.codec import SchemaError, convert_input, decode, dumps, read, read_yaml, write_atomic, write_new

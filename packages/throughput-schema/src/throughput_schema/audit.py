@@ -4,7 +4,7 @@ One `Check` per comparison, each naming what was compared, the file it came from
 (relative to the campaign) and the numbers on both sides, so a failure can be read
 without the audit's source; a `CurveFinding` per curve as the audit derives it from
 the raw files. The audit writes these with msgspec's plain encoder in field order:
-new fields get defaults and go last, so earlier audits still decode.
+new fields get defaults and go last, so audits of the same `AUDIT_VERSION` still decode.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any, Literal
 import msgspec
 
 CheckStatus = Literal["pass", "fail", "not_applicable"]
-SlurmAccounting = Literal["checked", "not_applicable", "not_available"]  # what the audit made of sacct
+# What the audit made of the scheduler's accounting (sacct, the local job registry).
+SchedulerAccounting = Literal["checked", "not_applicable", "not_available"]
 
-AUDIT_VERSION = 1
+AUDIT_VERSION = 2
 
 
 class Check(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -54,13 +55,12 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     audited_at: str
     tool_version: str
-    # "not_available": sacct did not answer (missing, failing, slurmdbd down); a failed check says so.
-    slurm: SlurmAccounting
+    # "not_available": the scheduler's accounting did not answer (sacct missing or failing,
+    # slurmdbd down); a failed check says so. "not_applicable": its checks were skipped.
+    scheduler_accounting: SchedulerAccounting
     summary: AuditSummary
     curves: list[CurveFinding]
     checks: list[Check]
-    # Local campaigns: checked against the local scheduler's job registry, as Slurm's against sacct.
-    local_registry: Literal["checked", "not_applicable"] = "not_applicable"
     # The test worker allowed by --allow-test-worker ("" for the production worker).
     test_worker: str = ""
     # Lines shown beside the counts: the test-worker banner, a protocol that differs

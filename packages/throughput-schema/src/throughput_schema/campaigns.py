@@ -18,6 +18,7 @@ from throughput_schema.configs import (
     _Record,
 )
 from throughput_schema.curve_names import curve_name
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.scheduler_names import check_name
 
@@ -25,7 +26,7 @@ from throughput_schema.scheduler_names import check_name
 
 
 class SubmissionIntent(_Record, frozen=True):
-    """Written and fsynced before `sbatch`: proof that a submission may exist."""
+    """Written and fsynced before the job is submitted: proof that a submission may exist."""
 
     token: str
     campaign: str
@@ -38,28 +39,6 @@ class SubmissionIntent(_Record, frozen=True):
         check_name(self.scheduler)
 
 
-class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One `sacct --parsable2` row, raw strings kept as Slurm printed them."""
-
-    job_id: str
-    job_name: str = ""
-    state: str = ""
-    exit_code: str = ""
-    partition: str = ""
-    account: str = ""
-    timelimit: str = ""
-    alloc_tres: str = ""
-    req_mem: str = ""
-    start: str = ""
-    end: str = ""
-    elapsed: str = ""
-    comment: str = ""
-    node_list: str = ""
-    # Joules the job used, where the site runs an AcctGatherEnergyType plugin; "" or "0"
-    # where it does not ("" also in receipts recorded before this was asked).
-    consumed_energy_raw: str = ""
-
-
 class Receipt(_Record, frozen=True):
     """Written after the scheduler accepted the job; final accounting added later."""
 
@@ -67,12 +46,12 @@ class Receipt(_Record, frozen=True):
     job_id: str
     submitted_at: str
     scheduler: SchedulerName
-    # True when the job was found in Slurm by its token after a crash.
+    # True when the job was found by its token after a crash.
     adopted: bool = False
-    accounting: AccountingRow | None = None
+    accounting: JobAccounting | None = None
     accounting_final: bool = False
-    # Why Slurm's accounting is not in this receipt although the job was settled (sacct
-    # failing or accounting disabled while squeue no longer knew the job); '' otherwise.
+    # Why the scheduler's accounting is not in this receipt although the job was settled
+    # (its accounting failing or disabled while its queue no longer knew the job); '' otherwise.
     accounting_missing: str = ""
 
     def __post_init__(self) -> None:
@@ -152,14 +131,13 @@ class Manifest(_Record, frozen=True):
     spot_check: SpotCheck | None = None
     # Each replacement of `profile` before anything ran, oldest first (`profile` is the last new one).
     profile_replacements: list[ProfileReplacement] = []
-    # Slurm campaigns: the variables of the creating shell kept from every Slurm command and
-    # from the jobs (`slurm_env.slurm_environment`), with their values.
-    slurm_environment_removed: dict[str, str] = {}
+    # The variables of the creating shell the scheduler's backend keeps from its commands and
+    # from the jobs (Slurm's: `slurm_env.slurm_environment`), with their values.
+    scheduler_environment_removed: dict[str, str] = {}
     # Models given as a Hugging Face config.json (`hf_config`), by model name; presets have none.
     model_sources: dict[str, ModelSource] = {}
-    # The zone of the shell that created the campaign, as TZ names it (`time_zones.local_zone`).
-    # Records keep instants with their offset; campaigns from before kept Slurm's times
-    # local to an unnamed zone, so this is empty in theirs.
+    # The zone of the shell that created the campaign, as TZ names it (`time_zones.local_zone`);
+    # records keep instants with their offset, so this names the zone only for people.
     watcher_zone: str = ""
 
     def curves(self) -> list[str]:

@@ -1,9 +1,10 @@
-"""`throughput-schema`: export JSON Schema for every record, validate a file, or convert a
-Hugging Face config.json into a recipe.
+"""`throughput-schema`: export JSON Schema for every record, validate a file, convert a
+Hugging Face config.json into a recipe, or upgrade a campaign to this schema version.
 
 throughput-schema export --output schemas/
 throughput-schema validate worker-result runs/throughput-point.json
 throughput-schema recipe-from-hf path/to/SmolLM2-135M/config.json --output configs/mine.yaml
+throughput-schema upgrade runs/my-campaign
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import msgspec
 from throughput_schema.argparsing import OneLineParser, command_line
 from throughput_schema.codec import SchemaError, dumps, read, write_atomic
 from throughput_schema.hf_config import HfConfigError, import_config, recipe_yaml
+from throughput_schema.layout import MANIFEST
 from throughput_schema.recipe import RecipeError, parameter_count, recipe_from_dict
 from throughput_schema.records import RECORD_TYPES
+from throughput_schema.upgrade import UpgradeRefused, campaigns, upgrade
+from throughput_schema.version import SCHEMA_VERSION
 
 
 def json_schemas() -> dict[str, dict]:
@@ -38,8 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     hf.add_argument("config", type=Path, metavar="CONFIG_JSON")
     hf.add_argument("--name", help="the model's name in curves and outputs (default: the folder holding the file)")
     hf.add_argument("--output", type=Path, help="YAML file to write (default: print it)")
+    up = sub.add_parser("upgrade", help="rewrite a campaign of the previous schema version in this one, once")
+    up.add_argument("folder", type=Path, metavar="DIR", help="a campaign, or a folder of campaigns")
     args = parser.parse_args(argv)
 
+    if args.command == "upgrade":
+        return upgrade_campaigns(args.folder)
     if args.command == "recipe-from-hf":
         return recipe_from_hf(args.config, name=args.name, output=args.output)
 
@@ -63,6 +71,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"throughput-schema: {exc}", file=sys.stderr)
         return 1
     print(f"{args.file}: valid {args.kind}")
+    return 0
+
+
+def upgrade_campaigns(folder: Path) -> int:
+    try:
+        found = campaigns(folder)
+    except UpgradeRefused as exc:
+        print(f"throughput-schema: {exc}", file=sys.stderr)
+        return 2
+    if not found:
+        print(
+            f"throughput-schema: {folder} holds no {MANIFEST}, nor do the folders in it: "
+            "give a campaign folder (the one `throughput-sweep run` created)",
+            file=sys.stderr,
+        )
+        return 2
+    for root in found:
+        try:
+            done = upgrade(root)
+        except UpgradeRefused as exc:
+            print(f"throughput-schema: {exc}", file=sys.stderr)
+            return 2
+        if not done.rewritten:
+            print(f"{root}: already at schema version {SCHEMA_VERSION}; nothing to do")
+            continue
+        print(f"{root}: upgraded to schema version {SCHEMA_VERSION}, {len(done.rewritten)} files rewritten")
+        for note in done.notes:
+            print(f"  {note}")
     return 0
 
 

@@ -24,7 +24,7 @@ _decoders: dict[Any, msgspec.json.Decoder] = {}
 
 
 class SchemaError(ValueError):
-    """A record that is malformed, truncated, or from a newer schema version."""
+    """A record that is malformed, truncated, or of another schema version."""
 
 
 def dumps(record: Any) -> bytes:
@@ -45,14 +45,14 @@ def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
         record = decoder.decode(data)
     except msgspec.ValidationError as exc:
         version = _peek_version(data)
-        if version is not None and version > SCHEMA_VERSION:
-            raise SchemaError(_newer(source, version)) from None
+        if version is not None and version != SCHEMA_VERSION:
+            raise SchemaError(_other_version(source, version)) from None
         raise SchemaError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:
         raise SchemaError(f"{source}: not valid JSON ({exc}); the file may be truncated or corrupted") from None
     version = getattr(record, "schema_version", SCHEMA_VERSION)
-    if version > SCHEMA_VERSION:
-        raise SchemaError(_newer(source, version))
+    if version != SCHEMA_VERSION:
+        raise SchemaError(_other_version(source, version))
     return record
 
 
@@ -225,8 +225,25 @@ def _peek_version(data: bytes | str) -> int | None:
     return version if isinstance(version, int) else None
 
 
-def _newer(source: str, version: int) -> str:
+def _other_version(source: str, version: int) -> str:
+    if version > SCHEMA_VERSION:
+        return (
+            f"{source}: written with schema version {version}, newer than this tool's {SCHEMA_VERSION}; "
+            "upgrade the tools to read it"
+        )
     return (
-        f"{source}: written with schema version {version}, newer than this tool's {SCHEMA_VERSION}; "
-        "upgrade the tools to read it"
+        f"{source}: written with schema version {version}, older than this tool's {SCHEMA_VERSION}; "
+        f"rewrite its campaign once with `throughput-schema upgrade {_campaign_of(source)}`"
     )
+
+
+def _campaign_of(source: str) -> str:
+    """The campaign folder holding the file `source` names (the nearest with a manifest.json),
+    else the file's own folder."""
+    from throughput_schema.layout import MANIFEST  # the layout reads records with this module
+
+    path = Path(source).absolute()
+    for folder in path.parents:
+        if (folder / MANIFEST).is_file():
+            return str(folder)
+    return str(path.parent)

@@ -1,5 +1,5 @@
-"""The local scheduler's job registry: its records, the one reader of it, and the
-accounting row each job shows, as sacct's row shows a Slurm job.
+"""The local scheduler's job registry: its records, the one reader of it, and each job's
+accounting in the project's words (`job_accounting`), as a receipt stores it.
 
     <campaign>/.local-jobs/      LOCAL_JOBS_DIR
       <id>.json      the job (`LocalJob`): token, script, workdir, slot, GPUs, time limit,
@@ -13,7 +13,9 @@ accounting row each job shows, as sacct's row shows a Slurm job.
       <id>.log       the wrapper's own messages.
 
 The registry is to a local campaign what sacct is to a Slurm one: the scheduler copies
-`accounting_row` into receipts, and the audit rebuilds the same row here to check them.
+`job_accounting` into receipts, and the audit rebuilds the same record here to check them
+(and, for the checks it shares with Slurm campaigns, the job as sacct would print it,
+`accounting_row`). Its end states are written in Slurm's words (`ENDED_AS` reads them).
 It lives in the schema because the scheduler, the wrapper on the node and the audit all
 read it. All files are written atomically.
 """
@@ -27,15 +29,18 @@ from pathlib import Path
 
 import msgspec
 
-from throughput_schema.campaigns import AccountingRow
 from throughput_schema.codec import read
+from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, memory_bytes
+from throughput_schema.sacct import AccountingRow, exit_status
 
 __all__ = [
+    "ENDED_AS",
     "LOCAL_JOBS_DIR",
     "LocalEnd",
     "LocalJob",
     "RegisteredJob",
     "accounting_row",
+    "job_accounting",
     "end_path",
     "job_path",
     "read_registry",
@@ -44,6 +49,15 @@ __all__ = [
 ]
 
 LOCAL_JOBS_DIR = ".local-jobs"
+
+# The registry's end states (written by the wrapper, `local_job`) in the project's words.
+ENDED_AS: dict[str, JobState] = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "TIMEOUT": "timeout",
+    "CANCELLED": "cancelled",
+    "NODE_FAIL": "node_fail",
+}
 
 
 class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,8 +78,7 @@ class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
     mem: str = ""
     # What the job really had. The local scheduler limits only the GPUs it hands out and
     # the time; CPUs and memory are the machine's, shared with everything else on it, so
-    # those are recorded here, not the profile's request. 0 / "" in registries written
-    # before this was recorded (their accounting showed the request as if allocated).
+    # those are recorded here, not the profile's request.
     machine_cpus: int = 0
     machine_mem: str = ""
     host: str = ""
@@ -134,11 +147,47 @@ def _tres(job: LocalJob) -> str:
     return tres
 
 
+def job_accounting(job: LocalJob, end: LocalEnd | None, *, host: str, now: float | None = None) -> JobAccounting:
+    """The job's accounting, its registry records kept as `raw`. `host`: where the job ran
+    when its record does not say (the scheduler's host name)."""
+    allocation = JobAllocation(
+        nodes=job.host or host,
+        gpus=len(job.gpus.split(",")) if job.gpus else None,
+        cpus=job.machine_cpus or job.cpus or None,
+        memory_bytes=memory_bytes(job.machine_mem or job.mem) if job.machine_mem or job.mem else None,
+    )
+    raw = msgspec.json.encode({"job": job, "end": end}).decode()
+    if end is None:
+        started = datetime.fromisoformat(job.submitted_at).timestamp()
+        return JobAccounting(
+            job_id=job.job_id,
+            state="running",
+            start=job.submitted_at,
+            elapsed_seconds=(time.time() if now is None else now) - started,
+            time_limit_seconds=job.time_limit_seconds,
+            allocation=allocation,
+            raw=raw,
+        )
+    exit_code, signal = exit_status(end.exit_code)
+    return JobAccounting(
+        job_id=job.job_id,
+        state=ENDED_AS.get(end.state, "failed"),
+        start=end.start,
+        end=end.end,
+        elapsed_seconds=end.elapsed_seconds,
+        time_limit_seconds=job.time_limit_seconds,
+        exit_code=exit_code,
+        signal=signal,
+        allocation=allocation,
+        raw=raw,
+    )
+
+
 def accounting_row(
     job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None
 ) -> AccountingRow:
-    """The job as sacct would print it. `host`: where registries written before `LocalJob.host`
-    say the job ran (the scheduler's host name)."""
+    """The job as sacct would print it, for the audit's checks shared with Slurm campaigns.
+    `host`: as for `job_accounting`."""
     base = dict(
         job_id=job.job_id,
         job_name=job.token,
@@ -151,7 +200,7 @@ def accounting_row(
         node_list=job.host or host,
     )
     if end is None:
-        started = datetime.fromisoformat(job.submitted_at).timestamp()  # older registries: naive local
+        started = datetime.fromisoformat(job.submitted_at).timestamp()
         running = (time.time() if now is None else now) - started
         return AccountingRow(
             **base,

@@ -12,9 +12,6 @@ import msgspec
 # The phase of an outcome the controller wrote from the scheduler's word (the job left no result
 # of its own), whatever the scheduler: the audit tells those results apart by it.
 SCHEDULER_PHASE = "scheduler"
-# Results written before the phase was named for what happened carry "slurm", local jobs' too;
-# they still read as the controller's.
-_SCHEDULER_PHASES = frozenset({SCHEDULER_PHASE, "slurm"})
 
 
 class _Outcome(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
@@ -100,7 +97,7 @@ Outcome = (
 
 def written_by_scheduler(outcome: Outcome) -> bool:
     """The controller wrote this outcome from the scheduler's word: the job left no result."""
-    return outcome.phase in _SCHEDULER_PHASES
+    return outcome.phase == SCHEDULER_PHASE
 
 
 def outcome_kind(outcome: Outcome | type[_Outcome]) -> str:

@@ -92,23 +92,24 @@ def with_point(recipe: Recipe, *, context_length: int, batch_size: int, protocol
     return result
 
 
-# Every knob and Muon's settings came after campaigns were first frozen: a worker frozen
-# before them refuses their keys, so they are passed only where they differ from their defaults.
-_LATER_FIELDS = {
+# Given only where they differ from their defaults, so that the command a person reproduces a
+# point with is the preset's plus what the point changed.
+_DEFAULTED_FIELDS = {
     "model": frozenset(knobs.NAMES),
     "optimizer": frozenset(f for f in OptimizerConfig.__struct_fields__ if f.startswith("muon_")),
-    # As a knob: the BF16 default is every frozen worker's own.
     "training": frozenset({"precision"}),
 }
 
 
 def override_args(recipe: Recipe) -> list[str]:
-    """The `--set` arguments that turn a preset into this recipe (for job scripts)."""
+    """The `--set` arguments that turn a preset into this recipe, as a person reproduces a
+    point with the worker's `--config PRESET --set ...`. A model knob is given only where it
+    differs from its default, which a knob not written as one flag (RoPE scaling) keeps."""
     out = []
     for section in _SECTIONS:
         config = getattr(recipe, section)
         for key, value in msgspec.structs.asdict(config).items():
-            if key in _LATER_FIELDS.get(section, ()):
+            if key in _DEFAULTED_FIELDS.get(section, ()):
                 if value == getattr(type(config)(**_required(config)), key):
                     continue
                 if isinstance(value, tuple) and all(isinstance(v, (int, float)) for v in value):

@@ -1,10 +1,11 @@
 """Every record that crosses a process or a file, gathered from the modules that define
 them (`configs`, `results`, `campaigns`, `request`, `audit`) into one namespace and one table of kinds.
 
-Conventions (msgspec's own advice): records are frozen; every field added after
-version 1 gets a default so older files still decode, and every record skips fields it
-does not know, so an older reader can still read a newer writer's output of the same
-version. That holds for configuration embedded in records too (a result's recipe, a
+Conventions (msgspec's own advice): records are frozen; every field added within a
+schema version gets a default so files of that version still decode, and every record
+skips fields it does not know, so an older reader can still read a newer writer's output
+of the same version. A change that old files cannot decode into raises `SCHEMA_VERSION`,
+and `upgrade` rewrites a campaign of the version before. That holds for configuration embedded in records too (a result's recipe, a
 manifest's profile and protocol). A typo in what a user writes is still an error: its
 loaders convert it with `codec.convert_input`, which refuses fields `unknown_field` finds.
 """
@@ -18,7 +19,6 @@ import msgspec
 
 from throughput_schema.audit import AuditReport, AuditSummary, Check, CurveFinding
 from throughput_schema.campaigns import (
-    AccountingRow,
     CurveClosure,
     CurveSummary,
     FailedAttempt,
@@ -42,6 +42,7 @@ from throughput_schema.configs import (
     TrainingConfig,
 )
 from throughput_schema.energy import Energy, EnergySource, WindowEnergy
+from throughput_schema.job_accounting import JobAccounting, JobAllocation
 from throughput_schema.request import WorkerRequest
 from throughput_schema.results import (
     BurstSample,
@@ -58,7 +59,6 @@ from throughput_schema.results import (
 )
 
 __all__ = [
-    "AccountingRow",
     "AuditReport",
     "AuditSummary",
     "BurstSample",
@@ -73,6 +73,8 @@ __all__ = [
     "FailedAttempt",
     "FrozenFile",
     "Hardware",
+    "JobAccounting",
+    "JobAllocation",
     "Manifest",
     "MemoryPeaks",
     "Fp8Linears",
@@ -109,7 +111,7 @@ RECORD_TYPES: dict[str, type] = {
     "worker-result": WorkerResult,
     "submission-intent": SubmissionIntent,
     "receipt": Receipt,
-    "accounting-row": AccountingRow,
+    "job-accounting": JobAccounting,
     "manifest": Manifest,
     "curve-summary": CurveSummary,
     "curve-closure": CurveClosure,

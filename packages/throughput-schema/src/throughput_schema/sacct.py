@@ -6,13 +6,16 @@ The sweep (its Slurm backend) and the audit both query sacct with `--parsable2
 the same way; what each does with a row (the sweep's state machine, the audit's checks)
 stays with it.
 
-  * `FIELDS`: sacct's columns in order, with the `AccountingRow` attribute each fills.
+  * `AccountingRow` / `FIELDS`: one row as sacct printed it, and sacct's columns in order
+    with the attribute each fills.
     Comment is last because it is free text and may hold '|': everything after the
     fourteenth '|' is the Comment.
   * `parse_rows` / `rows_by_job`: every row, or one per job id (step rows skipped, the
     last row of a requeued job winning). Start and End get their offset
     (`slurm_instant`: queries run in UTC).
   * `format_rows`: the rows as sacct printed them, under a header (accounting.txt).
+  * `job_accounting` / `raw_row`: a row in the project's words (`JobAccounting`), which
+    keeps the row as one line of sacct's text, and that line read back.
   * `slurm_minutes`: a Slurm duration in minutes; None where Slurm says there is no
     limit; ValueError, naming the text, for text that is not a duration.
   * `parse_tres` / `tres_gpus`: a TRES list (AllocTRES, MaxTRES, GrpTRES) as a dict, and
@@ -29,22 +32,52 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from throughput_schema.campaigns import AccountingRow
+import msgspec
+
+from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, memory_bytes
 from throughput_schema.slurm_env import slurm_instant, slurm_time
 
 __all__ = [
+    "AccountingRow",
     "FIELDS",
     "DEFAULT_SPAN",
     "FORMAT",
     "MIN_SPAN",
     "NO_LIMIT",
     "Window",
+    "ENDED_AS",
+    "exit_status",
     "format_rows",
+    "job_accounting",
+    "raw_row",
     "parse_rows",
     "rows_by_job",
     "slurm_minutes",
     "windows",
 ]
+
+
+class AccountingRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One `sacct --parsable2` row, raw strings kept as Slurm printed them."""
+
+    job_id: str
+    job_name: str = ""
+    state: str = ""
+    exit_code: str = ""
+    partition: str = ""
+    account: str = ""
+    timelimit: str = ""
+    alloc_tres: str = ""
+    req_mem: str = ""
+    start: str = ""
+    end: str = ""
+    elapsed: str = ""
+    comment: str = ""
+    node_list: str = ""
+    # Joules the job used, where the site runs an AcctGatherEnergyType plugin; "" or "0"
+    # where it does not.
+    consumed_energy_raw: str = ""
+
 
 FIELDS: tuple[tuple[str, str], ...] = (
     ("JobID", "job_id"),
@@ -97,8 +130,100 @@ def rows_by_job(text: str) -> dict[str, AccountingRow]:
 def format_rows(rows: Iterable[AccountingRow]) -> str:
     """The rows as sacct printed them, one a line, under a header of `FIELDS`."""
     lines = ["|".join(name for name, _ in FIELDS)]
-    lines += ["|".join(getattr(row, attr) for _, attr in FIELDS) for row in rows]
+    lines += [_line(row) for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def _line(row: AccountingRow) -> str:
+    return "|".join(getattr(row, attr) for _, attr in FIELDS)
+
+
+# ---------------------------------------------------------------- neutral accounting
+
+# Slurm's terminal states (`slurm_states`) in the project's words.
+ENDED_AS: dict[str, JobState] = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "TIMEOUT": "timeout",
+    "DEADLINE": "timeout",
+    "OUT_OF_MEMORY": "out_of_memory",
+    "CANCELLED": "cancelled",
+    "PREEMPTED": "preempted",
+    "REVOKED": "preempted",
+    "NODE_FAIL": "node_fail",
+    "BOOT_FAIL": "node_fail",
+}
+_LIVE: dict[str, JobState] = {
+    "PENDING": "pending",
+    "REQUEUED": "pending",
+    "RUNNING": "running",
+    "SUSPENDED": "running",
+    "COMPLETING": "running",
+}
+_EXIT = re.compile(r"(\d+)(?::(\d+))?")
+
+
+def neutral_state(state: str) -> JobState:
+    """sacct's State ('CANCELLED by 1000') in the project's words; "unknown" for any other."""
+    word = state.split()[0] if state.split() else ""
+    return ENDED_AS.get(word) or _LIVE.get(word, "unknown")
+
+
+def exit_status(text: str) -> tuple[int | None, int | None]:
+    """The exit code and signal of an `rc:signal` text (None where not known)."""
+    code = _EXIT.fullmatch(text.strip())
+    if code is None:
+        return None, None
+    return int(code.group(1)), int(code.group(2)) if code.group(2) else None
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        minutes = slurm_minutes(text)
+    except ValueError:
+        return None  # unreadable: not known, never a limit of none
+    return None if minutes is None else 60.0 * minutes
+
+
+def _count(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def _instant(text: str) -> str:
+    """A Start or End that is a date and time; "" for Unknown, None and the like."""
+    return text if text[:1].isdigit() else ""
+
+
+def job_accounting(row: AccountingRow) -> JobAccounting:
+    """The row in the project's words, the row itself kept as one line of sacct's text."""
+    exit_code, signal = exit_status(row.exit_code)
+    tres = parse_tres(row.alloc_tres)
+    energy = row.consumed_energy_raw.strip()
+    return JobAccounting(
+        job_id=row.job_id,
+        state=neutral_state(row.state),
+        start=_instant(row.start),
+        end=_instant(row.end),
+        elapsed_seconds=_seconds(row.elapsed) if row.elapsed else None,
+        time_limit_seconds=_seconds(row.timelimit),
+        exit_code=exit_code,
+        signal=signal,
+        allocation=JobAllocation(
+            nodes=row.node_list,
+            gpus=tres_gpus(tres),
+            cpus=_count(tres.get("cpu")),
+            memory_bytes=memory_bytes(tres["mem"]) if "mem" in tres else None,
+        ),
+        # "0" where the site runs no energy plugin: not measured, never zero joules.
+        energy_joules=float(energy) if energy.isdigit() and int(energy) > 0 else None,
+        raw=_line(row),
+    )
+
+
+def raw_row(raw: str) -> AccountingRow | None:
+    """The sacct row a `JobAccounting.raw` of the Slurm backend holds; None where it holds none."""
+    rows = parse_rows(raw)
+    return rows[0] if len(rows) == 1 else None
 
 
 # ------------------------------------------------------------------------ durations

@@ -3,7 +3,7 @@
 A job's options come from its profile alone (frozen in the manifest), and what Slurm prints
 must be read the same way in every shell, so `slurm_environment(os.environ)` returns the
 environment for sbatch, squeue, sacct, scontrol, sinfo, sacctmgr and scancel, and the
-variables it took out (recorded in the manifest as `slurm_environment_removed`):
+variables it took out (recorded in the manifest as `scheduler_environment_removed`):
 
   * every `SBATCH_*` variable: each is an sbatch option (SBATCH_TIMELIMIT, SBATCH_QOS,
     SBATCH_EXCLUSIVE, SBATCH_RESERVATION, SBATCH_WAIT, SBATCH_EXPORT, ...), and sbatch's

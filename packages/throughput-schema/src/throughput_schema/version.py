@@ -1,7 +1,9 @@
 """The schema version every record carries.
 
-Readers accept records up to this version; new fields always get defaults so
-that a newer reader still decodes an older record.
+Readers read records of this version only; a field added within a version gets a default,
+so a record written before it still decodes. A change that an older record cannot decode
+into raises the version, and `throughput-schema upgrade` rewrites a campaign of the version
+before (`upgrade`).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2

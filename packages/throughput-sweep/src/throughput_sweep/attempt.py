@@ -46,7 +46,6 @@ from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep.campaign import EXTRA, Campaign, now
 from throughput_sweep.curves import NextPoint
 from throughput_sweep.faults import crash_point
-from throughput_sweep.legacy_script import frozen_before_requests, legacy_watchdog_argv
 from throughput_sweep.node import watchdog
 from throughput_sweep.schedulers.base import Scheduler, SubmitFailed
 
@@ -111,19 +110,16 @@ def _check(value: str, what: str) -> str:
 
 def campaign_script(campaign: Campaign, request: WorkerRequest) -> str:
     """The exact batch script of this attempt of the campaign (also printed by --dry-run)."""
-    argv = legacy_watchdog_argv(campaign, request) if frozen_before_requests(campaign) else None
-    return job_script(request, profile=campaign.manifest.profile.name, argv=argv)
+    return job_script(request, profile=campaign.manifest.profile.name)
 
 
-def job_script(request: WorkerRequest, *, profile: str, argv: list[str] | None = None) -> str:
-    """The batch script of the attempt whose request this is: it execs the watchdog on the
-    request (`argv`: another command line, for campaigns frozen before requests)."""
+def job_script(request: WorkerRequest, *, profile: str) -> str:
+    """The batch script of the attempt whose request this is: it execs the watchdog on the request."""
     for entry in request.pythonpath:
         if ":" in entry:
             raise ValueError(f"PYTHONPATH entry contains ':' and cannot be used: {entry!r}")
         _check(entry, "PYTHONPATH entry")
-    if argv is None:
-        argv = [request.python, "-m", watchdog.__name__, "--request", str(Path(request.result).parent / REQUEST)]
+    argv = [request.python, "-m", watchdog.__name__, "--request", str(Path(request.result).parent / REQUEST)]
     p = request.point
     desc = {
         "model": p.model,

@@ -180,9 +180,18 @@ def _receipt_row(i: AttemptInfo) -> str:
     acc = rec.accounting
     return (
         f"| {i.attempt.curve} b{i.batch} | {i.number} | {rec.job_id} | {'yes' if rec.adopted else 'no'} | "
-        f"{acc.state if acc else '-'} | {acc.elapsed if acc else '-'} | {acc.exit_code if acc else '-'} | "
+        f"{acc.state if acc else '-'} | {_seconds(acc.elapsed_seconds if acc else None)} | "
+        f"{_exit(acc.exit_code, acc.signal) if acc else '-'} | "
         f"{'yes' if rec.accounting_final else 'no'} | {i.outcome} |"
     )
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} s"
+
+
+def _exit(code: int | None, signal: int | None) -> str:
+    return "-" if code is None else f"{code}" + (f" (signal {signal})" if signal else "")
 
 
 def _efficient_cells(c: Curve) -> str:

@@ -85,7 +85,7 @@ class Plan:
             source_root=str(self.root),
             spot_check=self.spot_check,
             # The field keeps its name: manifests on disk say it so.
-            slurm_environment_removed=backend(self.profile.scheduler).environment_removed(),
+            scheduler_environment_removed=backend(self.profile.scheduler).environment_removed(),
             model_sources=self.sources or {},
             watcher_zone=local_zone(),
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import (
+    JobAccounting,
     Receipt,
     Settlement,
     WorkerIdentity,
@@ -48,11 +49,10 @@ from throughput_schema.outcomes import (
     Timeout,
 )
 from throughput_schema.recipe import parameter_count
-from throughput_sweep.attempt import point_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.faults import should_crash
-from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, Accounting, JobStatus, Pending, QueryFailed, Scheduler
+from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, JobStatus, Pending, QueryFailed, Scheduler
 
 
 def parse_time(text: str) -> datetime:
@@ -231,16 +231,8 @@ def write_missing_result(
     if path.exists() and not replace:
         return None
     a, m = info.attempt, campaign.manifest
-    if (a.path / REQUEST).exists():
-        request = read(a.path / REQUEST, WorkerRequest)
-        recipe, protocol, deadline = request.recipe, request.protocol, request.deadline_seconds
-        worker = request.worker
-    else:
-        # An attempt made before attempts had a request (a resumed older campaign): the
-        # derivation its job script used, from the frozen preset and the manifest.
-        recipe = point_recipe(campaign, a.model, a.context_length, a.batch_size)
-        protocol, deadline = m.protocol, m.profile.watchdog_minutes * 60
-        worker = m.worker
+    request = read(a.path / REQUEST, WorkerRequest)  # written before the job's intent
+    recipe, protocol, deadline = request.recipe, request.protocol, request.deadline_seconds
     if outcome is None:
         assert status is not None, "a result is derived from the scheduler's word or given"
         outcome = outcome_of(status, deadline, launch_failure=launch_failure)
@@ -253,7 +245,7 @@ def write_missing_result(
         protocol=protocol,
         finished_at=now(),
         exit_code=code if code is not None else -1,
-        worker=WorkerIdentity(module=worker, written_by="controller"),
+        worker=WorkerIdentity(module=request.worker, written_by="controller"),
     )
     if should_crash("while-result"):
         # Die half-way through an atomic write: a temp file exists, result.json does not.
@@ -278,11 +270,10 @@ def write_refused_result(campaign: Campaign, info: AttemptInfo, pending: Pending
     return write_missing_result(campaign, info, None, outcome=outcome)
 
 
-def record_accounting(info: AttemptInfo, given: Accounting | None, final: bool, missing: str = "") -> None:
-    """The receipt keeps the backend's row as given. `missing`: why there is no accounting
-    to record (written into the receipt once)."""
+def record_accounting(info: AttemptInfo, accounting: JobAccounting | None, final: bool, missing: str = "") -> None:
+    """The receipt keeps the backend's accounting as given. `missing`: why there is no
+    accounting to record (written into the receipt once)."""
     receipt = info.attempt.receipt
-    accounting = given.row if given is not None else None
     if receipt is not None and accounting is None and missing and not receipt.accounting_missing:
         write_atomic(info.attempt.path / RECEIPT, msgspec.structs.replace(receipt, accounting_missing=missing))
         return

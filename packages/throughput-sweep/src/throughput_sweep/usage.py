@@ -1,10 +1,9 @@
 """What a campaign has used of the cluster so far: GPU-hours, from its receipts, and the GPU
 energy its results measured.
 
-Each receipt's accounting row (sacct's, or the local job registry's for the local
-scheduler), read by the campaign's backend (`Backend.read_accounting`), gives the job's
-elapsed time and the GPUs the scheduler really allocated, else the profile's
-`gpus_per_job`. A job without an accounting row yet (still out, or ended while no watcher
+Each receipt's accounting (its backend's reading of sacct, or of the local job registry)
+gives the job's elapsed time and the GPUs the scheduler really allocated, else the
+profile's `gpus_per_job`. A job without accounting yet (still out, or ended while no watcher
 ran) is counted as not yet known.
 
 The energy is what the GPU board's own counter measured over each result's windows and
@@ -43,11 +42,12 @@ def gpu_hours(infos: list[AttemptInfo], profile: ClusterProfile) -> GpuHours:
         receipt = info.attempt.receipt
         if receipt is None:
             continue
-        acc = scheduler.read_accounting(receipt.accounting) if receipt.accounting else None
+        acc = receipt.accounting
         if acc is None or acc.elapsed_seconds is None:  # no accounting, no elapsed time
             unknown += 1
             continue
-        hours += acc.elapsed_seconds / 3600.0 * (acc.gpus if acc.gpus is not None else profile.gpus_per_job)
+        gpus = acc.allocation.gpus
+        hours += acc.elapsed_seconds / 3600.0 * (gpus if gpus is not None else profile.gpus_per_job)
         jobs += 1
     return GpuHours(hours=hours, jobs=jobs, unknown=unknown, source=scheduler.accounting_source)
 

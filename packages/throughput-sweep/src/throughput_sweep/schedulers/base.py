@@ -5,14 +5,13 @@ A campaign never talks to Slurm or to processes directly; it goes through one of
 these, so the Slurm backend and the local executor are interchangeable and the
 same batch script, watchdog and files serve both. Each backend translates its own text
 into the words here: a job's `JobState`, a `Pending` reason classified as one that waits
-or one that never starts, and `Accounting` in seconds, GPUs and an exit code. What a user
-reads stays in the backend's own words (`JobStatus.said`, `Pending.text`), and a receipt
-keeps the backend's accounting row as it was given (`Accounting.row`), which the audit
-checks against the scheduler's own accounting.
+or one that never starts, and its accounting as the receipt stores it (`JobAccounting`:
+seconds, the allocation, an exit code, and the backend's own record kept unread in `raw`).
+What a user reads stays in the backend's own words (`JobStatus.said`, `Pending.text`).
 
 A backend is a class (`Backend`): what the campaign asks of it before any job (its
 defaults, the environment it keeps from jobs, the submit command it would run, how a
-stored accounting row reads) is asked of the class; an instance (`Scheduler`) runs the jobs.
+pending reason reads) is asked of the class; an instance (`Scheduler`) runs the jobs.
 """
 
 from __future__ import annotations
@@ -21,40 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile, JobAccounting
 from throughput_schema.configs import SchedulerName
+from throughput_schema.job_accounting import ENDED, OUTCOME_OF_STATE, JobState
 
-JobState = Literal[
-    "pending",
-    "running",
-    "completed",  # the batch script exited 0 (without a result, the point crashed)
-    "failed",  # the batch script exited non-zero, or died of a signal
-    "timeout",  # the scheduler's time limit
-    "out_of_memory",  # the scheduler's memory limit
-    "cancelled",  # cancelled by a user or an administrator
-    "preempted",  # ended by the scheduler for other work
-    "node_fail",  # the job's machine failed, or the job's wrapper vanished
-    "gone",  # the queue answered without the job and accounting has no record of it yet
-    "unknown",  # no query answered for the job
-]
-
-ENDED: frozenset[str] = frozenset(
-    {"completed", "failed", "timeout", "out_of_memory", "cancelled", "preempted", "node_fail"}
-)
-
-# The outcome kind of a job that ended in each state without writing a result
-# (`throughput_schema.outcomes`); ended by someone else (cancelled, preempted) is "cancelled".
-OUTCOME_OF_STATE: dict[str, str] = {
-    "completed": "crashed",
-    "failed": "crashed",
-    "timeout": "timeout",
-    "out_of_memory": "host_oom",
-    "cancelled": "cancelled",
-    "preempted": "cancelled",
-    "node_fail": "node_fail",
-}
+__all__ = ["ENDED", "OUTCOME_OF_STATE", "JobState"]  # the states, for the backends and the sweep
 
 
 class SubmitFailed(RuntimeError):
@@ -86,24 +58,12 @@ class Pending:
 
 
 @dataclass(frozen=True)
-class Accounting:
-    """A job's accounting: what the sweep reasons with, and the row its receipt keeps."""
-
-    row: AccountingRow  # the backend's own record, stored in the receipt as it was given
-    elapsed_seconds: float | None = None  # None: not known (yet)
-    time_limit_seconds: float | None = None  # None: none, or not known
-    gpus: int | None = None  # allocated; None: not said
-    exit_code: int | None = None  # the batch script's; None: not known
-    signal: int | None = None  # the signal that ended it (0: none); None: not known
-
-
-@dataclass(frozen=True)
 class JobStatus:
     job_id: str
     state: JobState
     said: str = ""  # the backend's own word for the state, for messages ('CANCELLED by 0')
     pending: Pending | None = None  # for a pending job
-    accounting: Accounting | None = None
+    accounting: JobAccounting | None = None
     # True once the accounting is complete (sacct lags a few seconds after the end).
     accounting_final: bool = False
     note: str = ""  # for gone or unknown: what was asked and what answered; else a short note
@@ -175,10 +135,6 @@ class Backend(Protocol):
     @staticmethod
     def environment_removed() -> dict[str, str]:
         """What `removed_environment` would keep from jobs started now (the manifest records it)."""
-
-    @staticmethod
-    def read_accounting(row: AccountingRow) -> Accounting:
-        """A receipt's stored row, read into this vocabulary."""
 
     @staticmethod
     def read_pending(reason: str) -> Pending:

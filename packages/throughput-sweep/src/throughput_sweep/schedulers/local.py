@@ -20,12 +20,11 @@ watcher: `submit` records each job, the wrapper records how it ended.
 0), failed (non-zero exit, or a signal), timeout (the profile's time limit), cancelled
 (`cancel`), node_fail (wrapper gone, no end record), with the times in seconds as the
 registry holds them; the wrapper's docstring says how a job is stopped. The registry
-writes its states in Slurm's words (`_ENDED_AS`), which its campaigns on disk keep.
-The row a receipt keeps (`throughput_schema.local_jobs.accounting_row`, which the audit
-rebuilds) carries state, exit code, start, end, elapsed, job name = comment = token,
-partition "local", the time limit, the host name, the profile's memory request as ReqMem,
-and as TRES the job's GPUs with the CPUs and memory it really had: the machine's, since
-nothing here limits them.
+writes its end states in Slurm's words (`local_jobs.ENDED_AS` reads them). The accounting
+a receipt keeps (`throughput_schema.local_jobs.job_accounting`, which the audit rebuilds)
+carries the state, exit code, start, end, elapsed seconds, the time limit, the host name,
+and as the allocation the job's GPUs with the CPUs and memory it really had: the
+machine's, since nothing here limits them.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,7 +42,7 @@ from typing import Any, ClassVar
 import anyio
 import anyio.to_thread
 
-from throughput_schema import AccountingRow, ClusterProfile, SchemaError, read, write_atomic, write_new
+from throughput_schema import ClusterProfile, SchemaError, read, write_atomic, write_new
 from throughput_schema.argparsing import storage_error
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
@@ -52,8 +50,8 @@ from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
     LocalEnd,
     LocalJob,
-    accounting_row,
     end_path,
+    job_accounting,
     job_path,
     read_registry,
     stamp,
@@ -61,27 +59,9 @@ from throughput_schema.local_jobs import (
 from throughput_schema.node_local import kept_path
 from throughput_sweep.node import local_job
 from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
-from throughput_sweep.schedulers.accounting_rows import exit_status, read_row
-from throughput_sweep.schedulers.base import (
-    Accounting,
-    JobState,
-    JobStatus,
-    Pending,
-    QueryFailed,
-    Scheduler,
-    SubmitFailed,
-)
+from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
 
 __all__ = ["LocalScheduler", "detect_gpus"]
-
-# The registry's end states (`local_job`), in the interface's words.
-_ENDED_AS: dict[str, JobState] = {
-    "COMPLETED": "completed",
-    "FAILED": "failed",
-    "TIMEOUT": "timeout",
-    "CANCELLED": "cancelled",
-    "NODE_FAIL": "node_fail",
-}
 
 
 def detect_gpus() -> list[str]:
@@ -106,10 +86,6 @@ class LocalScheduler:
     poll_max_seconds: ClassVar[float] = 5.0  # a poll reads files: polling often costs nothing
     remote_nodes: ClassVar[bool] = False
     preflight: ClassVar[bool] = False
-
-    @staticmethod
-    def read_accounting(row: AccountingRow) -> Accounting:
-        return read_row(row)  # the registry's rows are in sacct's form
 
     @classmethod
     def for_status(cls, profile: ClusterProfile, campaign: Path) -> Scheduler:
@@ -323,15 +299,12 @@ class LocalScheduler:
         if job is None:
             return JobStatus(job_id, "unknown", note="not in the local job registry")
         end = self._settle(job)
-        row = accounting_row(job, end, account=self.profile.account, host=self.host)
-        gpus = len(job.gpus.split(",")) if job.gpus else None
+        accounting = job_accounting(job, end, host=self.host)
         if end is None:
-            started = datetime.fromisoformat(job.submitted_at).timestamp()
-            ran = Accounting(row, time.time() - started, job.time_limit_seconds, gpus)
-            return JobStatus(job_id, "running", said="RUNNING", accounting=ran)
-        ended = Accounting(row, end.elapsed_seconds, job.time_limit_seconds, gpus, *exit_status(end.exit_code))
-        state = _ENDED_AS.get(end.state, "failed")
-        return JobStatus(job_id, state, said=end.state, accounting=ended, accounting_final=True, note=end.message)
+            return JobStatus(job_id, "running", said="RUNNING", accounting=accounting)
+        return JobStatus(
+            job_id, accounting.state, said=end.state, accounting=accounting, accounting_final=True, note=end.message
+        )
 
     async def ended_reason(self, job_id: str) -> str:
         return ""  # the end record's message is the status's note

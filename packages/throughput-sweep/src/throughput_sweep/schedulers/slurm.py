@@ -54,15 +54,14 @@ from typing import Any, ClassVar
 
 import anyio
 
-from throughput_schema import AccountingRow, ClusterProfile
+from throughput_schema import ClusterProfile
 from throughput_schema.configs import SchedulerName
 from throughput_schema.layout import job_log
 from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
 from throughput_schema.slurm_env import query_environment, slurm_environment
 from throughput_schema.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
 from throughput_schema.slurm_states import TERMINAL_STATES
-from throughput_sweep.schedulers.accounting_rows import read_row
-from throughput_sweep.schedulers.base import Accounting, JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
+from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
 from throughput_sweep.schedulers.slurm_text import (
     SQUEUE_FORMAT,
     CommandResult,
@@ -118,10 +117,6 @@ class SlurmScheduler:
     poll_max_seconds: ClassVar[float] = 30.0  # every poll asks slurmctld and slurmdbd
     remote_nodes: ClassVar[bool] = True
     preflight: ClassVar[bool] = True
-
-    @staticmethod
-    def read_accounting(row: AccountingRow) -> Accounting:
-        return read_row(row)
 
     @staticmethod
     def read_pending(reason: str) -> Pending:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_schema import AccountingRow
+from throughput_schema.sacct import ENDED_AS, AccountingRow, job_accounting
 from throughput_schema.slurm_reasons import (
     WAITS,
     budget_used_up,
@@ -37,7 +37,6 @@ from throughput_schema.slurm_reasons import (
     refusal_kind,
 )
 from throughput_schema.slurm_states import TERMINAL_STATES
-from throughput_sweep.schedulers.accounting_rows import read_row
 from throughput_sweep.schedulers.base import JobState, JobStatus, Pending
 
 __all__ = [
@@ -157,21 +156,6 @@ def launch_failure_note(scontrol_text: str) -> str:
     return "; ".join(parts)
 
 
-# Slurm's terminal states (`throughput_schema.slurm_states`) in the interface's words.
-ENDED_AS: dict[str, JobState] = {
-    "COMPLETED": "completed",
-    "FAILED": "failed",
-    "TIMEOUT": "timeout",
-    "DEADLINE": "timeout",
-    "OUT_OF_MEMORY": "out_of_memory",
-    "CANCELLED": "cancelled",
-    "PREEMPTED": "preempted",
-    "REVOKED": "preempted",
-    "NODE_FAIL": "node_fail",
-    "BOOT_FAIL": "node_fail",
-}
-
-
 def pending(reason: str) -> Pending:
     """squeue's reason for a pending job, classified by `slurm_reasons`."""
     text = pending_reason(reason)
@@ -197,7 +181,7 @@ def job_status(
         neutral,
         said=word,
         pending=pending(reason) if neutral == "pending" else None,
-        accounting=read_row(row) if row is not None else None,
+        accounting=job_accounting(row) if row is not None else None,
         accounting_final=final,
         note=note,
     )
