@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from throughput_schema.outcomes import EXIT_CODES
-
 
 class StateMeaning(NamedTuple):
     outcome: str  # the outcome kind of a job that ended so without writing a result
@@ -35,19 +33,6 @@ STATES: dict[str, StateMeaning] = {
 
 TERMINAL_STATES = frozenset(STATES)
 
-# A result the worker or its watchdog wrote exits with its outcome's code (EXIT_CODES),
-# and the batch script passes it on: Slurm then says FAILED with that exit code.
-_WORKER_CODE = (
-    "timeout",
-    "host_oom",
-    "cancelled",
-    "node_fail",
-    "cuda_oom",
-    "compile_error",
-    "nonfinite",
-    "storage_full",
-)
-
 
 def time_limit_slack(limit_seconds: float) -> float:
     """How far before its time limit a job may be stopped and still count as timed out: the
@@ -67,18 +52,3 @@ def meaning(state: str) -> StateMeaning | None:
 def by_someone_else(state: str) -> bool:
     m = meaning(state)
     return bool(m and m.by_someone_else)
-
-
-def expected_states(outcome: str) -> tuple[tuple[str, int | None], ...]:
-    """(state, exit code or None for any) pairs a job whose result has `outcome` may end with."""
-    if outcome == "ok":
-        return (("COMPLETED", 0),)
-    if outcome == "crashed":
-        return (("FAILED", None),)
-    if outcome == "refused":  # pended for a reason that never clears (the watcher cancelled it),
-        return (("CANCELLED", None), ("FAILED", EXIT_CODES["refused"]))  # or the worker refused
-
-    pairs: list[tuple[str, int | None]] = [(s, None) for s, m in STATES.items() if m.outcome == outcome]
-    if outcome in _WORKER_CODE:
-        pairs.append(("FAILED", EXIT_CODES[outcome]))
-    return tuple(pairs)
