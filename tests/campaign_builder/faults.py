@@ -361,3 +361,18 @@ def fp8_linears_on_a_bf16_point(p: Planted) -> None:
         "result.json",
         lambda d: d.update(fp8={"recipe": "tensorwise", "converted": ["blocks.0.mlp.gate_up"]}),
     )
+
+
+def muon_split_on_an_adamw_point(p: Planted) -> None:
+    """An AdamW point recording a Muon split: what it says each optimizer updated is not what AdamW does."""
+    p.edit_point(
+        "20m-c512",
+        1,
+        "result.json",
+        lambda d: d.update(optimizer_owned={"muon": ["blocks.0.attn.proj.weight[0:256]"], "adamw": ["embed.weight"]}),
+    )
+
+
+def optimizer_edited(p: Planted) -> None:
+    """An AdamW campaign's point claims to have trained with Muon."""
+    p.edit_point("20m-c512", 1, "result.json", lambda d: d["recipe"]["optimizer"].update(name="muon"))

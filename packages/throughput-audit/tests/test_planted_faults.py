@@ -47,6 +47,8 @@ FAULTS: list[Fault] = [
     Fault("a result's protocol edited", edits.result_protocol_edited, "result.protocol"),
     Fault("a point's precision edited", edits.precision_edited, "precision.request", frozenset({"recipe.protocol", "recipe.frozen", "precision.fp8_linears"})),
     Fault("FP8 linears recorded on a BF16 point", edits.fp8_linears_on_a_bf16_point, "precision.fp8_linears"),
+    Fault("a point's optimizer edited", edits.optimizer_edited, "optimizer.request", frozenset({"recipe.protocol", "recipe.frozen", "optimizer.owned"})),
+    Fault("a Muon split recorded on an AdamW point", edits.muon_split_on_an_adamw_point, "optimizer.owned"),
     Fault("a middle point turned into a CUDA OOM", campaign.middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
     Fault("a duplicated attempt", campaign.attempt_duplicated, "slurm.duplicate_job", frozenset({"attempt.intent", "curve.attempts"})),
     Fault("a point deleted from a curve", campaign.point_deleted, "curve.contiguous", frozenset({"curve.after_end", "curve.finished", "summary.curve", "summary.fastest", "summary.unstable"})),
@@ -201,7 +203,7 @@ def audit_check_names() -> set[str]:
     src = Path(throughput_audit.__file__).parent
     found = set()
     for path in src.glob("*.py"):
-        found |= set(re.findall(r'checks\.(?:expect|fail|not_applicable)\(\s*"([a-z_.]+)"', path.read_text()))
+        found |= set(re.findall(r'checks\.(?:expect|fail|not_applicable|requested)\(\s*"([a-z_.]+)"', path.read_text()))
     return found - {"slurm", "energy"}
 
 

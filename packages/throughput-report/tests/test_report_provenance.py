@@ -34,6 +34,20 @@ def baselines(optimizer: Path) -> list[Path]:
     return sorted(optimizer.glob("curves/*/b*/attempt-*/baseline.json"))
 
 
+def _pair_with(tmp_path: Path, field: str, value: str, recipe_field: tuple[str, str]) -> tuple[Path, Path]:
+    """A pair whose protocol sets `field` (the recipe's `recipe_field`) to `value` in every record."""
+    pair = campaigns.write_pair(tmp_path, value, ["20m"], [512])
+    section, name = recipe_field
+    for campaign in pair:
+        edit(campaign / "manifest.json", lambda m: m["protocol"].update({field: value}))
+        for path in [*campaign.glob("curves/*/b*/attempt-*/result.json"), *baselines(campaign)]:
+            edit(path, lambda r: r["recipe"][section].update({name: value}))
+            edit(path, lambda r: r["protocol"].update({field: value}))
+    parent = hashlib.sha256((pair[0] / "manifest.json").read_bytes()).hexdigest()
+    edit(pair[1] / "manifest.json", lambda m: m["parent"].update(manifest_sha256=parent))
+    return pair
+
+
 def test_a_result_from_a_test_worker_is_refused_unless_allowed(tmp_path, capsys):
     pair = campaigns.write_pair(tmp_path, "tw", ["20m"], [512])
     edit(baselines(pair[1])[0], lambda r: r.update(worker={"module": "scripted_worker", "version": "test"}))
@@ -63,14 +77,7 @@ def test_points_on_different_gpus_are_flagged_on_page_one(tmp_path):
 
 
 def test_an_fp8_pair_is_reported_with_its_precision_on_page_one_and_on_each_projection(tmp_path):
-    pair = campaigns.write_pair(tmp_path, "fp8", ["20m"], [512])
-    for campaign in pair:
-        edit(campaign / "manifest.json", lambda m: m["protocol"].update(precision="fp8-tensorwise"))
-        for path in [*campaign.glob("curves/*/b*/attempt-*/result.json"), *baselines(campaign)]:
-            edit(path, lambda r: r["recipe"]["training"].update(precision="fp8-tensorwise"))
-            edit(path, lambda r: r["protocol"].update(precision="fp8-tensorwise"))
-    parent = hashlib.sha256((pair[0] / "manifest.json").read_bytes()).hexdigest()
-    edit(pair[1] / "manifest.json", lambda m: m["parent"].update(manifest_sha256=parent))
+    pair = _pair_with(tmp_path, "precision", "fp8-tensorwise", ("training", "precision"))
     out = tmp_path / "report"
     assert main(argv(pair, out)) == 0
     first = " ".join(PdfReader(out / "report.pdf").pages[0].extract_text().split())
@@ -78,3 +85,14 @@ def test_an_fp8_pair_is_reported_with_its_precision_on_page_one_and_on_each_proj
     assert "20m fp8-tensorwise" in first  # the key table's model cell
     rows = list(csv.DictReader((out / "points.csv").open()))
     assert rows and {row["precision"] for row in rows} == {"fp8-tensorwise"}
+
+
+def test_a_muon_pair_is_reported_with_its_optimizer_on_page_one_and_on_each_projection(tmp_path):
+    pair = _pair_with(tmp_path, "optimizer", "muon", ("optimizer", "name"))
+    out = tmp_path / "report"
+    assert main(argv(pair, out)) == 0
+    first = " ".join(PdfReader(out / "report.pdf").pages[0].extract_text().split())
+    assert "Optimizer differs from the guide: muon" in first
+    assert "20m muon" in first  # the key table's model cell
+    rows = list(csv.DictReader((out / "points.csv").open()))
+    assert rows and {(row["optimizer"], row["precision"]) for row in rows} == {("muon", "bf16")}

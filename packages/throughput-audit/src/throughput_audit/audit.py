@@ -26,6 +26,7 @@ from throughput_audit.campaign import (
 )
 from throughput_audit.curves import check_curve_set, check_retries, group, walk_throughput
 from throughput_audit.findings import Checks
+from throughput_audit.optimizer_split import check_optimizer
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.precision import check_precision
 from throughput_audit.published import check_published_accounting
@@ -162,6 +163,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
         + " the manifest's",
     )
     check_precision(checks, file, res, m.protocol)
+    check_optimizer(checks, file, res, m.protocol)
     want_mode = "optimizer-timing" if is_opt else "throughput"
     checks.expect(
         "result.mode",

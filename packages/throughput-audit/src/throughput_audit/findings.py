@@ -23,6 +23,11 @@ class Checks:
         self.items.append(Check(name=name, status="pass" if ok else "fail", file=file, message=message, values=values))
         return ok
 
+    def requested(self, name: str, file: str, ran: str, asked: str, verb: str) -> bool:
+        """A result's choice (`ran`, what it `verb`) against the one its campaign asked for."""
+        message = f"{file}: {verb} {ran}, the campaign asked for {asked}"
+        return self.expect(name, ran == asked, file, message, ran=ran, requested=asked)
+
     def figure(
         self,
         name: str,

@@ -24,6 +24,7 @@ from throughput_report.checks import cv, window_rates
 from throughput_report.pairing import Pair
 from throughput_schema.comparison import Recommendation
 from throughput_schema.layout import curve_name
+from throughput_schema.muon import GUIDE_OPTIMIZER
 from throughput_schema.precision import GUIDE_PRECISION
 from throughput_schema.recommendation import campaign_recommendations, gpu_memory_bytes, point_rate
 
@@ -120,6 +121,8 @@ class Point:
     # The precision the point trained at (`throughput_schema.precision`): a projection at FP8
     # is a projection of FP8 training, and is labelled so.
     precision: str = GUIDE_PRECISION
+    # The optimizer the point trained with (`throughput_schema.muon`), labelled as the precision is.
+    optimizer: str = GUIDE_OPTIMIZER
 
     @property
     def curve(self) -> str:
@@ -238,6 +241,7 @@ def join_points(pairs: list[Pair], carbon_intensity: float | None = None) -> lis
                         optimizer_campaign=pair.optimizer.name,
                         **energy.point_energy(base, P, carbon_intensity),
                         precision=base.recipe.training.precision,
+                        optimizer=base.recipe.optimizer.name,
                     )
                 )
     return points

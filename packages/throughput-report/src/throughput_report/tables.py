@@ -10,6 +10,7 @@ import msgspec
 
 from throughput_report.energy import CARBON_FIELDS, ENERGY_FIELDS, fmt_co2e, fmt_kwh
 from throughput_report.projections import Point, Projection
+from throughput_schema.muon import GUIDE_OPTIMIZER
 from throughput_schema.precision import GUIDE_PRECISION
 
 GIB = 1024**3
@@ -85,7 +86,7 @@ def _key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
         star = "" if curve.best_is_stable else " *"
         rows.append(
             [
-                curve.model if p.precision == GUIDE_PRECISION else f"{curve.model}\n{p.precision}",
+                _model_cell(curve.model, p),
                 fmt_params(p.parameters),
                 f"{p.context:,}",
                 f"{p.batch}{star}",
@@ -101,6 +102,12 @@ def _key_table(projection: Projection) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, rows
+
+
+def _model_cell(model: str, p: Point) -> str:
+    """The model, and under it each choice that differs from the guide's (precision, optimizer)."""
+    choices = [c for c, guide in ((p.precision, GUIDE_PRECISION), (p.optimizer, GUIDE_OPTIMIZER)) if c != guide]
+    return "\n".join([model, *choices])
 
 
 def _recommended(curve) -> str:
