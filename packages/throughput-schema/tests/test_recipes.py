@@ -120,9 +120,12 @@ def test_muon_settings_round_trip_through_overrides_and_stay_off_the_command_lin
         ("optimizer.muon_momentum=1.0", "Expected `float` < 1.0"),
         ("optimizer.muon_momentum=-0.1", "Expected `float` >= 0.0"),
         ("optimizer.muon_ns_steps=0", "Expected `int` >= 1"),
+        ("optimizer.muon_adjust_lr=x", "`$.optimizer.muon_adjust_lr`; use one of match_rms_adamw, original"),
+        ("training.precision=fp9", "`$.training.precision`; use one of bf16, fp8-tensorwise, fp8-rowwise"),
+        ("model.qk_norm=maybe", "`$.model.qk_norm`; use true or false"),
     ],
 )
-def test_bad_optimizer_settings_are_one_line(override, reason):
+def test_bad_settings_are_one_line_naming_the_allowed_values(override, reason):
     with pytest.raises(RecipeError) as info:
         load_recipe(CONFIGS / "90m.yaml", [override])
     assert reason in str(info.value) and "\n" not in str(info.value)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, get_args
+import re
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
 from throughput_schema import hf_config, knobs
 from throughput_schema.codec import SchemaError, convert_input, read_yaml
-from throughput_schema.configs import OptimizerName, protocol_settings
+from throughput_schema.configs import protocol_settings
 from throughput_schema.records import ModelConfig, OptimizerConfig, Protocol, Recipe, TrainingConfig
 
 # Re-exported (the `as` form) for callers that load a recipe and count it in one place.
@@ -46,10 +47,23 @@ def recipe_from_dict(raw: dict[str, Any], *, source: str = "recipe") -> Recipe:
     try:
         recipe = convert_input(raw, Recipe)
     except SchemaError as exc:
-        hint = f"; use one of {', '.join(get_args(OptimizerName))}" if "`$.optimizer.name`" in str(exc) else ""
-        raise RecipeError(f"{source}: {exc}{hint}") from None
+        raise RecipeError(f"{source}: {exc}{_allowed(str(exc))}") from None
     check_recipe(recipe, source=source)
     return recipe
+
+
+def _allowed(message: str) -> str:
+    """'; use one of ...' for a field with a fixed set of values that msgspec's message names."""
+    found = re.search(r"`\$\.(model|training|optimizer)\.(\w+)`", message)
+    if not found:
+        return ""
+    section = {"model": ModelConfig, "training": TrainingConfig, "optimizer": OptimizerConfig}[found[1]]
+    kind = get_type_hints(section).get(found[2])
+    if kind is bool:
+        return "; use true or false"
+    options = [kind] if get_origin(kind) is Literal else list(get_args(kind))  # a Literal, maybe in a union
+    values = [a for t in options if get_origin(t) is Literal for a in get_args(t)]
+    return f"; use one of {', '.join(map(str, values))}" if values else ""
 
 
 def check_recipe(recipe: Recipe, *, source: str = "recipe") -> None:
