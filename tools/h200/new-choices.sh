@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# new-choices [OUTDIR [SECONDS]]: the GPU tests of FP8, Muon and Gemma 3 (issues 43, 44, 48), one file at a time.
+# On the lent GPU, one call: tools/gpu-env.sh installs the carried wheels (.whl/: msgspec, pypdf,
+# torchao); where FlashAttention-4 was installed on this machine by `fa4` part b or tests, the
+# Gemma 3 presets run their windowed layers with it (the model's default attention).
+# Per test file, its output in OUTDIR/<file>.txt and its command and exit status in
+# OUTDIR/command.txt; files run while SECONDS (default 540) last:
+#   test_cuda_fp8.py          200 updates at each FP8 recipe within 1% of BF16's loss; FP8 in the captured graph
+#   test_cuda_muon.py         ArenaMuon's captured update equals its eager one; 200 updates lower the loss
+#   test_cuda_transformers.py the first captured update's loss equals transformers' (Gemma 3 presets among them)
+# Usage: tools/h200.sh new-choices [OUTDIR [SECONDS]]   (default $OUT, 540 s)
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+out=${1:-${OUT:?output folder}} seconds=${2:-540}
+prepare_gpu && commit_txt "$out"
+# FlashAttention-4's CuTe DSL, where part b installed it (--target skips its .pth file).
+[ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ] && export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
+commands=$out/command.txt && echo "tools/h200.sh new-choices $*" > "$commands"
+deadline "$seconds"
+for f in test_cuda_fp8.py test_cuda_muon.py test_cuda_transformers.py; do
+  [ "$(left)" -gt 30 ] || { echo "${f%.py}: not run, out of time" | tee -a "$commands"; continue; }
+  run_apart "${f%.py}" python3 -m pytest -q -p no:cacheprovider -m cuda -rs "$T/$f"
+  tail -3 "$out/${f%.py}.txt"
+done
