@@ -83,6 +83,9 @@ NO_WATTS = "no energy counter: the scripted test worker's plan gives no watts"
 # The scripted counter's reading when the run starts (a real counter counts from driver load).
 METER_START_MJ = 5_000_000_000
 SETUP_SECONDS = 0.1
+# The setup split as the real worker splits it (tiny_llm.setup_clock), adding up to SETUP_SECONDS.
+SETUP_PHASES = {"build": 0.02, "trace": 0.015, "compile": 0.04, "first_run": 0.015, "capture": 0.01}
+STARTUP_SECONDS = 0.05
 
 
 def _now() -> str:
@@ -326,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     result = WorkerResult(
         outcome=Ok(),
         setup_seconds=SETUP_SECONDS,
+        setup_phases=SETUP_PHASES,
+        startup_seconds=STARTUP_SECONDS,
         calibration=measurement.calibration,
         windows=list(measurement.windows),
         throughput=throughput_summary(measurement, recipe, opts, hw),

@@ -117,6 +117,7 @@ def _without_paths(points_json: Path) -> dict:
     # The published report also predates the precision column: a rebuild names the campaign's, BF16.
     for p in doc["points"]:
         assert p.pop("precision", "bf16") == "bf16"
+        assert p.pop("optimizer", "adamw") == "adamw"  # and the optimizer's: AdamW
     del doc["inputs"]
     return doc
 

@@ -376,3 +376,8 @@ def muon_split_on_an_adamw_point(p: Planted) -> None:
 def optimizer_edited(p: Planted) -> None:
     """An AdamW campaign's point claims to have trained with Muon."""
     p.edit_point("20m-c512", 1, "result.json", lambda d: d["recipe"]["optimizer"].update(name="muon"))
+
+
+def setup_phase_edited(p: Planted) -> None:
+    """A setup phase shortened: the setup's split no longer accounts for its seconds."""
+    p.edit_point("20m-c512", 1, "result.json", lambda d: d["setup_phases"].update(compile=1.0))

@@ -145,6 +145,8 @@ def worker_result(
         backend="cuda-graph",
         protocol=PROTOCOL,
         setup_seconds=60.0,
+        setup_phases={"build": 6.0, "trace": 12.0, "compile": 30.0, "first_run": 9.0, "capture": 3.0},
+        startup_seconds=10.0,
         calibration=Calibration(updates=PROTOCOL.calibration_updates, seconds=1.0, updates_per_window=per_window),
         windows=windows,
         throughput=throughput,

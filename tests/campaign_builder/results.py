@@ -62,6 +62,8 @@ def throughput_result(
         mode=mode,
         protocol=protocol,
         setup_seconds=30.0,
+        setup_phases={"build": 4.0, "trace": 6.0, "compile": 14.0, "first_run": 4.5, "capture": 1.5},
+        startup_seconds=8.0,
         setup_updates=setup_updates,
         calibration=Calibration(updates=protocol.calibration_updates, seconds=1.25, updates_per_window=updates),
         windows=windows,

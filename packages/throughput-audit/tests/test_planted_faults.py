@@ -48,6 +48,7 @@ FAULTS: list[Fault] = [
     Fault("a point's precision edited", edits.precision_edited, "precision.request", frozenset({"recipe.protocol", "recipe.frozen", "precision.fp8_linears"})),
     Fault("FP8 linears recorded on a BF16 point", edits.fp8_linears_on_a_bf16_point, "precision.fp8_linears"),
     Fault("a point's optimizer edited", edits.optimizer_edited, "optimizer.request", frozenset({"recipe.protocol", "recipe.frozen", "optimizer.owned"})),
+    Fault("a setup phase shortened", edits.setup_phase_edited, "setup.phases"),
     Fault("a Muon split recorded on an AdamW point", edits.muon_split_on_an_adamw_point, "optimizer.owned"),
     Fault("a middle point turned into a CUDA OOM", campaign.middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
     Fault("a duplicated attempt", campaign.attempt_duplicated, "slurm.duplicate_job", frozenset({"attempt.intent", "curve.attempts"})),

@@ -29,6 +29,7 @@ from throughput_audit.findings import Checks
 from throughput_audit.optimizer_split import check_optimizer
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.precision import check_precision
+from throughput_audit.setup import check_setup
 from throughput_audit.published import check_published_accounting
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
@@ -164,6 +165,7 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     )
     check_precision(checks, file, res, m.protocol)
     check_optimizer(checks, file, res, m.protocol)
+    check_setup(checks, file, res)
     want_mode = "optimizer-timing" if is_opt else "throughput"
     checks.expect(
         "result.mode",

@@ -9,8 +9,8 @@ for the callers that load a recipe and count it in one place. No torch here.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import re
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec

@@ -125,6 +125,9 @@ class OptimizerTiming(msgspec.Struct, frozen=True, kw_only=True):
     separate_step_ms: float | None = None
 
 
+# The phases a worker's setup is split into, in order (`WorkerResult.setup_phases`).
+SETUP_PHASES = ("build", "trace", "compile", "first_run", "capture")
+
 # The watchdog's start time, passed to its workers, which record it as `job_started_at`.
 JOB_STARTED_AT_ENV = "THROUGHPUT_JOB_STARTED_AT"
 
@@ -139,6 +142,14 @@ class WorkerResult(_Record, frozen=True):
     backend: str = ""
     protocol: Protocol = Protocol()
     setup_seconds: NonNegFloat | None = None
+    # Where the setup's seconds went, in order, adding up to setup_seconds (tiny_llm.setup_clock):
+    # build (model, arena, FP8 conversion, inputs), trace (TorchDynamo), compile (the backend:
+    # inductor), first_run (the rest of the eager updates before capture: kernels' JIT, lazy
+    # initialisation, running them), capture (the CUDA graph). {} where the worker did not split it.
+    setup_phases: dict[str, NonNegFloat] = {}
+    # Seconds from the process's start to the setup's (interpreter, imports, hardware query,
+    # energy meter): GPU time a job spends before setup; None where it could not be read.
+    startup_seconds: NonNegFloat | None = None
     calibration: Calibration | None = None
     windows: list[Window] = []
     throughput: Throughput | None = None

@@ -14,7 +14,7 @@ from throughput_sweep.curves import Curve, campaign_done, unreceipted
 from throughput_sweep.frozen_profile import blocked_advice
 from throughput_sweep.hardware import hardware_section
 from throughput_sweep.status import closed_line
-from throughput_sweep.usage import gpu_energy, gpu_hours
+from throughput_sweep.usage import gpu_energy, gpu_hours, setup_share
 
 
 def readme(
@@ -67,9 +67,9 @@ def _heading(campaign: Campaign, curves: list[Curve], infos: list[AttemptInfo], 
     for deviation in guide_deviations(p):
         out.append(f"**Note**: {deviation}.\n")
     out.append(f"{gpu_hours(infos, m.profile).line()}.\n")
-    energy = gpu_energy(infos).line()
-    if energy:
-        out.append(f"{energy}.\n")
+    for line in (gpu_energy(infos).line(), setup_share(infos).line()):
+        if line:
+            out.append(f"{line}.\n")
     return out
 
 

@@ -22,7 +22,7 @@ from throughput_sweep.flags import PROG
 from throughput_sweep.frozen_profile import blocked_advice, profile_refused
 from throughput_sweep.live import Live
 from throughput_sweep.recommendations import recommendations
-from throughput_sweep.usage import gpu_energy, gpu_hours
+from throughput_sweep.usage import gpu_energy, gpu_hours, setup_share
 
 OFFLINE = Live(driver="", resume="", watcher="", watcher_alive=False, jobs=None)  # the files' view alone
 
@@ -91,6 +91,7 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
         *guide_deviations(m.protocol),
         gpu_hours([i for c in curves for i in c.attempts], m.profile).line(),
         *filter(None, [gpu_energy([i for c in curves for i in c.attempts]).line()]),
+        *filter(None, [setup_share([i for c in curves for i in c.attempts]).line()]),
         *filter(None, [receipt_advice(campaign, curves, live.driver if live else PROG)]),
         *(filter(None, [live.watcher, live.summary()]) if live else []),
         "",

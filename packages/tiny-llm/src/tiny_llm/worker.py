@@ -39,7 +39,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ from tiny_llm.energy_meter import open_meter
 from tiny_llm.fp8 import Fp8Unavailable
 from tiny_llm.kernels import Kernels
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
+from tiny_llm.setup_clock import SetupClock, startup_seconds
 from tiny_llm.summary import MFU_FORMULA, energy_summary, optimizer_summary, throughput_summary, write_bursts  # noqa: F401
 from tiny_llm.update import ParameterCountMismatch
 
@@ -177,6 +178,9 @@ class _Point:
     phase: str = "setup"
     built: Any = None
     setup_seconds: float | None = None
+    setup_clock: SetupClock = field(default_factory=SetupClock)
+    setup_phases: dict[str, float] = field(default_factory=dict)
+    startup_seconds: float | None = None
     setup_peaks: MemoryPeaks | None = None
     memory: MemoryReport | None = None
     throughput: Throughput | None = None
@@ -188,6 +192,7 @@ class _Point:
 
     def on_phase(self, name: str) -> None:
         self.phase = name
+        self.setup_clock.mark(name)
 
 
 def run_worker(recipe: Recipe, output: Path, options: WorkerOptions, *, open_energy_meter=None) -> WorkerResult:
@@ -241,6 +246,7 @@ def _measure(
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     setup_start_mj = measurement.read_energy("before setup")
+    point.startup_seconds = startup_seconds()
     t0 = time.perf_counter()
     point.built = built = build(
         recipe,
@@ -253,7 +259,9 @@ def _measure(
     point.parameters = built.parameters
     if cuda:
         torch.cuda.synchronize()
-    point.setup_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    point.setup_seconds = t1 - t0
+    point.setup_phases = point.setup_clock.phases(t0, t1)
     setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
     if cuda:
         point.setup_peaks = _peaks(device)
@@ -309,6 +317,8 @@ def _result(
         backend=built.backend if built is not None else ("cuda-graph" if device.type == "cuda" else "cpu-eager"),
         protocol=protocol_record(recipe, options.protocol),
         setup_seconds=point.setup_seconds,
+        setup_phases=point.setup_phases,
+        startup_seconds=point.startup_seconds,
         calibration=measurement.calibration,
         windows=list(measurement.windows),
         throughput=point.throughput,
