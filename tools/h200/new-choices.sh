@@ -8,6 +8,8 @@
 #   test_cuda_fp8.py          200 updates at each FP8 recipe within 1% of BF16's loss; FP8 in the captured graph
 #   test_cuda_muon.py         ArenaMuon's captured update equals its eager one; 200 updates lower the loss
 #   test_cuda_transformers.py the first captured update's loss equals transformers' (Gemma 3 presets among them)
+# then, where 150 s are left, the guide's worker command (250m@2048x8, 10 s windows) into
+# OUTDIR/guide-command.json: its setup split into phases (issue 45's first measurement).
 # Usage: tools/h200.sh new-choices [OUTDIR [SECONDS]]   (default $OUT, 540 s)
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -22,3 +24,8 @@ for f in test_cuda_fp8.py test_cuda_muon.py test_cuda_transformers.py; do
   run_apart "${f%.py}" python3 -m pytest -q -p no:cacheprovider -m cuda -rs "$T/$f"
   tail -3 "$out/${f%.py}.txt"
 done
+if [ "$(left)" -gt 150 ]; then
+  run_apart guide-command python3 -m tiny_llm benchmark-throughput-worker $(point 250m 2048 8) \
+    --output "$out/guide-command.json" --warmup 20 --windows 5 --window-seconds 10
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("setup", r["setup_seconds"], r["setup_phases"], "startup", r["startup_seconds"])' "$out/guide-command.json"
+fi
