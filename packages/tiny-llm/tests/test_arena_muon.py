@@ -17,6 +17,10 @@ against itself. Tolerances:
 from __future__ import annotations
 
 import copy
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -286,3 +290,35 @@ def test_a_nonfinite_muon_gradient_leaves_weights_and_momentum_bitwise_unchanged
     opt.step()  # the next finite step updates again
     assert not torch.equal(_bits(opt.params), params)
     assert all(not torch.equal(_bits(g.momentum), before) for before, g in zip(momentum, opt.groups))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or importlib.util.find_spec("numpy") is None,
+    reason="Triton's interpreter needs triton and numpy",
+)
+@pytest.mark.slow  # minutes in the interpreter on a loaded machine
+def test_the_triton_passes_match_the_tensor_passes_in_the_interpreter():
+    """Clipped, unclipped and unbounded, with and without Nesterov, groups of several runs, and
+    a non-finite step that leaves weights and momentum bitwise unchanged
+    (`triton_muon_interpreted.py`, in a fresh process: TRITON_INTERPRET=1 must precede triton)."""
+    script = Path(__file__).with_name("triton_muon_interpreted.py")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK" in done.stdout
+
+
+def test_the_elementwise_choice_is_checked_in_one_line():
+    model, _ = _model(torch.float32)
+    with pytest.raises(ValueError, match="^elementwise must be one of tensor, triton, got 'fused'$"):
+        ArenaMuon(model, CONFIG, elementwise="fused")
+    if importlib.util.find_spec("triton") is not None and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        with pytest.raises(ValueError, match="need CUDA"):
+            ArenaMuon(model, CONFIG, elementwise="triton")
+    assert ArenaMuon(model, CONFIG).elementwise == "tensor"  # the CPU's default

@@ -36,17 +36,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 
 from throughput_schema import OptimizerConfig
 from throughput_schema.muon import MuonMatrix, adjusted_lr, muon_matrices, owns
+from tiny_llm import triton_muon
 from tiny_llm.arena_adamw import ArenaAdamW, Slot, _align, bind_views, check_views
 from tiny_llm.hardware import autocast_dtype
 from tiny_llm.model import Transformer
 
 NS_EPS = 1e-7  # torch.optim.Muon's: the clamp on the Frobenius norm
+ELEMENTWISE = ("tensor", "triton")
 LAYER = re.compile(r"^blocks\.(\d+)\.")
 
 
@@ -84,10 +88,14 @@ class ArenaMuon:
         dtype: torch.dtype = torch.float32,
         kernel: str | None = None,
         ns_dtype: torch.dtype | None = None,
+        elementwise: str | None = None,
     ) -> None:
         """`model` must carry its recipe's `ModelConfig` as `cfg` (tiny_llm.model.Transformer);
         `kernel` is the AdamW part's (auto: "fused" on CUDA, whose norm covers both arenas;
-        "tensor" elsewhere); `ns_dtype`, the Newton-Schulz products' (module docstring).
+        "tensor" elsewhere); `ns_dtype`, the Newton-Schulz products' (module docstring);
+        `elementwise`, how the momentum and the weights are updated: "triton"
+        (`tiny_llm.triton_muon`, the default on CUDA with FP32 arenas where triton imports) or
+        "tensor" (tensor operations, the default elsewhere).
         Raises `NoMuonMatrix` for a model without a hidden matrix."""
         self.config = config
         matrices = muon_matrices(model.cfg)
@@ -126,6 +134,14 @@ class ArenaMuon:
         self._zero, self._one = scalar(0.0), scalar(1.0)
         self._lerp_weight = scalar(1 - config.muon_momentum)
         self._decay = scalar(1 - config.lr * config.weight_decay)
+        if elementwise is None:
+            elementwise = (
+                "triton" if device.type == "cuda" and dtype == torch.float32 and triton_muon.available() else "tensor"
+            )
+        if elementwise not in ELEMENTWISE:
+            raise ValueError(f"elementwise must be one of {', '.join(ELEMENTWISE)}, got {elementwise!r}")
+        self.elementwise = elementwise
+        self._triton = triton_muon.TritonMuon(self) if elementwise == "triton" else None
 
     def _groups(self, matrices: list[MuonMatrix], offsets: dict[str, int]) -> list[ShapeGroup]:
         found: dict[tuple[int, int], list[MuonMatrix]] = {}
@@ -151,18 +167,15 @@ class ArenaMuon:
     @torch.no_grad()
     def step(self) -> None:
         self.adamw.step()
-        a = self.adamw
-        finite = a.finite
-        if self.max_norm is not None:
-            # A non-finite norm's divisor would be NaN: 1 instead, its gradient is zeroed anyway.
-            scale = torch.clamp((a.grad_norm + 1e-6) / self.max_norm, min=1.0).to(self.params.dtype)
-            scale = torch.where(finite, scale, self._one)
+        c = self.config
+        if self._triton is not None:
+            momentum, update = self._triton.momentum, self._triton.update
         else:
-            scale = self._one
-        lerp_weight = torch.where(finite, self._lerp_weight, self._zero)
-        decay = torch.where(finite, self._decay, self._one)
+            s = self._scalars()
+            momentum, update = partial(self._momentum, s=s), partial(self._update, s=s)
         for group in self.groups:
-            self._step_group(group, scale, finite, lerp_weight, decay)
+            ortho = newton_schulz(momentum(group), c.muon_ns_coefficients, c.muon_ns_steps)
+            update(group, ortho)
 
     def check_views(self) -> None:
         self.adamw.check_views()
@@ -176,36 +189,53 @@ class ArenaMuon:
 
     # ------------------------------------------------------------ internals
 
-    def _step_group(
-        self,
-        group: ShapeGroup,
-        scale: torch.Tensor,
-        finite: torch.Tensor,
-        lerp_weight: torch.Tensor,
-        decay: torch.Tensor,
-    ) -> None:
+    def _scalars(self) -> Scalars:
+        a = self.adamw
+        finite = a.finite
+        if self.max_norm is not None:
+            # A non-finite norm's divisor would be NaN: 1 instead, its gradient is zeroed anyway.
+            scale = torch.clamp((a.grad_norm + 1e-6) / self.max_norm, min=1.0).to(self.params.dtype)
+            scale = torch.where(finite, scale, self._one)
+        else:
+            scale = self._one
+        lerp_weight = torch.where(finite, self._lerp_weight, self._zero)
+        return Scalars(finite, scale, lerp_weight, torch.where(finite, self._decay, self._one))
+
+    def _momentum(self, group: ShapeGroup, s: Scalars) -> torch.Tensor:
+        """The momentum updated in place; returns the stack Newton-Schulz runs on."""
         c = self.config
         x = torch.empty(group.momentum.shape, device=self.params.device, dtype=self.ns_dtype)
         start = 0
         for grads in group.grads:
             stop = start + grads.shape[0]
             buf = group.momentum[start:stop]
-            g = torch.div(grads, scale)
-            torch.where(finite, g, self._zero, out=g)
-            buf.lerp_(g, lerp_weight)
+            g = torch.div(grads, s.scale)
+            torch.where(s.finite, g, self._zero, out=g)
+            buf.lerp_(g, s.lerp_weight)
             if c.muon_nesterov:
                 torch.lerp(g, buf, c.muon_momentum, out=x[start:stop])
             else:
                 x[start:stop].copy_(buf)
             start = stop
-        ortho = newton_schulz(x, c.muon_ns_coefficients, c.muon_ns_steps)
-        lr = torch.where(finite, group.neg_lr, self._zero)
+        return x
+
+    def _update(self, group: ShapeGroup, ortho: torch.Tensor, s: Scalars) -> None:
+        lr = torch.where(s.finite, group.neg_lr, self._zero)
         start = 0
         for params in group.params:
             stop = start + params.shape[0]
-            params.mul_(decay)
+            params.mul_(s.decay)
             params.addcmul_(ortho[start:stop], lr)
             start = stop
+
+
+class Scalars(NamedTuple):
+    """The tensor path's device scalars for one step, each chosen by the finite flag."""
+
+    finite: torch.Tensor
+    scale: torch.Tensor  # the clip divisor; 1 when not finite
+    lerp_weight: torch.Tensor  # the momentum's: 1 - momentum; 0 when not finite
+    decay: torch.Tensor  # 1 - lr · weight decay; 1 when not finite
 
 
 def by_role(named: list[tuple[str, nn.Parameter]]) -> list[tuple[str, nn.Parameter]]:
