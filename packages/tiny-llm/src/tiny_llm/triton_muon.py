@@ -17,28 +17,16 @@ tensor path by up to one BF16 step in the Newton-Schulz input.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU-only installs; torch's CUDA wheels for Linux bring triton along
-    triton = None
+# triton_adamw is the one home of whether triton imports and whether it is interpreted.
+from tiny_llm.triton_adamw import BLOCK, available, interpreted, triton
 
-BLOCK = 1024  # elements per program: 8 per thread, as triton_adamw's update pass
-
-
-def available() -> bool:
-    return triton is not None
-
-
-def interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
+__all__ = ["BLOCK", "TritonMuon", "available", "interpreted"]
 
 if triton is not None:
+    import triton.language as tl
 
     @triton.jit
     def _lerp(start, end, weight):
