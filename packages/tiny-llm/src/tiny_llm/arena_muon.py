@@ -22,10 +22,12 @@ One `step()`, with no host synchronisation anywhere (so it is captured in the up
    straight into the BF16 stack Newton-Schulz runs on; Newton-Schulz on the stack (`newton_schulz`);
    then decoupled weight decay with the recipe's lr and the update with the adjusted lr,
    in place on the parameters.
-A non-finite norm skips the step without a select over the big tensors: the clipped
-gradient is zeroed (the one `where` over a full tensor, so that no NaN or Inf reaches
-anything else), the momentum's lerp weight, the decay and the learning rate become 0 (device
-scalars chosen by the finite flag), which leaves momentum and weights bitwise as they were.
+A non-finite norm skips the step without selecting old against new momentum and weights: the
+clipped gradient is zeroed (so that no NaN or Inf reaches anything else), the momentum's lerp
+weight and the learning rate become 0 and the decay factor 1 (chosen on the device by the
+finite flag), which leaves momentum and weights bitwise as they were.
+The element-wise work of step 2 (`elementwise`) is two Triton passes per shape on CUDA
+(`tiny_llm.triton_muon`) and the same arithmetic in tensor operations elsewhere.
 The products are BF16 (torch.optim.Muon's own cast) wherever the update runs under BF16
 autocast: on CUDA, and on a CPU that multiplies BF16 natively; elsewhere FP32, as the rest of
 that CPU's update (`tiny_llm.hardware.autocast_dtype`), and with FP64 arenas (CPU tests against

@@ -41,13 +41,16 @@ if triton is not None:
 
     @triton.jit
     def _momentum(
-        g_ptr, m_ptr, x_ptr, norm_ptr, finite_ptr, n, numel, stride, max_norm, lerp_weight, momentum,
+        g_ptr, m_ptr, x_ptr, norm_ptr, finite_ptr, numel, stride, max_norm, lerp_weight, momentum,
         NESTEROV: tl.constexpr, BLOCK: tl.constexpr,
     ):  # fmt: skip
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        matrix = offs // numel
-        g = tl.load(g_ptr + matrix * stride + (offs - matrix * numel), mask=mask, other=0.0)
+        # A 2-D grid (block of a matrix, matrix): no program straddles two matrices, so the
+        # strided address needs no per-element division.
+        within = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        matrix = tl.program_id(1).to(tl.int64)
+        mask = within < numel
+        offs = matrix * numel + within
+        g = tl.load(g_ptr + matrix * stride + within, mask=mask, other=0.0)
         m = tl.load(m_ptr + offs, mask=mask, other=0.0)
         finite, scale = _finite_and_scale(norm_ptr, finite_ptr, max_norm)
         # A non-finite step: a zero gradient and a zero lerp weight leave the momentum as it was.
@@ -58,11 +61,12 @@ if triton is not None:
         tl.store(x_ptr + offs, x.to(x_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit
-    def _update(p_ptr, o_ptr, finite_ptr, n, numel, stride, decay, neg_lr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        matrix = offs // numel
-        p_offs = matrix * stride + (offs - matrix * numel)
+    def _update(p_ptr, o_ptr, finite_ptr, numel, stride, decay, neg_lr, BLOCK: tl.constexpr):
+        within = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        matrix = tl.program_id(1).to(tl.int64)
+        mask = within < numel
+        offs = matrix * numel + within
+        p_offs = matrix * stride + within
         p = tl.load(p_ptr + p_offs, mask=mask)
         o = tl.load(o_ptr + offs, mask=mask).to(tl.float32)
         finite = tl.load(finite_ptr) != 0
@@ -95,9 +99,9 @@ class TritonMuon:
         start = 0
         for grads in group.grads:
             stop = start + grads.shape[0]
-            n, numel = grads.numel(), grads[0].numel()
-            _momentum[(triton.cdiv(n, self.block),)](
-                grads, group.momentum[start:stop], x[start:stop], self.norm, self.finite, n, numel,
+            numel = grads[0].numel()
+            _momentum[(triton.cdiv(numel, self.block), grads.shape[0])](
+                grads, group.momentum[start:stop], x[start:stop], self.norm, self.finite, numel,
                 grads.stride(0), self.max_norm, 1 - c.muon_momentum, c.muon_momentum, NESTEROV=c.muon_nesterov, BLOCK=self.block,
             )  # fmt: skip
             start = stop
@@ -107,9 +111,9 @@ class TritonMuon:
         start = 0
         for params in group.params:
             stop = start + params.shape[0]
-            n, numel = params.numel(), params[0].numel()
-            _update[(triton.cdiv(n, self.block),)](
-                params, ortho[start:stop], self.finite, n, numel, params.stride(0), self.decay, -group.lr,
+            numel = params[0].numel()
+            _update[(triton.cdiv(numel, self.block), params.shape[0])](
+                params, ortho[start:stop], self.finite, numel, params.stride(0), self.decay, -group.lr,
                 BLOCK=self.block,
             )  # fmt: skip
             start = stop
