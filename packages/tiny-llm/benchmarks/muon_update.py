@@ -13,7 +13,9 @@ later, so drift over the point shows): the worker's update as `tiny_llm.update.b
   AdamW part: the norm, clip and counters and AdamW's own parameters), ns_ms (Newton-Schulz
   on every shape group's stack of random BF16 matrices, the products and their
   normalisation), ns_tflops (its FLOPs over ns_ms) and elementwise_ms (the rest of the step:
-  momentum, clip and the update of the weights);
+  momentum, clip and the update of the weights); where that rest ran as Triton passes,
+  tensor_elementwise_ms times the tensor operations' version of it alone (ArenaMuon's
+  `elementwise="tensor"`), for comparison;
 - floor_ms: the step's floor (`peers.optimizer_floor`): Muon's Newton-Schulz FLOPs at the
   measured BF16 matrix ceiling plus the bytes of the element-wise work at the measured copy
   bandwidth (AdamW's alone for AdamW);
@@ -109,7 +111,18 @@ def muon_pieces(opt: ArenaMuon, step_alone: float) -> dict:
     stacks = [torch.randn(g.momentum.shape, device=CUDA, dtype=opt.ns_dtype) for g in opt.groups]
     ns = capture(lambda: [newton_schulz(x, c.muon_ns_coefficients, c.muon_ns_steps) for x in stacks])
     ns_ms = statistics.median(time_replays(ns.replay, 10, 5))
-    return {"adamw_ms": adamw_ms, "ns_ms": ns_ms, "elementwise_ms": step_alone - adamw_ms - ns_ms}
+    out = {"adamw_ms": adamw_ms, "ns_ms": ns_ms, "elementwise_ms": step_alone - adamw_ms - ns_ms}
+    if opt.elementwise != "tensor":
+        # The tensor operations' momentum and weight updates alone: the stack they build stands
+        # in for the orthogonalised one (the weights it moves are not read again).
+        def tensor_passes() -> None:
+            s = opt._scalars()
+            for group in opt.groups:
+                opt._update(group, opt._momentum(group, s), s)
+
+        tensor = capture(tensor_passes)
+        out["tensor_elementwise_ms"] = statistics.median(time_replays(tensor.replay, 10, 5))
+    return out
 
 
 def point(text: str, args, ceiling: dict, deadline: float) -> dict:
@@ -138,6 +151,11 @@ def summary(c: dict) -> str:
         + (
             f"; pieces: adamw {c['adamw_ms']:.2f} ms, newton-schulz {c['ns_ms']:.2f} ms "
             f"({c['ns_tflops']:.0f} TFLOP/s), element-wise {c['elementwise_ms']:.2f} ms"
+            + (
+                f" (tensor operations alone {c['tensor_elementwise_ms']:.2f} ms)"
+                if "tensor_elementwise_ms" in c
+                else ""
+            )
             if "ns_ms" in c
             else ""
         )
