@@ -9,6 +9,13 @@ later, so drift over the point shows): the worker's update as `tiny_llm.update.b
 - step_ms: the optimizer step inside the update (the events before and after it), the median
   over `--samples` single replays;
 - step_alone_ms: the step captured alone and replayed back to back;
+- with Muon, the step's pieces, each captured alone the same way (`pieces`): adamw_ms (the
+  AdamW part: the norm, clip and counters and AdamW's own parameters), ns_ms (Newton-Schulz
+  on every shape group's stack of random BF16 matrices, the products and their
+  normalisation), ns_tflops (its FLOPs over ns_ms) and elementwise_ms (the rest of the step:
+  momentum, clip and the update of the weights); where that rest ran as Triton passes,
+  tensor_elementwise_ms times the tensor operations' version of it alone (ArenaMuon's
+  `elementwise="tensor"`), for comparison;
 - floor_ms: the step's floor (`peers.optimizer_floor`): Muon's Newton-Schulz FLOPs at the
   measured BF16 matrix ceiling plus the bytes of the element-wise work at the measured copy
   bandwidth (AdamW's alone for AdamW);
@@ -40,6 +47,7 @@ from peers import (  # peers.py puts the sources on sys.path
 
 from throughput_schema import write_atomic  # noqa: E402
 from throughput_schema.muon import MUON  # noqa: E402
+from tiny_llm.arena_muon import ArenaMuon, newton_schulz  # noqa: E402
 from tiny_llm.graph import capture, time_replays  # noqa: E402
 from tiny_llm.update import build  # noqa: E402
 
@@ -67,6 +75,7 @@ def case(recipe, args, ceiling: dict) -> dict:
     last_loss = built.update.loss.item()
     alone = capture(built.optimizer.step)
     step_alone = statistics.median(time_replays(alone.replay, 10, 5))
+    pieces = muon_pieces(built.optimizer, step_alone) if isinstance(built.optimizer, ArenaMuon) else {}
     update_ms = statistics.median(rounds)
     out = {
         "ok": True,
@@ -83,9 +92,36 @@ def case(recipe, args, ceiling: dict) -> dict:
         "peak_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
         "losses": [first_loss, last_loss],
         **optimizer_floor(recipe, ceiling),
+        **pieces,
     }
     out["step_over_floor"] = out["step_ms"] / out["floor_ms"]
+    if pieces:
+        out["ns_tflops"] = out["ns_tflop"] / out["ns_ms"] * 1e3
     del built, alone
+    return out
+
+
+def muon_pieces(opt: ArenaMuon, step_alone: float) -> dict:
+    """Where ArenaMuon's step goes, each piece captured alone: AdamW's part, Newton-Schulz on
+    random stacks of each group's shape (the products do not depend on the values), and the
+    element-wise rest as the whole step's remainder."""
+    adamw = capture(opt.adamw.step)
+    adamw_ms = statistics.median(time_replays(adamw.replay, 10, 5))
+    c = opt.config
+    stacks = [torch.randn(g.momentum.shape, device=CUDA, dtype=opt.ns_dtype) for g in opt.groups]
+    ns = capture(lambda: [newton_schulz(x, c.muon_ns_coefficients, c.muon_ns_steps) for x in stacks])
+    ns_ms = statistics.median(time_replays(ns.replay, 10, 5))
+    out = {"adamw_ms": adamw_ms, "ns_ms": ns_ms, "elementwise_ms": step_alone - adamw_ms - ns_ms}
+    if opt.elementwise != "tensor":
+        # The tensor operations' momentum and weight updates alone: the stack they build stands
+        # in for the orthogonalised one (the weights it moves are not read again).
+        def tensor_passes() -> None:
+            s = opt._scalars()
+            for group in opt.groups:
+                opt._update(group, opt._momentum(group, s), s)
+
+        tensor = capture(tensor_passes)
+        out["tensor_elementwise_ms"] = statistics.median(time_replays(tensor.replay, 10, 5))
     return out
 
 
@@ -112,6 +148,17 @@ def summary(c: dict) -> str:
         f"update {c['update_ms']:.2f} ms ({c['tokens_per_second']:,.0f} tok/s), step {c['step_ms']:.2f} ms "
         f"({100 * c['share']:.1f}%), alone {c['step_alone_ms']:.2f} ms, floor {c['floor_ms']:.2f} ms "
         f"({c['step_over_floor']:.2f}x), peak {c['peak_allocated_gib']:.1f} GiB"
+        + (
+            f"; pieces: adamw {c['adamw_ms']:.2f} ms, newton-schulz {c['ns_ms']:.2f} ms "
+            f"({c['ns_tflops']:.0f} TFLOP/s), element-wise {c['elementwise_ms']:.2f} ms"
+            + (
+                f" (tensor operations alone {c['tensor_elementwise_ms']:.2f} ms)"
+                if "tensor_elementwise_ms" in c
+                else ""
+            )
+            if "ns_ms" in c
+            else ""
+        )
     )
 
 

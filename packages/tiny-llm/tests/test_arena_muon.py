@@ -17,6 +17,10 @@ against itself. Tolerances:
 from __future__ import annotations
 
 import copy
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -208,3 +212,113 @@ def test_a_nonfinite_gradient_skips_muon_and_adamw_alike():
     for a, g in zip(momentum, opt.groups):
         assert torch.equal(a, g.momentum)
     assert opt.metrics()["nonfinite"] == 1 and not bool(opt.state_is_finite())
+
+
+def _bits(t):
+    return t.detach().clone().view(torch.int32 if t.dtype == torch.float32 else torch.int64)
+
+
+@pytest.mark.parametrize("n_kv_heads", [None, 1])
+def test_each_shape_is_strided_views_that_alias_the_weights_in_the_arena(n_kv_heads):
+    model, recipe = _model(torch.float32, n_kv_heads)
+    opt = ArenaMuon(model, CONFIG)
+    by_name = dict(model.named_parameters())
+    base, end = opt.params.data_ptr(), opt.params.data_ptr() + opt.params.numel() * 4
+    for group in opt.groups:
+        expected = {
+            by_name[m.name].data[m.start : m.stop].data_ptr()
+            for m in muon_matrices(recipe.model)
+            if m.shape == group.shape
+        }
+        seen = [view[i].data_ptr() for view in group.params for i in range(view.shape[0])]
+        assert sorted(seen) == sorted(expected), f"{group.shape}: the views are not the group's matrices"
+        assert all(base <= ptr < end for ptr in seen)
+        assert sum(v.shape[0] for v in group.params) == group.momentum.shape[0]
+    # Role by role in the arena, the matrices of one shape are few views: with as many kv heads
+    # as heads, q, k, v and proj of both layers are one.
+    runs = {g.shape: len(g.runs) for g in opt.groups}
+    assert runs == ({(128, 128): 1, (320, 128): 1, (128, 320): 1} if n_kv_heads is None else
+                    {(128, 128): 2, (64, 128): 2, (320, 128): 1, (128, 320): 1})  # fmt: skip
+    # An in-place step moves the model's own weights, which stay views into the arena.
+    ptrs = [p.data_ptr() for p in model.parameters()]
+    before = [p.detach().clone() for p in opt.parameters]
+    opt.zero_grad()
+    for p in model.parameters():
+        p.grad.copy_(torch.randn_like(p))
+    opt.step()
+    opt.check_views()
+    assert [p.data_ptr() for p in model.parameters()] == ptrs
+    assert all(not torch.equal(a, b) for a, b in zip(before, opt.parameters))
+    # Writing through a group's view is writing the model's weights: the down projections of
+    # both layers are the (128, 320) group's one view.
+    down = [by_name[f"blocks.{i}.mlp.down.weight"] for i in range(2)]
+    others = {n: p.detach().clone() for n, p in by_name.items() if "mlp.down" not in n}
+    old = [d.detach().clone() for d in down]
+    (view,) = next(g for g in opt.groups if g.shape == (128, 320)).params
+    with torch.no_grad():
+        view.add_(1.0)
+    for d, o in zip(down, old):
+        assert torch.equal(d, o + 1.0)
+    assert all(torch.equal(by_name[n], o) for n, o in others.items())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_nonfinite_muon_gradient_leaves_weights_and_momentum_bitwise_unchanged(bad):
+    ours, _ = _model(torch.float32)
+    opt = ArenaMuon(ours, CONFIG)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(2):  # a momentum that is not zero
+        opt.zero_grad()
+        for p in ours.parameters():
+            p.grad.copy_(torch.randn(p.shape, generator=gen))
+        opt.step()
+    params, adamw = _bits(opt.params), _bits(opt.adamw.params)
+    momentum = [_bits(g.momentum) for g in opt.groups]
+    assert all(bool(m.any()) for m in momentum)
+    opt.zero_grad()
+    for p in ours.parameters():
+        p.grad.copy_(torch.randn(p.shape, generator=gen))
+    dict(ours.named_parameters())["blocks.1.mlp.down.weight"].grad[3, 5] = bad
+    opt.step()
+    assert torch.equal(_bits(opt.params), params) and torch.equal(_bits(opt.adamw.params), adamw)
+    for before, g in zip(momentum, opt.groups):
+        assert torch.equal(_bits(g.momentum), before)
+    assert opt.metrics()["nonfinite"] == 1 and opt.metrics()["step"] == 2
+    opt.zero_grad()
+    for p in ours.parameters():
+        p.grad.copy_(torch.randn(p.shape, generator=gen))
+    opt.step()  # the next finite step updates again
+    assert not torch.equal(_bits(opt.params), params)
+    assert all(not torch.equal(_bits(g.momentum), before) for before, g in zip(momentum, opt.groups))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or importlib.util.find_spec("numpy") is None,
+    reason="Triton's interpreter needs triton and numpy",
+)
+@pytest.mark.slow  # minutes in the interpreter on a loaded machine
+def test_the_triton_passes_match_the_tensor_passes_in_the_interpreter():
+    """Clipped, unclipped and unbounded, with and without Nesterov, groups of several runs, and
+    a non-finite step that leaves weights and momentum bitwise unchanged
+    (`triton_muon_interpreted.py`, in a fresh process: TRITON_INTERPRET=1 must precede triton)."""
+    script = Path(__file__).with_name("triton_muon_interpreted.py")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK" in done.stdout
+
+
+def test_the_elementwise_choice_is_checked_in_one_line():
+    model, _ = _model(torch.float32)
+    with pytest.raises(ValueError, match="^elementwise must be one of tensor, triton, got 'fused'$"):
+        ArenaMuon(model, CONFIG, elementwise="fused")
+    if importlib.util.find_spec("triton") is not None and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        with pytest.raises(ValueError, match="need CUDA"):
+            ArenaMuon(model, CONFIG, elementwise="triton")
+    assert ArenaMuon(model, CONFIG).elementwise == "tensor"  # the CPU's default
