@@ -19,7 +19,7 @@ prepare_gpu && commit_txt "$out"
 [ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ] && export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
 commands=$out/command.txt && echo "tools/h200.sh new-choices $*" > "$commands"
 deadline "$seconds"
-for f in test_cuda_fp8.py test_cuda_muon.py test_cuda_transformers.py; do
+for f in test_cuda_muon.py test_cuda_transformers.py test_cuda_fp8.py; do
   [ "$(left)" -gt 30 ] || { echo "${f%.py}: not run, out of time" | tee -a "$commands"; continue; }
   run_apart "${f%.py}" python3 -m pytest -q -p no:cacheprovider -m cuda -rs "$T/$f"
   tail -3 "$out/${f%.py}.txt"
