@@ -69,7 +69,8 @@ def pytest_cmdline_main(config):
     if os.environ.get(INSIDE_A_TEST) or config.getoption("usepdb", False) or config.getoption("collectonly"):
         return
     if config.option.numprocesses is None:
-        config.option.numprocesses = WORKERS
+        # GPU tests (`-m cuda`) share one GPU: side by side they would run each other out of memory.
+        config.option.numprocesses = 0 if "cuda" in (config.option.markexpr or "") else WORKERS
     if config.option.numprocesses and config.option.dist == "no":
         config.option.dist = "loadgroup"
 

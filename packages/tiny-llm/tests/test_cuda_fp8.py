@@ -39,21 +39,28 @@ def recipe(precision, batch=8, context=1024):
 
 
 @pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise"])
-def test_200_updates_reach_bf16s_loss_within_1_percent(precision):
+def test_200_updates_train_as_bf16s_do_within_1_percent(precision):
+    """The loss over the 200 updates (their mean: the curve, not its end) within 1% of BF16's.
+    The synthetic protocol repeats one batch, which both memorise: after 200 updates the loss
+    is about 0.003, where BF16 alone differs by 20% between two runs (0.0029 and 0.0035 on an
+    H100), so the last loss would compare noise."""
     from tiny_llm.update import build
 
-    losses = {}
+    curves = {}
     for p in ("bf16", precision):
         built = build(recipe(p), CUDA)
+        losses = []
         for _ in range(200 - built.setup_updates):
             built.run()
-        torch.cuda.synchronize()
+            losses.append(built.update.loss.item())
         assert built.optimizer.state_is_finite().item()
-        losses[p] = built.update.loss.item()
+        curves[p] = losses
         del built
         torch.cuda.empty_cache()
-    print(losses)
-    assert abs(losses[precision] - losses["bf16"]) <= 0.01 * losses["bf16"], losses
+    means = {p: sum(v) / len(v) for p, v in curves.items()}
+    print(means, {p: (v[0], v[-1]) for p, v in curves.items()})
+    assert all(v[-1] < 0.1 * v[0] for v in curves.values()), "both must learn the batch"
+    assert abs(means[precision] - means["bf16"]) <= 0.01 * means["bf16"], means
 
 
 def test_fp8_runs_inside_the_captured_update_graph():
