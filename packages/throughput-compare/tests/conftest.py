@@ -25,6 +25,7 @@ from throughput_schema import (
     write_atomic,
 )
 from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT, parse_curve_name
+from throughput_schema.muon import ownership
 from throughput_schema.precision import FP8_RECIPES, fp8_plan, recipe_linears
 from throughput_schema.sacct import job_accounting
 from throughput_schema.shape import weight_shapes
@@ -46,10 +47,14 @@ def ok_results(built: BuiltCampaign):
 
 
 def remeasure(built: BuiltCampaign, *, slower: float = 1.0, **changes) -> None:
-    """Every fitting point measured again, its windows `slower` times as long."""
+    """Every fitting point measured again, its windows `slower` times as long (a changed
+    setup_seconds keeps its phases' proportions, so they still add up to it)."""
     for batch, context, folder, result in ok_results(built):
         again = throughput_result(result.recipe, result.protocol, batch, context, slower=slower)
         ran = dict(started_at=result.started_at, finished_at=result.finished_at)  # in the same job
+        if changes.get("setup_seconds") is not None and again.setup_seconds:
+            scale = changes["setup_seconds"] / again.setup_seconds
+            ran["setup_phases"] = {k: v * scale for k, v in again.setup_phases.items()}
         write_atomic(folder / RESULT, msgspec.structs.replace(again, **{**ran, **changes}))
 
 
@@ -103,12 +108,13 @@ def change_recipe(built: BuiltCampaign, **model_changes) -> None:
 
 
 def change_optimizer(built: BuiltCampaign, name: str) -> None:
-    """The campaign trained with another optimizer: its protocol and every point's recipe say so."""
+    """The campaign trained with another optimizer: its protocol and every point's recipe say so,
+    and each result records the parameters each optimizer owned, as the worker does."""
     change_protocol(built, optimizer=name)
     for folder in all_results(built):
         recipe = read(folder / RESULT, WorkerResult).recipe
-        optimizer = msgspec.structs.replace(recipe.optimizer, name=name)
-        rewrite(folder / RESULT, WorkerResult, recipe=msgspec.structs.replace(recipe, optimizer=optimizer))
+        recipe = msgspec.structs.replace(recipe, optimizer=msgspec.structs.replace(recipe.optimizer, name=name))
+        rewrite(folder / RESULT, WorkerResult, recipe=recipe, optimizer_owned=ownership(recipe.optimizer, recipe.model))
 
 
 def all_results(built: BuiltCampaign) -> list[Path]:
