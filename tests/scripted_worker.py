@@ -59,6 +59,7 @@ import msgspec
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.argparsing import STORAGE_ERRNOS
 from throughput_schema.energy import EnergySource
+from throughput_schema.muon import ownership
 from throughput_schema.node_local import not_written
 from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
@@ -331,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_seconds=SETUP_SECONDS,
         setup_phases=SETUP_PHASES,
         startup_seconds=STARTUP_SECONDS,
+        optimizer_owned=ownership(recipe.optimizer, recipe.model),  # as the worker records it
         calibration=measurement.calibration,
         windows=list(measurement.windows),
         throughput=throughput_summary(measurement, recipe, opts, hw),
