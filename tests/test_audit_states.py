@@ -7,8 +7,8 @@ import pytest
 
 from throughput_audit import slurm
 from throughput_schema import AccountingRow, outcome_kind
-from throughput_schema.slurm_states import STATES, TERMINAL_STATES
-from throughput_sweep.schedulers.slurm_text import ENDED_AS, job_status
+from throughput_sweep.schedulers.slurm.states import STATES, TERMINAL_STATES
+from throughput_sweep.schedulers.slurm.text import ENDED_AS, job_status
 from throughput_sweep.submission import outcome_of
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from throughput_schema import AccountingRow, ClusterProfile
-from throughput_sweep.schedulers.slurm import sbatch_argv
-from throughput_sweep.schedulers.slurm_text import (
+from throughput_sweep.schedulers.slurm.backend import sbatch_argv
+from throughput_sweep.schedulers.slurm.text import (
     accounting_is_final,
     classify_sbatch_error,
     launch_failure_note,
@@ -18,7 +18,7 @@ from throughput_sweep.schedulers.slurm_text import (
 )
 
 PROFILE = ClusterProfile(
-    name="gh200", scheduler="slurm", account="throughput", partition="gpu", extra_sbatch_args=["--constraint=gh200"]
+    name="gh200", scheduler="slurm", account="throughput", partition="gpu", extra_submit_args=["--constraint=gh200"]
 )
 
 

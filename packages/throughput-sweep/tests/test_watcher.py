@@ -18,7 +18,7 @@ from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm_text import job_status
+from throughput_sweep.schedulers.slurm.text import job_status
 from throughput_sweep.submission import write_missing_result
 from throughput_sweep.watcher import Watcher, WatchOptions
 

@@ -19,10 +19,11 @@ from datetime import datetime, timedelta
 from throughput_audit import receipt_zone, slurm
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
-from throughput_schema import AccountingRow, WorkerResult, slurm_states
+from throughput_schema import AccountingRow, WorkerResult
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 from throughput_schema.outcomes import written_by_scheduler
 from throughput_schema.sacct import slurm_minutes
+from throughput_sweep.schedulers.slurm import states as slurm_states
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)

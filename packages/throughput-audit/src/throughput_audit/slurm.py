@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from throughput_schema import AccountingRow, slurm_states
+from throughput_schema import AccountingRow
 from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, Window, parse_rows, windows
 from throughput_schema.sacct import format_rows as format_rows  # accounting.txt is sacct's text
 from throughput_schema.slurm_env import query_environment
+from throughput_sweep.schedulers.slurm import states as slurm_states
 
 BATCH = 100
 

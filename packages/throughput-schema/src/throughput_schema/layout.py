@@ -56,11 +56,6 @@ BURSTS = "bursts.jsonl"
 REQUEST = "request.json"  # the attempt's WorkerRequest, written before job.sh and the intent
 
 
-def job_log(job_id: str) -> str:
-    """The job's output file in its attempt folder; Slurm writes it as --output=slurm-%j.out."""
-    return f"slurm-{job_id}.out"
-
-
 # In a curve's folder: a person's decision to end a blocked curve (close-curve).
 CLOSURE = "closure.json"
 # Written by `collect` at the campaign's top.

@@ -2,9 +2,9 @@
 and every output says so.
 
   * A job pending for an allocation budget used up (its backend's `Pending.budget`; on
-    Slurm, a reason of `slurm_reasons.BUDGET_USED_UP`) never starts by waiting:
+    Slurm, a reason of `schedulers.slurm.reasons.BUDGET_USED_UP`) never starts by waiting:
     `cluster_limits.refuse` settles it like any never-starting job (a `refused` result with
-    the reason and its fix, `slurm_reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
+    the reason and its fix, `schedulers.slurm.reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
     submits nothing more, cancels and settles its other pending jobs the same way
     (`settle_pending`), lets the running ones end, and the run exits with `EXIT_BUDGET` and
     `budget_line`.

@@ -34,9 +34,10 @@ from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
-from throughput_sweep.preflight import gate, worst_case
+from throughput_sweep.preflight import gate
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
 from throughput_sweep.schedulers import BACKENDS, backend
+from throughput_sweep.worst_case import worst_case
 
 
 @command_line

@@ -1,14 +1,14 @@
 """What the watcher does where a real cluster's limits and gaps show: a submit limit, a job
 that can never start, a job gone from squeue while Slurm's accounting is not available.
 
-  * `SlotLimit`: sbatch refused a job for a submit limit (`slurm_reasons`: "limit"); the
+  * `SlotLimit`: sbatch refused a job for a submit limit (Slurm's `schedulers.slurm.reasons`: "limit"); the
     refused intent is settled never-submitted (no job was made, the point waits for its
     turn). The watcher keeps at most as many jobs out as it had when the limit hit (one,
     when the user's other jobs fill the limit), says so once, shows it in the progress
     line, and allows one more job every `WatchOptions.limit_probe` seconds until it is
     back at the profile's max_concurrent_jobs. No curve is blocked by a limit.
   * `refuse`: a job pending for a reason its backend says never starts (on Slurm, those of
-    `slurm_reasons.NEVER_STARTS`) gets a `refused` result (the reason and the fix), then
+    `schedulers.slurm.reasons.NEVER_STARTS`) gets a `refused` result (the reason and the fix), then
     is cancelled; the curve blocks with the reason.
     For a used-up allocation budget the watcher also stops submitting (budget.py).
   * `settle_vanished`: the job is gone (squeue answered without it and sacct gave no row:

@@ -185,7 +185,7 @@ def outcome_of(status: JobStatus, deadline_seconds: float, launch_failure: str |
     note = f"job ended {word} without result.json"
     if launch_failure is not None:
         # The output file is created when the script starts, so without it nothing ran.
-        note = f"job ended {word} before its batch script started (no slurm-*.out in the attempt folder)"
+        note = f"job ended {word} before its batch script started (no job output file in the attempt folder)"
         if launch_failure:
             note += f"; {launch_failure}"
     outcome = OUTCOME_OF_STATE.get(status.state, "crashed")

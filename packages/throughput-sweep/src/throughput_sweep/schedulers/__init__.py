@@ -18,11 +18,11 @@ from throughput_schema import ClusterProfile
 from throughput_schema.scheduler_names import SchedulerParts
 from throughput_sweep.schedulers.base import Backend, JobStatus, QueryFailed, Scheduler, SubmitFailed
 
-__all__ = ["BACKENDS", "JobStatus", "QueryFailed", "Scheduler", "SubmitFailed", "backend", "make_scheduler"]
+__all__ = ["BACKENDS", "JobStatus", "QueryFailed", "Scheduler", "SubmitFailed", "backend", "detected", "make_scheduler"]
 
 
 def _slurm() -> type[Backend]:
-    from throughput_sweep.schedulers.slurm import SlurmScheduler
+    from throughput_sweep.schedulers.slurm.backend import SlurmScheduler
 
     return SlurmScheduler
 
@@ -45,3 +45,8 @@ def backend(name: str) -> type[Backend]:
 
 def make_scheduler(profile: ClusterProfile, campaign: str | Path, **kwargs: Any) -> Scheduler:
     return backend(profile.scheduler).for_campaign(profile, Path(campaign), **kwargs)
+
+
+def detected() -> list[str]:
+    """Each scheduler found from here, in its backend's words (`Backend.detect`)."""
+    return [found for name in BACKENDS.parts if (found := backend(name).detect())]

@@ -18,13 +18,17 @@ stored accounting row reads) is asked of the class; an instance (`Scheduler`) ru
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from throughput_schema import AccountingRow, ClusterProfile
 from throughput_schema.configs import SchedulerName
+
+if TYPE_CHECKING:
+    from throughput_sweep.campaign import Campaign
+    from throughput_sweep.curves import Curve
 
 JobState = Literal[
     "pending",
@@ -97,6 +101,15 @@ class Accounting:
     signal: int | None = None  # the signal that ended it (0: none); None: not known
 
 
+@dataclass
+class Findings:
+    """What a backend's preflight found of a campaign's first job (`Backend.preflight`)."""
+
+    problems: list[str] = field(default_factory=list)  # the first job could never run
+    notes: list[str] = field(default_factory=list)  # it runs, slower or unchecked in part
+    checked: list[str] = field(default_factory=list)  # what the scheduler confirmed
+
+
 @dataclass(frozen=True)
 class JobStatus:
     job_id: str
@@ -161,8 +174,8 @@ class Backend(Protocol):
     poll_max_seconds: ClassVar[float]
     # Jobs run on other machines (compute nodes) than the watcher's.
     remote_nodes: ClassVar[bool]
-    # `throughput_sweep.preflight` checks a profile against this scheduler's cluster.
-    preflight: ClassVar[bool]
+    # The scheduler's name in messages ("Slurm"), where the interface's words need its own.
+    title: ClassVar[str]
 
     @classmethod
     def for_campaign(cls, profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:
@@ -187,3 +200,33 @@ class Backend(Protocol):
     @staticmethod
     def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
         """The command line a job is submitted with (None: no command, it starts in-process)."""
+
+    @staticmethod
+    def detect() -> str:
+        """This scheduler's cluster as seen from here, for a message ("Slurm (/usr/bin/sbatch)"),
+        or '' where there is none. Where any backend finds one, the profile must be chosen:
+        the local default would run the jobs on a login node."""
+
+    @staticmethod
+    def submit_args_problem(args: list[str]) -> str:
+        """What in a profile's `extra_submit_args` a campaign cannot follow, as one line naming
+        the items and the fix ('' where nothing is)."""
+
+    @staticmethod
+    def job_log(job_id: str) -> str:
+        """The file name of a job's output in its attempt folder."""
+
+    @classmethod
+    def preflight(cls, campaign: Campaign, curves: list[Curve], *, dry_run: bool) -> Findings | str:
+        """Can the first job of `campaign` (a preview, not yet created) ever run here, and what
+        will slow it; a str, one line, where nothing was asked and why."""
+
+    @staticmethod
+    def early_end(log: Path, reason: str) -> str:
+        """What the scheduler said of a job it ended before its time limit, from the job's
+        output file and its `ended_reason`, as a clause of a message ('' where it said nothing)."""
+
+    @staticmethod
+    def refusal_fields(message: str) -> str:
+        """The profile fields a refusal of this scheduler's comes from ('' where it does not):
+        fixing them, not retrying, is what helps."""
