@@ -257,7 +257,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
     if status == EXIT_BUDGET:
-        print(f"[sweep] {budget_line(campaign.root, stopped_on(curves), driver_name())}", file=sys.stderr)
+        print(f"[sweep] {budget_line(campaign, stopped_on(curves), driver_name())}", file=sys.stderr)
         return status
     if status == EXIT_BLOCKED:
         print(f"[sweep] {blocked_advice(campaign, curves, driver_name())}", file=sys.stderr)

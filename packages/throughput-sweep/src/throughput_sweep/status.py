@@ -103,7 +103,7 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
 
         lines += ["", *verdict_lines(campaign)]
     if budget:
-        lines += ["", budget_line(campaign.root, budget, live.driver if live else "throughput-sweep")]
+        lines += ["", budget_line(campaign, budget, live.driver if live else "throughput-sweep")]
     elif live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
         lines += ["", blocked_advice(campaign, curves, live.driver)]
     return "\n".join(lines) + "\n"

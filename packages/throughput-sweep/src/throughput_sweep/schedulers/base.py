@@ -176,6 +176,8 @@ class Backend(Protocol):
     remote_nodes: ClassVar[bool]
     # The scheduler's name in messages ("Slurm"), where the interface's words need its own.
     title: ClassVar[str]
+    # The command that shows what an allocation budget has left, for messages ('' for none).
+    budget_check: ClassVar[str]
 
     @classmethod
     def for_campaign(cls, profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:

@@ -1,7 +1,5 @@
 """The embedded scheduler: jobs as detached processes on this machine, no Slurm needed.
 
-    sched = LocalScheduler.for_campaign(profile, campaign)   # registry: <campaign>/.local-jobs/
-
 Slots: one per group of `profile.gpus_per_job` visible GPUs (CUDA_VISIBLE_DEVICES if it
 is set, else `nvidia-smi -L`), each job getting its own CUDA_VISIBLE_DEVICES; without a
 GPU there is one slot and the environment is left as it is; never more slots than the
@@ -95,6 +93,7 @@ class LocalScheduler:
     poll_max_seconds: ClassVar[float] = 5.0  # a poll reads files: polling often costs nothing
     remote_nodes: ClassVar[bool] = False
     title: ClassVar[str] = "the local scheduler"
+    budget_check: ClassVar[str] = ""  # no allocation budget here
 
     @staticmethod
     def detect() -> str:

@@ -3,11 +3,10 @@
 Every command is an argv list (`submit.sbatch_argv`); no shell is ever involved. The output
 is read by `text`, the schema's sacct layer (`throughput_schema.sacct`) and `reasons`.
 Every command runs in `throughput_schema.slurm_env.slurm_environment`: the shell's
-environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
-SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell; every
-command but sbatch (whose environment is the job's) also with TZ=UTC (`query_environment`),
-and the times we pass to sacct are written in UTC (`slurm_time`). A sacct that exits 0 but
-prints an error (before 23.11.4, with slurmdbd down) failed.
+environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept), SLURM_TIME_FORMAT=standard,
+and, but for sbatch (whose environment is the job's), TZ=UTC (`query_environment`), with
+sacct's times written in UTC (`slurm_time`). A sacct that exits 0 but prints an error
+(before 23.11.4, with slurmdbd down) failed.
 
 Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never over:
@@ -23,9 +22,8 @@ Polling (one cycle = one `poll()` call):
   * Each status in the interface's words (`text.job_status`); `commands_last_poll` and
     `command_counts` count the commands.
 
-Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at
-most `query_span` (`throughput_schema.sacct.windows`) from the oldest intent (less
-`since_margin`) to now: no wider than slurmdbd's MaxQueryTimeRange when set below it.
+Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at most
+`query_span` (`sacct.windows`) since the oldest intent: below slurmdbd's MaxQueryTimeRange.
 
 Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch
 script has no #SBATCH lines). The job id is the one line of sbatch's answer that is an id
@@ -106,6 +104,7 @@ class SlurmScheduler:
     poll_max_seconds: ClassVar[float] = 30.0  # every poll asks slurmctld and slurmdbd
     remote_nodes: ClassVar[bool] = True
     title: ClassVar[str] = "Slurm"
+    budget_check: ClassVar[str] = "scontrol show assoc_mgr flags=assoc"
 
     @staticmethod
     def job_log(job_id: str) -> str:
