@@ -49,7 +49,7 @@ def test_with_sbatch_and_no_choice_it_refuses_in_one_line_naming_both_ways(tmp_p
     assert (
         "\n" not in line
         and line.startswith(f"Slurm ({tmp_path}/")
-        and "found, but no cluster profile was chosen" in line
+        and "was found, but no cluster profile was chosen" in line
     )
     assert "gh200, local, local-gpu, local-slurm" in line
     assert "--profile NAME" in line and f"export {PROFILE_ENV}=NAME" in line

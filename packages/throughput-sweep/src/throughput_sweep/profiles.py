@@ -82,7 +82,7 @@ def choose_profile(
     found = detected()
     if found:
         raise CampaignError(
-            f"{' and '.join(found)} found, but no cluster profile was chosen; profiles: "
+            f"{' and '.join(found)} was found, but no cluster profile was chosen; profiles: "
             f"{', '.join(available_profiles(root))} (or a YAML path); choose one with --profile NAME, "
             f"or once per shell with: export {PROFILE_ENV}=NAME"
         )
