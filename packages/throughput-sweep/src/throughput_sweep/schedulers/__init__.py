@@ -1,11 +1,12 @@
-"""Schedulers behind one small interface, one module each, found by name in `BACKENDS`.
+"""Schedulers behind one small interface, one module (Slurm's: one package) each, found by name in `BACKENDS`.
 
 `backend(name)` is the class of the backend a scheduler name stands for (`base.Backend`:
 what the campaign asks of it before any job); `make_scheduler(profile, campaign)` builds
 the scheduler `profile.scheduler` names, through its `for_campaign`: `SlurmScheduler`, or
 `LocalScheduler` (whose job registry lives in `<campaign>/.local-jobs/`). Both expose
 `slots`. The names themselves are listed in `throughput_schema.scheduler_names`;
-`BACKENDS.check()` refuses a listed name without a backend here.
+`BACKENDS.check()` refuses a listed name without a backend here. `detected()` is what
+every backend finds from this machine (`Backend.detect`), for the choice of a profile.
 """
 
 from __future__ import annotations

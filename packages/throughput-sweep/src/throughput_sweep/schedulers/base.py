@@ -11,8 +11,11 @@ keeps the backend's accounting row as it was given (`Accounting.row`), which the
 checks against the scheduler's own accounting.
 
 A backend is a class (`Backend`): what the campaign asks of it before any job (its
-defaults, the environment it keeps from jobs, the submit command it would run, how a
-stored accounting row reads) is asked of the class; an instance (`Scheduler`) runs the jobs.
+defaults, the environment it keeps from jobs, the submit command it would run and the extra
+arguments it refuses, how a stored accounting row reads, its job logs' names, whether it is
+found here, its preflight, its words for a job it ended early) is asked of the class; an
+instance (`Scheduler`) runs the jobs. Shared code asks these, and never reads a scheduler's
+text itself.
 """
 
 from __future__ import annotations
