@@ -19,7 +19,9 @@ from throughput_audit.accounting_readers import READERS
 from throughput_audit.audit import run_audit
 from throughput_schema import ClusterProfile
 from throughput_schema.scheduler_names import SCHEDULER_NAMES, UnknownScheduler
+from throughput_sweep.campaign import CampaignError
 from throughput_sweep.cli import main as sweep
+from throughput_sweep.profiles import PROFILE_ENV, choose_profile
 from throughput_sweep.schedulers import BACKENDS, backend
 
 pytestmark = pytest.mark.slow  # a whole campaign on plain processes
@@ -35,7 +37,7 @@ def test_the_name_ships_nowhere():
     assert shipped == []
 
 
-def test_a_campaign_on_a_scheduler_registered_by_the_test_runs_and_passes_its_audit(tmp_path, monkeypatch):
+def test_a_campaign_on_a_scheduler_registered_by_the_test_runs_and_passes_its_audit(tmp_path, monkeypatch, capsys):
     register(monkeypatch)
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
@@ -45,6 +47,7 @@ def test_a_campaign_on_a_scheduler_registered_by_the_test_runs_and_passes_its_au
     profile.write_text(yaml.safe_dump(fields))
     out = tmp_path / "camp"
     assert sweep([*map(str, scripted_run(out, 512, profile=profile, poll_max=1))]) == 0
+    assert f"[sweep] preflight: does not apply to {PlainScheduler.title}" in capsys.readouterr().err
     assert sweep(["collect", "--output", str(out)]) == 0
 
     receipts = sorted(out.glob("curves/*/b*/attempt-*/receipt.json"))
@@ -68,6 +71,17 @@ def test_its_registry_lines_are_all_it_needs(monkeypatch):
     BACKENDS.check()
     READERS.check()
     assert backend(NAME) is PlainScheduler and READERS.get(NAME) is read_plain
+
+
+def test_a_profile_must_be_chosen_where_its_backend_detects_it(tmp_path, monkeypatch):
+    register(monkeypatch)
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch: Slurm's backend finds nothing
+    assert choose_profile(None, ROOT).name == "local"
+    monkeypatch.setattr(PlainScheduler, "detect", staticmethod(lambda: "plain processes (here)"))
+    with pytest.raises(CampaignError) as err:
+        choose_profile(None, ROOT)
+    assert str(err.value).startswith("plain processes (here) was found, but no cluster profile was chosen")
 
 
 def test_its_own_words_reach_the_user(tmp_path, monkeypatch, capsys):

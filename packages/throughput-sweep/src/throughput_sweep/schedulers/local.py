@@ -109,7 +109,7 @@ class LocalScheduler:
 
     @classmethod
     def preflight(cls, campaign: Campaign, curves: list[Curve], *, dry_run: bool) -> Findings | str:
-        return "does not apply to the local scheduler (its jobs start here, when a slot is free)"
+        return f"does not apply to {cls.title} (its jobs start here, when a slot is free)"
 
     @staticmethod
     def early_end(log: Path, reason: str) -> str:
