@@ -52,6 +52,7 @@ from throughput_sweep.attempt import point_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.faults import should_crash
+from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, Accounting, JobStatus, Pending, QueryFailed, Scheduler
 
 
@@ -170,7 +171,8 @@ def reconcile_by_hand(campaign: Campaign, token: str, job_id: str | None) -> str
     extra = ""
     if info.settlement is not None and len(info.settlement.job_ids) > 1:
         others = [j for j in info.settlement.job_ids if j != job_id]
-        extra = f"; cancel the other jobs if they are still queued: scancel {' '.join(others)}"
+        cancel = backend(campaign.manifest.profile.scheduler).cancel_command or "jobs"
+        extra = f"; cancel the other jobs if they are still queued: {cancel} {' '.join(others)}"
     return f"{where}: adopted job {job_id} as this point's receipt{extra}"
 
 

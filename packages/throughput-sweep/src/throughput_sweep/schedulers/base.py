@@ -181,6 +181,8 @@ class Backend(Protocol):
     title: ClassVar[str]
     # The command that shows what an allocation budget has left, for messages ('' for none).
     budget_check: ClassVar[str]
+    # The command a user cancels a job with, followed by its ids ('' for none).
+    cancel_command: ClassVar[str]
 
     @classmethod
     def for_campaign(cls, profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:

@@ -94,6 +94,7 @@ class LocalScheduler:
     remote_nodes: ClassVar[bool] = False
     title: ClassVar[str] = "the local scheduler"
     budget_check: ClassVar[str] = ""  # no allocation budget here
+    cancel_command: ClassVar[str] = ""  # a job is cancelled through the registry, by the watcher
 
     @staticmethod
     def detect() -> str:

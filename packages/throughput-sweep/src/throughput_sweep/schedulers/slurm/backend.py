@@ -12,9 +12,8 @@ Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never over:
     squeue forgets jobs `MinJobAge` seconds after they end, and a single unknown id
     makes squeue exit 1 ("Invalid job id specified"), which is an empty answer here.
-  * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed in a
-    terminal state. A terminal row is `accounting_final` only once sacct has caught up
-    (`accounting_is_final`), so keep polling a finished job until its status says final.
+  * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed ended. A
+    row is `accounting_final` only once sacct has caught up (`accounting_is_final`).
   * No retries inside a cycle: the watcher's next cycle is the retry. When squeue fails
     every id goes to sacct (which also knows PENDING/RUNNING jobs). An id squeue did not
     list and sacct gave no row for comes back `gone` (squeue answered) or `unknown` (it
@@ -105,6 +104,7 @@ class SlurmScheduler:
     remote_nodes: ClassVar[bool] = True
     title: ClassVar[str] = "Slurm"
     budget_check: ClassVar[str] = "scontrol show assoc_mgr flags=assoc"
+    cancel_command: ClassVar[str] = "scancel"
 
     @staticmethod
     def job_log(job_id: str) -> str:
