@@ -19,11 +19,12 @@ from datetime import datetime, timedelta
 from throughput_audit import job_states, slurm
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
-from throughput_schema import WorkerResult, slurm_states
+from throughput_schema import WorkerResult
 from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 from throughput_schema.outcomes import written_by_scheduler
 from throughput_schema.sacct import AccountingRow, slurm_minutes
+from throughput_sweep.schedulers.slurm import states as slurm_states
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)

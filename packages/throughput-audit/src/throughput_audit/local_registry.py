@@ -100,8 +100,12 @@ def _check_registered(
     """Whether a receipt's job is a local job in the registry (its allocation checked); the
     job's own checks run only where it is."""
     file = r.file(RECEIPT)
-    if _receipt(r).scheduler != "local":
-        checks.fail("local.receipt", file, f"{file}: scheduler {_receipt(r).scheduler} in a local campaign")
+    if _receipt(r).scheduler != profile.scheduler:
+        checks.fail(
+            "local.receipt",
+            file,
+            f"{file}: scheduler {_receipt(r).scheduler} in a campaign whose profile names {profile.scheduler}",
+        )
         return False
     entry = registry.get(job_id)
     if entry is None:

@@ -42,6 +42,7 @@ __all__ = [
     "accounting_row",
     "job_accounting",
     "end_path",
+    "job_log",
     "job_path",
     "read_registry",
     "slurm_duration",
@@ -100,6 +101,11 @@ def job_path(jobs_dir: Path, job_id: str) -> Path:
 
 def end_path(jobs_dir: Path, job_id: str) -> Path:
     return jobs_dir / f"{job_id}.end.json"
+
+
+def job_log(job_id: str) -> str:
+    """A local job's output file in its attempt folder (`LocalJob.output`)."""
+    return f"local-{job_id}.out"
 
 
 def stamp(when: float | None = None) -> str:

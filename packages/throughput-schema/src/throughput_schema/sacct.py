@@ -140,7 +140,7 @@ def _line(row: AccountingRow) -> str:
 
 # ---------------------------------------------------------------- neutral accounting
 
-# Slurm's terminal states (`slurm_states`) in the project's words.
+# Slurm's terminal states (`throughput_sweep.schedulers.slurm.states`) in the project's words.
 ENDED_AS: dict[str, JobState] = {
     "COMPLETED": "completed",
     "FAILED": "failed",

@@ -49,12 +49,6 @@ _WORKER_CODE = (
 )
 
 
-def time_limit_slack(limit_seconds: float) -> float:
-    """How far before its time limit a job may be stopped and still count as timed out: the
-    watchdog starts a little after the job; never a minute of a short job's whole limit."""
-    return min(60.0, 0.1 * limit_seconds)
-
-
 def state_word(state: str) -> str:
     """'CANCELLED by 1000' -> 'CANCELLED'; '' -> ''."""
     return state.split()[0] if state and state.split() else ""
