@@ -39,3 +39,13 @@ def test_a_completed_job_without_a_result_is_not_explained():
     row = AccountingRow(job_id="1", state="COMPLETED", exit_code="0:0")
     kind = outcome_kind(outcome_from_row(row))
     assert kind == "crashed" and not job_states.state_explains(kind, job_accounting(row), "")
+
+
+@pytest.mark.parametrize(
+    "state, code, explained", [("CANCELLED by 1000", "0:15", True), ("FAILED", "11:0", True), ("FAILED", "1:0", False)]
+)
+def test_a_refused_point_is_a_job_the_watcher_cancelled_or_one_its_worker_refused(state, code, explained):
+    # A reason that never clears (the watcher cancels the job), or a node that cannot run the
+    # precision (the worker exits with refused's code, 11, and Slurm says FAILED).
+    acc = job_accounting(AccountingRow(job_id="1", state=state, exit_code=code))
+    assert job_states.state_explains("refused", acc, "") is explained

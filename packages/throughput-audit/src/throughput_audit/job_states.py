@@ -27,8 +27,8 @@ def expected_ends(outcome: str) -> tuple[tuple[str, int | None], ...]:
         return (("completed", 0),)
     if outcome == "crashed":
         return (("failed", None),)
-    if outcome == "refused":  # pended for a reason that never clears; the watcher cancelled it
-        return (("cancelled", None),)
+    if outcome == "refused":  # pended for a reason that never clears (the watcher cancelled it),
+        return (("cancelled", None), ("failed", EXIT_CODES[outcome]))  # or the worker refused
     pairs: list[tuple[str, int | None]] = [
         (s, None) for s, o in OUTCOME_OF_STATE.items() if o == outcome and s not in ("completed", "failed")
     ]

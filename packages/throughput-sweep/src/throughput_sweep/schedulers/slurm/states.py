@@ -1,16 +1,15 @@
 """Slurm's terminal job states: which outcome each implies, and what it means to a user.
 
 The sweep derives a result from the state of a job that wrote none (its Slurm backend names
-each state in the scheduler interface's words, whose outcomes its tests hold to this table);
-the audit checks a result's outcome against its job's state here. So a state the sweep
-accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.
+each state in the scheduler interface's words, `throughput_schema.sacct.ENDED_AS`, whose
+outcomes its tests hold to this table); the audit judges a result's outcome against those
+same words (`throughput_audit.job_states`), and says here what a state meant. So a state
+the sweep accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
-
-from throughput_schema.outcomes import EXIT_CODES
 
 
 class StateMeaning(NamedTuple):
@@ -35,19 +34,6 @@ STATES: dict[str, StateMeaning] = {
 
 TERMINAL_STATES = frozenset(STATES)
 
-# A result the worker or its watchdog wrote exits with its outcome's code (EXIT_CODES),
-# and the batch script passes it on: Slurm then says FAILED with that exit code.
-_WORKER_CODE = (
-    "timeout",
-    "host_oom",
-    "cancelled",
-    "node_fail",
-    "cuda_oom",
-    "compile_error",
-    "nonfinite",
-    "storage_full",
-)
-
 
 def state_word(state: str) -> str:
     """'CANCELLED by 1000' -> 'CANCELLED'; '' -> ''."""
@@ -61,18 +47,3 @@ def meaning(state: str) -> StateMeaning | None:
 def by_someone_else(state: str) -> bool:
     m = meaning(state)
     return bool(m and m.by_someone_else)
-
-
-def expected_states(outcome: str) -> tuple[tuple[str, int | None], ...]:
-    """(state, exit code or None for any) pairs a job whose result has `outcome` may end with."""
-    if outcome == "ok":
-        return (("COMPLETED", 0),)
-    if outcome == "crashed":
-        return (("FAILED", None),)
-    if outcome == "refused":  # pended for a reason that never clears (the watcher cancelled it),
-        return (("CANCELLED", None), ("FAILED", EXIT_CODES["refused"]))  # or the worker refused
-
-    pairs: list[tuple[str, int | None]] = [(s, None) for s, m in STATES.items() if m.outcome == outcome]
-    if outcome in _WORKER_CODE:
-        pairs.append(("FAILED", EXIT_CODES[outcome]))
-    return tuple(pairs)
