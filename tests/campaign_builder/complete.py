@@ -51,11 +51,10 @@ from throughput_schema.layout import (
     attempt_dir,
     curve_name,
 )
-from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_log, job_path
 from throughput_schema.local_jobs import job_accounting as local_job_accounting
 from throughput_schema.recipe import at_point
 from throughput_schema.sacct import AccountingRow, job_accounting
-from throughput_sweep.schedulers.local import LocalScheduler
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0, tzinfo=UTC)
@@ -230,7 +229,7 @@ def _registered(
         token=row.job_name,
         script=str(folder / JOB_SCRIPT),
         workdir=str(folder),
-        output=str(folder / LocalScheduler.job_log(row.job_id)),
+        output=str(folder / job_log(row.job_id)),
         slot=0,
         gpus="0",
         submitted_at=start.isoformat(),
