@@ -29,7 +29,7 @@ def test_both_audits_passed_with_their_sacct_checks_and_the_reading_quotes_them(
     counts = []
     for campaign in ("throughput", "optimizer"):
         audit = json.loads((EXAMPLE / campaign / "audit.json").read_text())
-        assert audit["summary"]["failed"] == 0 and audit["slurm"] == "checked"
+        assert audit["summary"]["failed"] == 0 and audit["scheduler_accounting"] == "checked"
         counts.append(audit["summary"]["passed"])
     assert f"({counts[0]} and {counts[1]} checks,\n> 0 failed" in READING
 

@@ -110,6 +110,8 @@ def _without_paths(points_json: Path) -> dict:
     doc = json.loads(points_json.read_text())
     for p in doc["points"]:
         del p["throughput_campaign"], p["optimizer_campaign"]
+        # Made before points carried their precision: the run was BF16, the default.
+        assert p.pop("precision", "bf16") == "bf16", p
     # The published report is the GPU machine's, made before the report recommended a batch
     # (issue 19); a rebuild adds each curve's recommendation, tested in throughput-report.
     for c in doc["curves"]:
