@@ -16,6 +16,11 @@ import msgspec
 from throughput_schema.records import unknown_field
 from throughput_schema.version import SCHEMA_VERSION
 
+# The file that makes a folder a campaign (`layout.MANIFEST` is this name): declared here, as
+# a reader's refusal of another version names the campaign to upgrade, and the layout reads
+# its records through this module.
+CAMPAIGN_MANIFEST = "manifest.json"
+
 T = TypeVar("T")
 S = TypeVar("S", bound=msgspec.Struct)  # user input converts only to records, whose fields name the typos
 
@@ -240,10 +245,8 @@ def _other_version(source: str, version: int) -> str:
 def _campaign_of(source: str) -> str:
     """The campaign folder holding the file `source` names (the nearest with a manifest.json),
     else the file's own folder."""
-    from throughput_schema.layout import MANIFEST  # the layout reads records with this module
-
     path = Path(source).absolute()
     for folder in path.parents:
-        if (folder / MANIFEST).is_file():
+        if (folder / CAMPAIGN_MANIFEST).is_file():
             return str(folder)
     return str(path.parent)

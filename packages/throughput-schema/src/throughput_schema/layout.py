@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from throughput_schema.codec import SchemaError, decode, read
+from throughput_schema.codec import CAMPAIGN_MANIFEST, SchemaError, decode, read
 from throughput_schema.curve_names import curve_name, is_curve_name, parse_curve_name  # noqa: F401 (the layout's names)
 from throughput_schema.records import (
     BurstSample,
@@ -40,7 +40,7 @@ from throughput_schema.records import (
     WorkerResult,
 )
 
-MANIFEST = "manifest.json"
+MANIFEST = CAMPAIGN_MANIFEST
 FROZEN = "frozen"
 RECIPES = "recipes"  # frozen/recipes/<model>.json: the resolved preset of each model
 CURVES = "curves"
