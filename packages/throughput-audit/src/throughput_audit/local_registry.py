@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import TypeVar
 
 import msgspec
 
@@ -29,9 +28,7 @@ from throughput_schema.local_jobs import (
     job_accounting,
     read_registry,
 )
-from throughput_schema.sacct import AccountingRow
 
-_Timed = TypeVar("_Timed", AccountingRow, JobAccounting)  # a record with start and end
 REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 
 
@@ -52,25 +49,28 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         return "# no local job registry\n"
     offset = _registry_offset(registry, receipts)
     # Registries written before LocalJob.host: the scheduler named its own host at each poll.
-    rows = {
-        job_id: accounting_row(entry.job, entry.end, account=profile.account, host=_recorded_host(receipts.get(job_id)))
+    hosts = {job_id: _recorded_host(receipts.get(job_id)) for job_id in registry}
+    jobs = {
+        job_id: _instants(job_accounting(entry.job, entry.end, host=hosts[job_id]), offset)
         for job_id, entry in registry.items()
     }
-    instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
-    skews = clock_skew.measure(REGISTRY, [(r, instants[j]) for j, r in receipts.items() if j in instants], checks)
+    skews = clock_skew.measure(REGISTRY, [(r, jobs[j]) for j, r in receipts.items() if j in jobs], checks)
     compared = 0
     for job_id, r in sorted(receipts.items(), key=lambda kv: job_order(kv[0])):
         if _check_registered(r, job_id, registry, profile, checks):
-            skew = skews.get(clock_skew.node_of(r, instants[job_id]), 0.0)
-            entry = registry[job_id]
-            accounting = _instants(job_accounting(entry.job, entry.end, host=_recorded_host(r)), offset)
-            compared += check_job(REGISTRY, r, rows[job_id], accounting, checks, times=instants[job_id], skew=skew)
+            skew = skews.get(clock_skew.node_of(r, jobs[job_id]), 0.0)
+            names = {"token": registry[job_id].job.token}
+            compared += check_job(REGISTRY, r, jobs[job_id], checks, names=names, skew=skew)
     check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
     _check_unreceipted(loaded, registry, receipts, checks)
-    check_peak(REGISTRY, list(instants.values()), profile.max_concurrent_jobs, checks)
+    check_peak(REGISTRY, list(jobs.values()), profile.max_concurrent_jobs, checks)
+    rows = [
+        accounting_row(entry.job, entry.end, account=profile.account, host=hosts[job_id])
+        for job_id, entry in registry.items()
+    ]
     return (
         f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
-        + slurm.format_rows(rows.values())
+        + slurm.format_rows(rows)
     )
 
 
@@ -217,7 +217,7 @@ def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, Att
     return seen.most_common(1)[0][0] if seen else None
 
 
-def _instants(row: _Timed, offset: timedelta | None) -> _Timed:
+def _instants(row: JobAccounting, offset: timedelta | None) -> JobAccounting:
     if offset is None:
         return row
 

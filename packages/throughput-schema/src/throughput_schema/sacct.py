@@ -189,9 +189,14 @@ def _count(text: str | None) -> int | None:
     return int(text) if text and text.isdigit() else None
 
 
+# What sacct prints for a time that has not happened (a job not started, not ended).
+_NOT_YET = ("", "Unknown", "None")
+
+
 def _instant(text: str) -> str:
-    """A Start or End that is a date and time; "" for Unknown, None and the like."""
-    return text if text[:1].isdigit() else ""
+    """A Start or End as sacct gave it, "" where it has not happened: other text (a time
+    printed without its date) is kept, for the audit to name."""
+    return "" if text.strip() in _NOT_YET else text
 
 
 def job_accounting(row: AccountingRow) -> JobAccounting:
