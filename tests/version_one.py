@@ -19,7 +19,8 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
-from throughput_schema.local_jobs import LocalEnd, LocalJob, accounting_row
+from throughput_audit.local_registry import accounting_row
+from throughput_schema.local_jobs import LocalEnd, LocalJob
 from throughput_schema.sacct import raw_row
 
 

@@ -23,6 +23,7 @@ import msgspec
 from campaign_builder.fake_sacct import FakeSacct
 from campaign_builder.files import sha256, write_attempt_files
 from campaign_builder.results import bursts_for, failed_result, optimizer_timing, preset, throughput_result
+from throughput_audit.local_registry import accounting_row
 from throughput_schema import (
     BurstSample,
     ClusterProfile,
@@ -51,7 +52,7 @@ from throughput_schema.layout import (
     attempt_dir,
     curve_name,
 )
-from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_log, job_path
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, end_path, job_log, job_path
 from throughput_schema.local_jobs import job_accounting as local_job_accounting
 from throughput_schema.recipe import at_point
 from throughput_schema.sacct import AccountingRow, job_accounting

@@ -6,6 +6,7 @@ accounting.txt's text."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
@@ -22,12 +23,13 @@ from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import INTENT, RECEIPT
 from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
+    LocalEnd,
     LocalJob,
     RegisteredJob,
-    accounting_row,
     job_accounting,
     read_registry,
 )
+from throughput_schema.sacct import AccountingRow, slurm_duration
 
 REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 
@@ -229,3 +231,49 @@ def _instants(row: JobAccounting, offset: timedelta | None) -> JobAccounting:
         return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
 
     return msgspec.structs.replace(row, start=fix(row.start), end=fix(row.end))
+
+
+def accounting_row(
+    job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None
+) -> AccountingRow:
+    """The job as sacct would print it, for accounting.txt. `host`: as for `job_accounting`."""
+    base = dict(
+        job_id=job.job_id,
+        job_name=job.token,
+        partition="local",
+        account=account,
+        timelimit=slurm_duration(job.time_limit_seconds),
+        alloc_tres=_tres(job),
+        req_mem=job.mem,
+        comment=job.token,
+        node_list=job.host or host,
+    )
+    if end is None:
+        started = datetime.fromisoformat(job.submitted_at).timestamp()
+        running = (time.time() if now is None else now) - started
+        return AccountingRow(
+            **base,
+            state="RUNNING",
+            exit_code="0:0",
+            start=job.submitted_at,
+            end="Unknown",
+            elapsed=slurm_duration(running),
+        )
+    return AccountingRow(
+        **base,
+        state=end.state,
+        exit_code=end.exit_code,
+        start=end.start,
+        end=end.end,
+        elapsed=slurm_duration(end.elapsed_seconds),
+    )
+
+
+def _tres(job: LocalJob) -> str:
+    if job.machine_cpus:
+        tres = f"cpu={job.machine_cpus}" + (f",mem={job.machine_mem}" if job.machine_mem else "")
+    else:
+        tres = f"cpu={job.cpus}" + (f",mem={job.mem}" if job.mem else "")
+    if job.gpus:
+        tres += f",gres/gpu={len(job.gpus.split(','))}"
+    return tres

@@ -50,6 +50,7 @@ __all__ = [
     "format_rows",
     "job_accounting",
     "raw_row",
+    "slurm_duration",
     "parse_rows",
     "rows_by_job",
     "slurm_minutes",
@@ -253,6 +254,15 @@ def slurm_minutes(text: str) -> float | None:
         raise ValueError(f"{text!r} is not a Slurm duration ([D-]HH:MM:SS)")
     days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
     return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+def slurm_duration(seconds: float) -> str:
+    """Seconds as Slurm prints Elapsed and Timelimit: [D-]HH:MM:SS."""
+    seconds = max(0, int(round(seconds)))
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
 # ----------------------------------------------------------------------------- TRES
