@@ -7,9 +7,9 @@ import pytest
 
 from throughput_audit import job_states
 from throughput_schema import outcome_kind
-from throughput_schema.sacct import AccountingRow, job_accounting
-from throughput_schema.slurm_states import STATES, TERMINAL_STATES
-from throughput_sweep.schedulers.slurm_text import ENDED_AS, job_status
+from throughput_schema.sacct import ENDED_AS, AccountingRow, job_accounting
+from throughput_sweep.schedulers.slurm.states import STATES, TERMINAL_STATES
+from throughput_sweep.schedulers.slurm.text import job_status
 from throughput_sweep.submission import outcome_of
 
 

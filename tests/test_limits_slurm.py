@@ -34,7 +34,7 @@ from campaign_helpers import (
 from optimizer_campaigns import audit
 from throughput_schema import ClusterProfile
 from throughput_sweep.schedulers.base import QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm import SlurmScheduler
+from throughput_sweep.schedulers.slurm.backend import SlurmScheduler
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -64,7 +64,7 @@ def test_job_script_quotes_every_value_and_runs_none(tmp_path):
         write_atomic,
     )
     from throughput_sweep.attempt import job_script
-    from throughput_sweep.schedulers.slurm import sbatch_argv
+    from throughput_sweep.schedulers.slurm.backend import sbatch_argv
 
     camp = tmp_path / hostile("camp").replace("/", "_")
     camp.mkdir()
@@ -82,7 +82,7 @@ def test_job_script_quotes_every_value_and_runs_none(tmp_path):
         partition=hostile("part"),
         mem=hostile("mem"),
         python=str(fake_python),
-        extra_sbatch_args=[hostile("extra")],
+        extra_submit_args=[hostile("extra")],
     )
     attempt = camp / "curves/20m-c512/b1/attempt-1"
     request = WorkerRequest(

@@ -58,7 +58,12 @@ def test_quickstart_on_cpu(tmp_path):
     if shutil.which("sbatch"):
         # Where Slurm is installed, the plain command refuses to guess (README says so).
         r = subprocess.run(cmd + README_RUN, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and "Slurm was found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert (
+            r.returncode == 2
+            and "Slurm (" in r.stderr
+            and "was found, but" in r.stderr
+            and len(r.stderr.strip().splitlines()) == 1
+        )
         assert not (tmp_path / "runs").exists()
         env[PROFILE_ENV] = "local"
     # Beside the README's command only what changes no figure: no progress line, and the

@@ -122,7 +122,7 @@ def test_relative_output_from_another_folder_run_resume_follow_up_collect_audit_
 def test_a_job_slurm_fails_before_its_script_starts_says_so_and_names_the_path(local_slurm, tmp_path):
     # A later --output in the profile's extra arguments wins over ours: a folder the node lacks.
     missing = tmp_path / "no-such-folder"
-    prof = local_profile(tmp_path, extra_sbatch_args=[f"--output={missing}/slurm-%j.out"])
+    prof = local_profile(tmp_path, extra_submit_args=[f"--output={missing}/slurm-%j.out"])
     plan = write_plan(tmp_path, {}, ok_seconds=0.1)
     sweep(
         tmp_path,

@@ -14,6 +14,7 @@ import pytest
 
 from campaign_helpers import ROOT, SWEEP, run_program, scripted_campaign, sweep, write_plan
 from throughput_audit.audit import run_audit
+from throughput_schema import Manifest, read
 from version_one import as_version_one
 
 pytestmark = pytest.mark.slow  # a whole campaign on the local scheduler
@@ -33,6 +34,10 @@ def old(finished, tmp_path) -> Path:
     camp = Path(shutil.copytree(finished, tmp_path / "camp"))
     as_version_one(camp)
     return camp
+
+
+def _logs(camp: Path) -> list[str]:
+    return sorted(p.relative_to(camp).as_posix() for p in camp.glob("curves/*/b*/attempt-*/*.out"))
 
 
 def _records(camp: Path) -> dict[str, bytes]:
@@ -60,15 +65,18 @@ def test_a_version_1_campaign_is_refused_by_its_readers_with_the_command_to_run(
 
 
 def test_the_upgrade_rewrites_a_version_1_campaign_as_todays_code_wrote_it_once(finished, old):
+    assert _logs(old) != _logs(finished)  # slurm-<id>.out, as the local scheduler named them
     code, out, err = schema("upgrade", old)
     assert code == 0 and not err, out + err
-    assert f"{old}: upgraded to schema version 2" in out
+    assert f"{old}: upgraded to schema version 2" in out and f"{len(_logs(finished))} job outputs renamed" in out
+    assert _logs(old) == _logs(finished)
     assert "frozen copy" in out  # a frozen watchdog is the one thing it cannot change
     today, upgraded = _records(finished), _records(old)
     for rel in ("manifest.json", "results.csv", *[r for r in today if r.endswith("receipt.json")]):
         assert upgraded[rel] == today[rel], rel
     assert json.loads(upgraded["results.json"])["points"] == json.loads(today["results.json"])["points"]
     assert json.loads(upgraded["results.json"])["receipts"] == json.loads(today["results.json"])["receipts"]
+    assert json.loads(upgraded["results.json"])["profile"] == json.loads(today["results.json"])["profile"]
     report = run_audit(old, settle_seconds=0, allow_test_worker=True).report
     assert [c.message for c in report.checks if c.status == "fail"] == []
     assert report.scheduler_accounting == "checked"
@@ -78,6 +86,27 @@ def test_the_upgrade_rewrites_a_version_1_campaign_as_todays_code_wrote_it_once(
     code, out, _ = schema("upgrade", old)
     assert code == 0 and out == f"{old}: already at schema version 2; nothing to do\n"
     assert _records(old) == before
+
+
+def test_a_version_2_campaign_written_before_the_neutral_names_takes_them(finished, tmp_path):
+    camp = Path(shutil.copytree(finished, tmp_path / "camp"))
+    for name in ("manifest.json", "results.json"):
+        data = json.loads((camp / name).read_text())
+        profile = data["profile"]
+        data["profile"] = {("extra_sbatch_args" if k == "extra_submit_args" else k): v for k, v in profile.items()}
+        data["profile"]["extra_sbatch_args"] = ["--qos=x"]
+        (camp / name).write_text(json.dumps(data, indent=2) + "\n")
+    for log in camp.glob("curves/*/b*/attempt-*/local-*.out"):
+        log.rename(log.with_name("slurm-" + log.name.removeprefix("local-")))
+    assert _logs(camp) != _logs(finished)
+    code, out, err = schema("upgrade", camp)
+    assert code == 0 and not err, out + err
+    assert f"{camp}: upgraded to schema version 2, 2 files rewritten, {len(_logs(finished))} job outputs" in out
+    assert read(camp / "manifest.json", Manifest).profile.extra_submit_args == ["--qos=x"]
+    assert json.loads((camp / "results.json").read_text())["profile"]["extra_submit_args"] == ["--qos=x"]
+    assert "extra_sbatch_args" not in (camp / "manifest.json").read_text() + (camp / "results.json").read_text()
+    assert _logs(camp) == _logs(finished)
+    assert schema("upgrade", camp)[1] == f"{camp}: already at schema version 2; nothing to do\n"
 
 
 def test_a_folder_of_campaigns_upgrades_each(old, tmp_path):

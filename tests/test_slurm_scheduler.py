@@ -29,7 +29,7 @@ from throughput_schema import (
 from throughput_schema.sacct import job_accounting, raw_row
 from throughput_sweep.attempt import job_script as attempt_script
 from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
-from throughput_sweep.schedulers.slurm import SlurmScheduler
+from throughput_sweep.schedulers.slurm.backend import SlurmScheduler
 
 pytestmark = pytest.mark.slurm
 

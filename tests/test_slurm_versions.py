@@ -44,7 +44,7 @@ def outcome(out: Path) -> dict:
 
 def test_a_missing_output_folder_is_made_by_24_11_and_fails_the_job_on_22_05(local_slurm, tmp_path):
     missing = tmp_path / "no-such-folder" / "logs"
-    prof = profile(tmp_path, extra_sbatch_args=[f"--output={missing}/slurm-%j.out"])
+    prof = profile(tmp_path, extra_submit_args=[f"--output={missing}/slurm-%j.out"])
     out = tmp_path / "camp"
     r = sweep("run", "--output", out, "--profile", prof, *RUN, plan=write_plan(tmp_path, {}, ok_seconds=0.1))
     if local_slurm.version == "22.05":
@@ -60,7 +60,7 @@ def test_a_missing_output_folder_is_made_by_24_11_and_fails_the_job_on_22_05(loc
 def test_an_output_folder_that_cannot_be_made_fails_the_job_before_its_script_on_both(local_slurm, tmp_path):
     blocked = tmp_path / "a-file" / "logs"  # a regular file where a folder would have to be
     blocked.parent.write_text("")
-    prof = profile(tmp_path, extra_sbatch_args=[f"--output={blocked}/slurm-%j.out"])
+    prof = profile(tmp_path, extra_submit_args=[f"--output={blocked}/slurm-%j.out"])
     out = tmp_path / "camp"
     r = sweep("run", "--output", out, "--profile", prof, *RUN, plan=write_plan(tmp_path, {}, ok_seconds=0.1))
     assert r.returncode == BLOCKED, r.stderr
@@ -73,7 +73,7 @@ def test_an_output_folder_that_cannot_be_made_fails_the_job_before_its_script_on
 
 
 def test_a_job_cancelled_while_it_pends_is_cancelled_and_never_started(local_slurm, tmp_path):
-    prof = profile(tmp_path, extra_sbatch_args=["--begin=now+3600"])  # pends (BeginTime) until cancelled
+    prof = profile(tmp_path, extra_submit_args=["--begin=now+3600"])  # pends (BeginTime) until cancelled
     out = tmp_path / "camp"
     watcher = start_sweep(
         "run", "--output", out, "--profile", prof, *RUN, plan=write_plan(tmp_path, {}), log=tmp_path / "run.log"

@@ -28,7 +28,7 @@ from campaign_helpers import (
 from throughput_sweep.campaign import open_campaign
 from throughput_sweep.exit_statuses import EXIT_INCOMPLETE as INCOMPLETE
 from throughput_sweep.live import ask
-from throughput_sweep.schedulers.slurm import SlurmScheduler
+from throughput_sweep.schedulers.slurm.backend import SlurmScheduler
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -62,7 +62,7 @@ def test_status_asks_slurm_names_a_stale_lock_and_shows_a_job_cancelled_while_no
 
 
 def _held_job_cancelled_while_no_watcher_ran(out: Path, tmp_path: Path) -> None:
-    held = profile(tmp_path, extra_sbatch_args=["--hold"])  # every job waits for `scontrol release`
+    held = profile(tmp_path, extra_submit_args=["--hold"])  # every job waits for `scontrol release`
     plan = write_plan(tmp_path, {})
     args = [
         "run",

@@ -110,14 +110,14 @@ def _without_paths(points_json: Path) -> dict:
     doc = json.loads(points_json.read_text())
     for p in doc["points"]:
         del p["throughput_campaign"], p["optimizer_campaign"]
-    # The published report is the GPU machine's, made before the report recommended a batch
-    # (issue 19); a rebuild adds each curve's recommendation, tested in throughput-report.
+        # The archive's report, the GPU machine's, was made before points carried their
+        # precision: the run was BF16, the default.
+        assert p.pop("precision", "bf16") == "bf16", p
+        assert p.pop("optimizer", "adamw") == "adamw", p  # and their optimizer: AdamW
+    # ...and before the report recommended a batch; a rebuild adds each curve's
+    # recommendation, tested in throughput-report.
     for c in doc["curves"]:
         c.pop("recommendation", None)
-    # The published report also predates the precision column: a rebuild names the campaign's, BF16.
-    for p in doc["points"]:
-        assert p.pop("precision", "bf16") == "bf16"
-        assert p.pop("optimizer", "adamw") == "adamw"  # and the optimizer's: AdamW
     del doc["inputs"]
     return doc
 
@@ -136,6 +136,10 @@ def test_the_published_report_rebuilds_from_the_archive(worked_example, tmp_path
     assert built.returncode == 0, built.stdout + built.stderr  # its independent checks passed
     assert _without_paths(out / "points.json") == _without_paths(PUBLISHED / "report/points.json")
     assert _without_paths(PUBLISHED / "report/points.json") == _without_paths(worked_example / "report/points.json")
+    # The published report read the same files, at the run's own paths.
+    run_root = "/work/main/runs/e2e-h200"
+    rebuilt = (out / "inputs.sha256").read_text().replace(str(worked_example), run_root)
+    assert rebuilt == (PUBLISHED / "report/inputs.sha256").read_text()
     for name in ("throughput", "memory", "optimizer-share", "training-time", "context-comparison"):
         assert (out / f"{name}.svg").read_bytes() == (PUBLISHED / f"report/{name}.svg").read_bytes(), name
     # The published PDF states the protocol the campaigns ran, 2 s windows.

@@ -3,7 +3,8 @@
 
 Version 1 kept each receipt's accounting as sacct's row (the local scheduler built the
 same row from its registry), named the manifest's removed environment and results'
-state and elapsed columns for Slurm, and the audit's accounting field `slurm`.
+state and elapsed columns for Slurm, and the audit's accounting field `slurm`; its profiles
+held `extra_sbatch_args`, and a local job wrote its output to `slurm-<id>.out`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
-from throughput_schema.local_jobs import LocalEnd, LocalJob, accounting_row
+from throughput_audit.local_registry import accounting_row
+from throughput_schema.local_jobs import LocalEnd, LocalJob
 from throughput_schema.sacct import raw_row
 
 
@@ -42,6 +44,10 @@ def as_version_one(campaign: Path, *, watched_in: str | None = None) -> None:
     _results(campaign, rows)
     manifest = _v1(manifest)
     manifest["slurm_environment_removed"] = manifest.pop("scheduler_environment_removed")
+    manifest["profile"] = _old_profile(manifest["profile"])
+    if manifest["profile"]["scheduler"] == "local":
+        for log in campaign.glob("curves/*/b*/attempt-*/local-*.out"):
+            log.rename(log.with_name("slurm-" + log.name.removeprefix("local-")))
     for entry in manifest["frozen_files"]:
         if entry["path"] in frozen:
             entry.update(sha256=hashlib.sha256(frozen[entry["path"]]).hexdigest(), size=len(frozen[entry["path"]]))
@@ -94,6 +100,7 @@ def _results(campaign: Path, rows: dict[str, dict]) -> None:
     if not path.exists():
         return
     data = _v1(json.loads(path.read_text()))
+    data["profile"] = _old_profile(data["profile"])
     for item in data["receipts"]:
         item["accounting"] = rows[item["path"]] or None
     by_job = {row.get("job_id"): row for row in rows.values() if row}
@@ -106,6 +113,10 @@ def _results(campaign: Path, rows: dict[str, dict]) -> None:
     writer.writeheader()
     writer.writerows(points)
     (campaign / "results.csv").write_text(out.getvalue())
+
+
+def _old_profile(profile: dict) -> dict:
+    return {("extra_sbatch_args" if k == "extra_submit_args" else k): v for k, v in profile.items()}
 
 
 def _point(point: dict, by_job: dict[str, dict]) -> dict:

@@ -25,7 +25,7 @@ python="$root/.venv/bin/python"
 [[ -x "$python" ]] || { echo "record-slurm-text: $python is missing: run uv sync first" >&2; exit 1; }
 command -v sbatch >/dev/null || { echo "record-slurm-text: no sbatch on PATH: eval the env of tools/local-slurm.sh first" >&2; exit 1; }
 format="$("$python" -c 'from throughput_schema.sacct import FORMAT; print(FORMAT)')"
-squeue_format="$("$python" -c 'from throughput_sweep.schedulers.slurm_text import SQUEUE_FORMAT; print(SQUEUE_FORMAT)')"
+squeue_format="$("$python" -c 'from throughput_sweep.schedulers.slurm.text import SQUEUE_FORMAT; print(SQUEUE_FORMAT)')"
 # The environment of every query but sbatch (throughput_schema.slurm_env.query_environment).
 export TZ=UTC SLURM_TIME_FORMAT=standard
 

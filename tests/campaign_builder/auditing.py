@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from campaign_builder.complete import FakeSacct
+from campaign_builder.fake_sacct import FakeSacct
 from throughput_audit.audit import run_audit
 
 

@@ -11,7 +11,7 @@ import shutil
 
 import msgspec
 
-from campaign_builder.complete import FakeSacct
+from campaign_builder.fake_sacct import FakeSacct
 from campaign_builder.files import receipt_ended
 from campaign_builder.planting import Planted
 from throughput_schema import CurveClosure, Settlement, write_atomic

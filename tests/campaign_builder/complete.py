@@ -5,7 +5,7 @@ an intent, job script, receipt (with final accounting; a local campaign's jobs a
 the local scheduler's registry) and result whose derived figures agree with their raw
 windows, timed within the job; `build_optimizer` adds an optimizer-timing
 campaign inheriting a parent's fitting batches, with baselines and raw bursts.
-`FakeSacct` answers `sacct -j ...` from the accounting rows the builder laid out.
+`BuiltCampaign.sacct` answers `sacct -j ...` from the accounting rows the builder laid out.
 
 The results come from `results`, whose arithmetic is not the audit's own.
 """
@@ -17,12 +17,13 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from subprocess import CompletedProcess
 
 import msgspec
 
+from campaign_builder.fake_sacct import FakeSacct
 from campaign_builder.files import sha256, write_attempt_files
 from campaign_builder.results import bursts_for, failed_result, optimizer_timing, preset, throughput_result
+from throughput_audit.local_registry import accounting_row
 from throughput_schema import (
     BurstSample,
     ClusterProfile,
@@ -50,9 +51,8 @@ from throughput_schema.layout import (
     RESULTS_JSON,
     attempt_dir,
     curve_name,
-    job_log,
 )
-from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, accounting_row, end_path, job_path
+from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, end_path, job_log, job_path
 from throughput_schema.local_jobs import job_accounting as local_job_accounting
 from throughput_schema.recipe import at_point
 from throughput_schema.sacct import AccountingRow, job_accounting
@@ -71,47 +71,6 @@ class BuiltCampaign:
 
     def sacct(self) -> FakeSacct:
         return FakeSacct(self.rows)
-
-
-def _printed(attr: str, value: str) -> str:
-    """A row's figure as sacct prints it under TZ=UTC: a time in UTC, without its offset."""
-    if attr not in ("start", "end"):
-        return value
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    return when.astimezone(UTC).replace(tzinfo=None).isoformat() if when.tzinfo else value
-
-
-class FakeSacct:
-    """Answers `sacct ... -j a,b,c` and `sacct ... --name=t,u` like `--parsable2 --noheader`
-    in the audit's TZ=UTC (times without their offset), and counts the calls. A name query
-    ignores its time window: every row is in it."""
-
-    def __init__(self, rows: dict[str, AccountingRow]) -> None:
-        self.rows = rows
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv):
-        from throughput_schema.sacct import FIELDS
-
-        argv = list(argv)
-        self.calls.append(argv)
-        if "-j" in argv:
-            ids = argv[argv.index("-j") + 1].split(",")
-            rows = [self.rows[i] for i in ids if i in self.rows]
-        else:
-            names = set(next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(","))
-            rows = [row for row in self.rows.values() if row.job_name in names]
-        lines = ["|".join(_printed(attr, getattr(row, attr)) for _, attr in FIELDS) for row in rows]
-        return CompletedProcess(argv, 0, "".join(line + "\n" for line in lines), "")
-
-    def by_id(self) -> list[list[str]]:
-        return [argv for argv in self.calls if "-j" in argv]
-
-    def by_name(self) -> list[list[str]]:
-        return [argv for argv in self.calls if "-j" not in argv]
 
 
 class _Jobs:
@@ -399,7 +358,6 @@ def build_optimizer(
 
 __all__ = [
     "BuiltCampaign",
-    "FakeSacct",
     "Timeout",
     "build_optimizer",
     "build_throughput",

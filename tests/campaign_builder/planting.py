@@ -14,8 +14,9 @@ from pathlib import Path
 
 import msgspec
 
-from campaign_builder.complete import BuiltCampaign, FakeSacct, build_optimizer, build_throughput
+from campaign_builder.complete import BuiltCampaign, build_optimizer, build_throughput
 from campaign_builder.energy import add_energy
+from campaign_builder.fake_sacct import FakeSacct
 from campaign_builder.results import throughput_of
 from throughput_audit.audit import run_audit
 from throughput_schema import Hardware, WorkerResult

@@ -94,7 +94,7 @@ def test_timeout_result_with_oom_accounting_is_caught(campaign):
     names = {c.name for c in failures(out)}
     assert {"receipt.state", "slurm.state", "summary.curve"} <= names
     state = failures(out, "slurm.state")[0]
-    assert "ended FAILED exit 3:0; result.json outcome timeout implies timeout or failed with exit 6" in state.message
+    assert "ended failed exit 3; result.json outcome timeout implies timeout or failed with exit 6" in state.message
 
 
 def test_recipe_differing_from_frozen_is_caught(campaign):

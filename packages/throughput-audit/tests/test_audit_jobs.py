@@ -12,9 +12,10 @@ import pytest
 from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.complete import build_throughput
 from campaign_builder.files import receipt_ended
-from throughput_audit import query_windows, slurm
+from throughput_audit import job_states, query_windows, slurm
 from throughput_audit.allocation import mem_mib
 from throughput_audit.audit import write_outputs
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.sacct import FIELDS, FORMAT, parse_rows
 
 
@@ -133,19 +134,27 @@ def test_local_campaign_concurrency_comes_from_recorded_accounting(tmp_path):
 
 
 def test_peak_concurrency_of_short_sequential_jobs():
-    from throughput_schema.sacct import AccountingRow
+    def job(job_id, start, end):
+        return JobAccounting(
+            job_id=job_id,
+            state="completed",
+            start=f"2026-01-01T00:00:{start:02d}+00:00",
+            end=f"2026-01-01T00:00:{end:02d}+00:00",
+        )
 
-    def row(job, start, end):
-        return AccountingRow(job_id=job, start=f"2026-01-01T00:00:{start:02d}", end=f"2026-01-01T00:00:{end:02d}")
-
-    # Jobs that start and end within one second, one after another (sacct's resolution).
-    assert slurm.peak_concurrency([row("1", 33, 33), row("2", 34, 34), row("3", 35, 35)]).jobs == 1
+    # Jobs that start and end within one second, one after another (schedulers record seconds).
+    assert job_states.peak_concurrency([job("1", 33, 33), job("2", 34, 34), job("3", 35, 35)]).jobs == 1
     # One job ends the second the next starts: not concurrent.
-    assert slurm.peak_concurrency([row("1", 10, 20), row("2", 20, 30)]).jobs == 1
+    assert job_states.peak_concurrency([job("1", 10, 20), job("2", 20, 30)]).jobs == 1
     # A short job inside a long one, and one starting when a zero-length one ran.
-    assert slurm.peak_concurrency([row("1", 10, 30), row("2", 15, 15), row("3", 15, 20)]).jobs == 3
-    running = AccountingRow(job_id="4", start="2026-01-01T00:00:05", end="Unknown")
-    assert slurm.peak_concurrency([row("1", 10, 30), running]).jobs == 2
+    assert job_states.peak_concurrency([job("1", 10, 30), job("2", 15, 15), job("3", 15, 20)]).jobs == 3
+    running = JobAccounting(job_id="4", state="running", start="2026-01-01T00:00:05+00:00")
+    assert job_states.peak_concurrency([job("1", 10, 30), running]).jobs == 2
+    # A time without its offset is not an instant: named, never counted.
+    naive = JobAccounting(job_id="5", state="running", start="2026-01-01T00:00:05")
+    assert job_states.peak_concurrency([naive]).unreadable == (
+        "job 5: start '2026-01-01T00:00:05' is not a date and time",
+    )
 
 
 def _lose_job(campaign, folder, finished: str, end: str):

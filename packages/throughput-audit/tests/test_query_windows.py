@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from campaign_builder.auditing import edit
-from campaign_builder.complete import FakeSacct
+from campaign_builder.fake_sacct import FakeSacct
 from throughput_audit import cli, slurm
 from throughput_audit.audit import run_audit
 from throughput_audit.query_windows import DEFAULT_SPAN, SKEW_MARGIN, around, parse_span

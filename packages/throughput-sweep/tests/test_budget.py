@@ -10,7 +10,12 @@ import msgspec
 
 from throughput_schema import ClusterProfile
 from throughput_schema.sacct import AccountingRow
-from throughput_schema.slurm_reasons import (
+from throughput_sweep.ended_early import elapsed_and_limit, exit_code_pending, message
+from throughput_sweep.progress import pending_text
+from throughput_sweep.schedulers.base import Findings, JobStatus
+from throughput_sweep.schedulers.slurm.allocation_budget import Budget, _records, billing, check_budgets
+from throughput_sweep.schedulers.slurm.backend import SlurmScheduler
+from throughput_sweep.schedulers.slurm.reasons import (
     BUDGET_FIX,
     budget_used_up,
     budget_wait,
@@ -18,12 +23,7 @@ from throughput_schema.slurm_reasons import (
     pending_fix,
     pending_reason,
 )
-from throughput_sweep.ended_early import elapsed_and_limit, exit_code_pending, message, slurm_says
-from throughput_sweep.preflight_budget import Budget, _records, billing, check_budgets
-from throughput_sweep.preflight_cluster import Findings
-from throughput_sweep.progress import pending_text
-from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.schedulers.slurm_text import job_status, pending
+from throughput_sweep.schedulers.slurm.text import job_status, pending, slurmstepd_says
 
 ASSOC_MGR = """Current Association Manager state
 
@@ -119,11 +119,14 @@ def test_a_timeout_well_before_the_limit_is_ended_early(tmp_path: Path):
         "slurmstepd-vm: error: *** REASON: Job is at or exceeds association (acc=budget/user=(null)/part=(null)) "
         "group max TRES(gres/gpu) minutes of 1 with 1 ***\n"
     )
-    says = slurm_says(log)
+    says = slurmstepd_says(log)
     assert says == (
         "Job is at or exceeds association (acc=budget/user=(null)/part=(null)) group max TRES(gres/gpu) minutes of 1 with 1"
     )
-    text = message(_timeout("00:00:52"), 52.0, 240.0, says, "TimeLimit")
+    said = SlurmScheduler.early_end(log, "TimeLimit")
+    assert said == f"; Slurm says: {says} (scontrol: Reason=TimeLimit)"
+    text = message(_timeout("00:00:52"), 52.0, 240.0, SlurmScheduler.title, said)
     assert text.startswith("Slurm ended the job TIMEOUT after 52 s of its 4 min time limit; Slurm says: Job is at")
     assert "(scontrol: Reason=TimeLimit)" in text and "cancelled" not in text
-    assert slurm_says(tmp_path / "missing.out") == ""
+    assert slurmstepd_says(tmp_path / "missing.out") == ""
+    assert SlurmScheduler.early_end(tmp_path / "missing.out", "") == ""

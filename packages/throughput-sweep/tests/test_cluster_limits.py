@@ -12,13 +12,13 @@ from throughput_schema import Protocol, Receipt, Recipe, Throughput, WorkerResul
 from throughput_schema.layout import RECEIPT, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Ok
 from throughput_schema.sacct import AccountingRow
-from throughput_schema.slurm_reasons import BUDGET_FIX
 from throughput_sweep.budget import stopped_on
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
 from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
-from throughput_sweep.schedulers.slurm_text import job_status
+from throughput_sweep.schedulers.slurm.reasons import BUDGET_FIX
+from throughput_sweep.schedulers.slurm.text import job_status
 from throughput_sweep.watcher import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -22,7 +22,7 @@ from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite
 from throughput_schema.recipe import load_recipe
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import derive, pick
-from throughput_sweep.schedulers.slurm_text import job_status
+from throughput_sweep.schedulers.slurm.text import job_status
 from throughput_sweep.submission import outcome_of
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,9 +16,9 @@ import pytest
 
 from throughput_schema import ClusterProfile, read
 from throughput_schema.local_jobs import LocalJob
-from throughput_sweep.node.host import proc_start_time
+from throughput_sweep.node.host import detect_gpus, proc_start_time
 from throughput_sweep.schedulers.base import JobStatus
-from throughput_sweep.schedulers.local import LocalScheduler, detect_gpus
+from throughput_sweep.schedulers.local import LocalScheduler
 
 PROFILE = ClusterProfile(name="local", scheduler="local", mem="", cpus_per_task=8)
 
@@ -68,7 +68,7 @@ def test_submit_poll_completed_and_survive_restart(tmp_path):
     raw = json.loads(acc.raw)  # the registry's own records, kept unread
     assert raw["job"]["token"] == "tok-a" and raw["end"]["exit_code"] == "0:0"
     assert status3 == status
-    assert (work / f"slurm-{job_id}.out").read_text() == f"out {job_id}\n"
+    assert (work / f"local-{job_id}.out").read_text() == f"out {job_id}\n"
     # Times carry their UTC offset, so the instant survives an audit in another timezone.
     start, end = (datetime.fromisoformat(t) for t in (acc.start, acc.end))
     assert start.tzinfo is not None and end.tzinfo is not None
@@ -176,7 +176,7 @@ def test_slots_per_gpu_and_waiting_for_a_free_slot(tmp_path):
 
     ids, waited = anyio.run(main)
     assert waited >= 0.8  # the third job waited for a slot
-    gpus = [(tmp_path / f"p{i}" / f"slurm-{j}.out").read_text().strip() for i, j in enumerate(ids)]
+    gpus = [(tmp_path / f"p{i}" / f"local-{j}.out").read_text().strip() for i, j in enumerate(ids)]
     assert gpus[:2] == ["gpu=0", "gpu=1"] and gpus[2] in ("gpu=0", "gpu=1")
 
 
@@ -274,4 +274,4 @@ def test_job_outlives_a_sigkilled_watcher(tmp_path):
         return await wait_finished(sched, job_id)
 
     assert anyio.run(main).state == "completed"
-    assert (job.parent / f"slurm-{job_id}.out").read_text() == "done\n"
+    assert (job.parent / f"local-{job_id}.out").read_text() == "done\n"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from throughput_schema import ClusterProfile
-from throughput_sweep.preflight_cluster import Findings, _limits, _node_gpus
+from throughput_sweep.schedulers.base import Findings
+from throughput_sweep.schedulers.slurm.cluster import _limits, _node_gpus
 
 QOS = ("MaxWall", "MaxTRES", "MaxSubmitPU", "MaxJobsPU")
 

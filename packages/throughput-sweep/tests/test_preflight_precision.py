@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from throughput_schema import ClusterProfile
-from throughput_sweep.preflight_cluster import Findings
 from throughput_sweep.preflight_precision import check_precision
+from throughput_sweep.schedulers.base import Findings
 
 
 def profile(python: str) -> ClusterProfile:

@@ -46,7 +46,11 @@ def test_with_sbatch_and_no_choice_it_refuses_in_one_line_naming_both_ways(tmp_p
     with pytest.raises(CampaignError) as err:
         choose_profile(None, ROOT)
     line = str(err.value)
-    assert "\n" not in line and line.startswith("Slurm was found")
+    assert (
+        "\n" not in line
+        and line.startswith(f"Slurm ({tmp_path}/")
+        and "was found, but no cluster profile was chosen" in line
+    )
     assert "gh200, local, local-gpu, local-slurm" in line
     assert "--profile NAME" in line and f"export {PROFILE_ENV}=NAME" in line
 

@@ -12,8 +12,8 @@ import pytest
 
 from throughput_schema.sacct import FORMAT, Window, rows_by_job, slurm_minutes
 from throughput_schema.slurm_env import slurm_time
-from throughput_schema.slurm_reasons import never_starts
-from throughput_sweep.schedulers.slurm_text import (
+from throughput_sweep.schedulers.slurm.reasons import never_starts
+from throughput_sweep.schedulers.slurm.text import (
     SQUEUE_FORMAT,
     accounting_is_final,
     launch_failure_note,

@@ -9,12 +9,12 @@ import pytest
 from throughput_schema import ClusterProfile
 from throughput_schema.sacct import AccountingRow, job_accounting, raw_row
 from throughput_schema.scheduler_names import SCHEDULER_NAMES
-from throughput_schema.slurm_reasons import BUDGET_FIX
-from throughput_schema.slurm_states import STATES
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import ENDED, OUTCOME_OF_STATE
-from throughput_sweep.schedulers.slurm import sbatch_argv
-from throughput_sweep.schedulers.slurm_text import ENDED_AS, job_status, pending
+from throughput_sweep.schedulers.slurm.reasons import BUDGET_FIX
+from throughput_sweep.schedulers.slurm.states import STATES
+from throughput_sweep.schedulers.slurm.submit import sbatch_argv
+from throughput_sweep.schedulers.slurm.text import ENDED_AS, job_status, pending
 
 
 def test_every_terminal_slurm_state_has_a_word_with_the_outcome_slurm_states_gives():
@@ -81,9 +81,19 @@ def test_every_backend_answers_what_the_campaign_asks(name):
     assert cls.read_pending("Priority").text == "Priority" and not cls.read_pending("Priority").never_starts
     profile = ClusterProfile(name="p", scheduler=name)
     argv = cls.submit_command(profile, Path("/c/job.sh"), token="TOKEN", workdir=Path("/c"))
+    assert cls.title and cls.job_log("7").endswith("-7.out") and cls.submit_args_problem([]) == ""
+    assert cls.refusal_fields("some words of no scheduler") == ""
     if name == "slurm":
         assert argv == sbatch_argv(profile, Path("/c/job.sh"), token="TOKEN", workdir=Path("/c"))
-        assert cls.preflight and cls.remote_nodes
+        assert f"--output=/c/{cls.job_log('%j')}" in argv and cls.remote_nodes
         assert cls.read_pending("AssocGrpGRESMinutes") == pending("AssocGrpGRESMinutes")
+        assert cls.refusal_fields("sbatch: error: Invalid account or account/partition combination specified")
     else:
-        assert argv is None and not cls.preflight and not cls.remote_nodes
+        assert argv is None and not cls.remote_nodes and cls.detect() == ""
+        assert cls.early_end(Path("/nonexistent"), "") == ""
+        assert "does not apply" in cls.preflight(None, [], dry_run=False)  # type: ignore[arg-type]
+
+
+def test_each_backend_names_its_own_job_logs():
+    assert backend("slurm").job_log("12") == "slurm-12.out"
+    assert backend("local").job_log("12") == "local-12.out"

@@ -8,8 +8,8 @@ import pytest
 
 from throughput_schema import ClusterProfile
 from throughput_schema.sacct import AccountingRow
-from throughput_sweep.schedulers.slurm import sbatch_argv
-from throughput_sweep.schedulers.slurm_text import (
+from throughput_sweep.schedulers.slurm.backend import sbatch_argv
+from throughput_sweep.schedulers.slurm.text import (
     accounting_is_final,
     classify_sbatch_error,
     launch_failure_note,
@@ -19,7 +19,7 @@ from throughput_sweep.schedulers.slurm_text import (
 )
 
 PROFILE = ClusterProfile(
-    name="gh200", scheduler="slurm", account="throughput", partition="gpu", extra_sbatch_args=["--constraint=gh200"]
+    name="gh200", scheduler="slurm", account="throughput", partition="gpu", extra_submit_args=["--constraint=gh200"]
 )
 
 

@@ -13,14 +13,15 @@ from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Ok
 from throughput_schema.sacct import AccountingRow
 from throughput_sweep.attempt import submit_attempt
-from throughput_sweep.campaign import Campaign
+from throughput_sweep.campaign import Campaign, open_campaign
 from throughput_sweep.curves import pick
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput
 from throughput_sweep.profiles import embedded_local_profile
+from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus, QueryFailed, SubmitFailed
-from throughput_sweep.schedulers.slurm_text import job_status
-from throughput_sweep.submission import write_missing_result
+from throughput_sweep.schedulers.slurm.text import job_status
+from throughput_sweep.submission import reconcile_by_hand, write_missing_result
 from throughput_sweep.watcher import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -226,6 +227,18 @@ def test_two_jobs_adopt_neither_and_the_late_one_is_said_with_the_reconcile_comm
     [line] = [x for x in capsys.readouterr().err.splitlines() if LATE in x]
     assert "2 jobs carry its token (12, 14): none is adopted" in line
     assert f"reconcile --output {root} --token {token} --job-id ID" in line
+
+
+def test_adopting_one_of_two_jobs_by_hand_names_the_other_in_its_schedulers_words(tmp_path):
+    root, _ = start_up(tmp_path, {UNSETTLED: ["11", "13"], LATE: ["12"]})
+    campaign = open_campaign(root)
+    token = json.loads((root / UNSETTLED / "intent.json").read_text())["token"]
+    line = reconcile_by_hand(campaign, token, "11")
+    assert line.endswith(
+        "adopted job 11 as this point's receipt; cancel the other jobs if they are still queued: jobs 13"
+    )
+    assert backend(campaign.manifest.profile.scheduler).cancel_command == ""
+    assert backend("slurm").cancel_command == "scancel"
 
 
 def test_a_failed_lookup_leaves_the_late_intent_for_the_next_start(tmp_path):

@@ -97,7 +97,8 @@ def _check_jobs(
     profile = loaded.manifest.profile
     used: list[AccountingRow] = []
     compared = 0
-    skews = clock_skew.measure(SACCT, [(r, rows[j]) for j, r in jobs.items() if j in rows], checks)
+    read = {job_id: job_accounting(row) for job_id, row in rows.items()}
+    skews = clock_skew.measure(SACCT, [(r, read[j]) for j, r in jobs.items() if j in read], checks)
     for job_id, r in sorted(jobs.items(), key=lambda kv: job_order(kv[0])):
         file = r.file(RECEIPT)
         row = rows.get(job_id)
@@ -109,11 +110,12 @@ def _check_jobs(
         used.append(row)
         checks.expect("slurm.accounted", True, file, f"{file}: job {job_id} found in accounting", job_id=job_id)
         _check_allocation(r, job_id, row, profile, checks)
-        skew = skews.get(clock_skew.node_of(r, row), 0.0)
-        compared += check_job(SACCT, r, row, job_accounting(row), checks, skew=skew)
+        skew = skews.get(clock_skew.node_of(r, read[job_id]), 0.0)
+        names = {"name": row.job_name, "comment": row.comment}
+        compared += check_job(SACCT, r, read[job_id], checks, names=names, skew=skew)
         check_job_energy(r, row, checks)
     check_worker_times_ran(SACCT, len(used), compared, checks)
-    check_peak(SACCT, used, profile.max_concurrent_jobs, checks)
+    check_peak(SACCT, [read[row.job_id] for row in used], profile.max_concurrent_jobs, checks)
     return used
 
 

@@ -15,41 +15,41 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from throughput_audit import slurm
+from throughput_audit import job_states
 from throughput_audit.campaign import AttemptRecord
 from throughput_audit.findings import Checks
 from throughput_audit.jobs import Source, worker_results
-from throughput_schema.sacct import AccountingRow
+from throughput_schema.job_accounting import JobAccounting
 
 # NTP keeps a cluster's clocks within milliseconds; minutes mean a node without it. Beyond
 # this the node's times are not trusted at all.
 BOUND_SECONDS = 300.0
 
 
-def node_of(r: AttemptRecord, row: AccountingRow) -> str:
+def node_of(r: AttemptRecord, acc: JobAccounting) -> str:
     """The node the job ran on: the scheduler's word, else the worker's."""
-    if row.node_list:
-        return row.node_list
+    if acc.allocation.nodes:
+        return acc.allocation.nodes
     result = r.attempt.result
     return result.hardware.hostname if result is not None else ""
 
 
-def _offset(r: AttemptRecord, row: AccountingRow) -> float | None:
-    start = slurm.parse_time(row.start)
+def _offset(r: AttemptRecord, acc: JobAccounting) -> float | None:
+    start = job_states.instant(acc.start)
     for _, res in worker_results(r):
-        at = slurm.parse_time(res.job_started_at) if res.job_started_at else None
+        at = job_states.parse_time(res.job_started_at) if res.job_started_at else None
         if at is not None and start is not None:
             return (at - start).total_seconds()
     return None
 
 
-def measure(source: Source, jobs: Iterable[tuple[AttemptRecord, AccountingRow]], checks: Checks) -> dict[str, float]:
+def measure(source: Source, jobs: Iterable[tuple[AttemptRecord, JobAccounting]], checks: Checks) -> dict[str, float]:
     """Each node's skew in seconds (ahead of the scheduler: positive), one check per node."""
     offsets: dict[str, list[float]] = {}
-    for r, row in jobs:
-        offset = _offset(r, row)
+    for r, acc in jobs:
+        offset = _offset(r, acc)
         if offset is not None:
-            offsets.setdefault(node_of(r, row), []).append(offset)
+            offsets.setdefault(node_of(r, acc), []).append(offset)
     skews = {}
     for node, values in sorted(offsets.items()):
         skew = statistics.median(values)

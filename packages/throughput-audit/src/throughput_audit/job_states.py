@@ -1,10 +1,12 @@
 """A job's accounting in the project's words (`JobAccounting`), as every receipt stores it
-whatever its scheduler: which end states agree with a result's outcome, and job ids in
-the order they were given."""
+whatever its scheduler: which end states agree with a result's outcome, its times as
+instants, the most jobs that ran at once, and job ids in the order they were given."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from throughput_schema.job_accounting import OUTCOME_OF_STATE, JobAccounting
@@ -45,7 +47,9 @@ def expected_text(outcome: str) -> str:
     return f"{text} (or node_fail ending after the result was finished)"
 
 
-def _instant(text: str) -> datetime | None:
+def instant(text: str) -> datetime | None:
+    """An accounting time (ISO 8601 with its offset) as an instant; None where it is absent
+    or is not such a time (`time_problems` names those)."""
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
@@ -58,7 +62,7 @@ def time_problems(acc: JobAccounting) -> list[str]:
     return [
         f"{field} {text!r} is not a date and time"
         for field, text in (("start", acc.start), ("end", acc.end))
-        if text and _instant(text) is None
+        if text and instant(text) is None
     ]
 
 
@@ -72,5 +76,75 @@ def state_explains(outcome: str, acc: JobAccounting, result_finished_at: str) ->
             return True
     if acc.state != "node_fail":
         return False
-    done, end = _instant(result_finished_at), _instant(acc.end)
+    done, end = instant(result_finished_at), instant(acc.end)
     return done is not None and end is not None and done <= end
+
+
+# A full date and time: a worker's clock, or a scheduler's printed under another time format
+# ("19:19:41", "Tue 19:19"), which Python would read as today, or not at all.
+_DATED = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
+
+def job_time(text: str) -> datetime | None:
+    """A worker's ISO timestamp as an instant (UTC); one without an offset is read as local.
+    None where there is none. ValueError, naming the text, for anything else: a time that
+    does not parse is never read as absent."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        if not _DATED.match(text):
+            raise ValueError
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date and time") from None
+    # Instants, not local wall times: around a daylight-saving change local times repeat.
+    return when.astimezone(UTC)
+
+
+def parse_time(text: str) -> datetime | None:
+    """`job_time`, with unreadable text as None: for times whose reading is checked elsewhere."""
+    try:
+        return job_time(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Peak:
+    jobs: int
+    at: datetime | None
+    job_ids: list[str]
+    counted: int = 0  # jobs whose start (and end, if ended) were read
+    unreadable: tuple[str, ...] = ()  # "job 42: start '19:19:41' is not a date and time ..."
+
+
+def peak_concurrency(jobs: Iterable[JobAccounting], *, now: datetime | None = None) -> Peak:
+    """Most jobs running at one instant, from their start and end. A job ending at t and one
+    starting at t do not overlap."""
+    # At one timestamp (schedulers record whole seconds): ends of jobs that ran for a while
+    # (0), then starts (1), then ends of jobs that started and ended within that second (2).
+    events: list[tuple[datetime, int, str]] = []
+    unreadable: list[str] = []
+    for acc in jobs:
+        bad = time_problems(acc)
+        if bad:
+            unreadable.append(f"job {acc.job_id}: " + "; ".join(bad))
+            continue
+        start = instant(acc.start)
+        if start is None:
+            continue  # never started
+        end = instant(acc.end) or now or datetime.now(UTC)
+        events.append((start, 1, acc.job_id))
+        events.append((max(end, start), 0 if end > start else 2, acc.job_id))
+    events.sort(key=lambda e: (e[0], e[1]))
+    running: set[str] = set()
+    best = Peak(0, None, [])
+    for when, kind, job in events:
+        if kind == 1:
+            running.add(job)
+            if len(running) > best.jobs:
+                best = Peak(len(running), when, sorted(running, key=job_order))
+        else:
+            running.discard(job)
+    return Peak(best.jobs, best.at, best.job_ids, counted=len(events) // 2, unreadable=tuple(unreadable))

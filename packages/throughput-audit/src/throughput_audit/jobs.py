@@ -1,10 +1,10 @@
-"""The checks every job gets against its scheduler's own record of it: sacct's row on
-Slurm, the registry's row (`throughput_schema.local_jobs.accounting_row`) on the local
-scheduler, and that record in the project's words (`JobAccounting`) as its backend reads
-it. Each reader passes its `Source`: the checks' name prefix ("slurm.", "local."), how
-messages name the record, and how a user skips those checks.
+"""The checks every job gets against its scheduler's own record of it, read by the
+scheduler's backend into the project's words (`JobAccounting`): sacct's row on Slurm, the
+registry on the local scheduler. Each reader passes its `Source` (the checks' name prefix
+"slurm.", "local."; how messages name the record; how a user skips those checks) and the
+one thing that stays in the scheduler's words, the names it recorded for the job.
 
-- identity: the job carries the attempt's token as its name or comment;
+- identity: one of the job's recorded names carries the attempt's token;
 - state: its end state and exit code agree with the result's outcome;
 - worker_times: every timestamp a worker wrote lies within the job's start and end;
 - receipt_accounting: every field of the receipt's accounting, which collect publishes,
@@ -16,14 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from throughput_audit import job_states, slurm
+from throughput_audit import job_states
 from throughput_audit.campaign import AttemptRecord, kind
 from throughput_audit.findings import Checks
-from throughput_schema import WorkerResult, slurm_states
+from throughput_schema import WorkerResult
 from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import ACCOUNTING, BASELINE, RECEIPT, RESULT
 from throughput_schema.outcomes import written_by_scheduler
-from throughput_schema.sacct import AccountingRow, slurm_minutes
 
 # Both clocks print whole seconds: a worker's time may read up to a second off the job's.
 GRANULARITY = timedelta(seconds=1)
@@ -48,31 +47,32 @@ class Source:
 def check_job(
     source: Source,
     r: AttemptRecord,
-    row: AccountingRow,
     accounting: JobAccounting,
     checks: Checks,
     *,
-    times: AccountingRow | None = None,
+    names: dict[str, str],
     skew: float = 0.0,
 ) -> int:
     """`accounting`: the scheduler's record read by its backend, which the receipt's copy
-    must equal. `times`: the row with start and end as instants, where the record's own
-    strings are ambiguous (older local registries wrote local time without an offset).
-    Returns how many worker results were compared with the job's times. `skew`: the node's clock's seconds ahead of the
-    scheduler's (`clock_skew`), removed from the workers' times before they are compared."""
+    must equal. `names`: what the scheduler recorded as the job's names, by what it calls
+    them ({"name": ..., "comment": ...} in sacct), one of which must carry the token.
+    Returns how many worker results were compared with the job's times. `skew`: the node's
+    clock's seconds ahead of the scheduler's (`clock_skew`), removed from the workers' times
+    before they are compared."""
     file = r.file(RECEIPT)
-    job_id = row.job_id
+    job_id = accounting.job_id
     receipt = r.attempt.receipt
     assert receipt is not None, "an attempt is checked against the job its receipt names"
     token = r.attempt.intent.token if r.attempt.intent else receipt.token
     checks.expect(
         f"{source.prefix}.identity",
-        token == row.comment or token in row.job_name,
+        any(token in name for name in names.values()),
         file,
-        f"{file}: job {job_id} is named {row.job_name!r} with comment {row.comment!r}; the intent's token is {token!r}",
+        f"{file}: job {job_id} has "
+        + ", ".join(f"{what} {name!r}" for what, name in names.items())
+        + f"; the intent's token is {token!r}",
         job_id=job_id,
-        job_name=row.job_name,
-        comment=row.comment,
+        names=names,
         token=token,
     )
     res = r.attempt.result
@@ -83,26 +83,35 @@ def check_job(
             f"{source.prefix}.state",
             ok,
             file,
-            f"{file}: job {job_id} ended {row.state} exit {row.exit_code}; result.json outcome {k} "
+            f"{file}: job {job_id} ended {_ending(accounting)}; result.json outcome {k} "
             + (f"implies {job_states.expected_text(k)}" if not ok else "agrees")
-            + _someone_else(row.state),
+            + _someone_else(accounting),
             job_id=job_id,
-            state=row.state,
-            exit_code=row.exit_code,
+            state=accounting.state,
+            exit_code=accounting.exit_code,
             outcome=k,
         )
     lost = accounting.state == "node_fail"
-    compared = check_worker_times(source, r, times or row, checks, skew=skew, lost=lost)
+    compared = check_worker_times(source, r, accounting, checks, skew=skew, lost=lost)
     check_receipt_copy(source, r, accounting, checks)
     return compared
 
 
-def _someone_else(state: str) -> str:
-    """A job ended from outside (scancel, preemption): a retry, never a boundary."""
-    m = slurm_states.meaning(state)
-    if m is None or not m.by_someone_else:
-        return ""
-    return f" (the job {m.meaning}: not a boundary; retry the point with run --resume --retry-failed)"
+def _ending(acc: JobAccounting) -> str:
+    """'failed exit 3', 'cancelled signal 15', 'running'."""
+    text: str = acc.state
+    if acc.exit_code is not None:
+        text += f" exit {acc.exit_code}"
+    return text + (f" signal {acc.signal}" if acc.signal else "")
+
+
+# Ended from outside: a retry, never a boundary.
+_BY_SOMEONE_ELSE = {"cancelled": "was cancelled", "preempted": "was preempted for other work"}
+
+
+def _someone_else(acc: JobAccounting) -> str:
+    said = _BY_SOMEONE_ELSE.get(acc.state)
+    return f" (the job {said}: not a boundary; retry the point with run --resume --retry-failed)" if said else ""
 
 
 def check_receipt_copy(source: Source, r: AttemptRecord, row: JobAccounting, checks: Checks) -> None:
@@ -134,7 +143,7 @@ def _same(field: str, recorded: object, now: object) -> bool:
     """A time is the same instant, written with any offset; every other field is equal."""
     if field not in _TIMES or recorded == now:
         return recorded == now
-    instant = slurm.parse_time(str(now))
+    instant = job_states.parse_time(str(now))
     try:
         when = datetime.fromisoformat(str(recorded))
     except ValueError:
@@ -151,12 +160,12 @@ def worker_results(r: AttemptRecord) -> list[tuple[str, WorkerResult]]:
 
 def _on_scheduler_clock(text: str, skew: float) -> str:
     """A node's time as the scheduler's clock read it then (the text as it is where not a time)."""
-    at = slurm.parse_time(text) if text and skew else None
+    at = job_states.parse_time(text) if text and skew else None
     return (at - timedelta(seconds=skew)).isoformat() if at is not None else text
 
 
 def check_worker_times(
-    source: Source, r: AttemptRecord, row: AccountingRow, checks: Checks, *, skew: float = 0.0, lost: bool = False
+    source: Source, r: AttemptRecord, acc: JobAccounting, checks: Checks, *, skew: float = 0.0, lost: bool = False
 ) -> int:
     """Each worker-written result's times within its job's; returns how many were compared.
     A job time that is missing or does not parse fails, naming the field and the text.
@@ -165,46 +174,44 @@ def check_worker_times(
     found = worker_results(r)
     if not found:
         return 0
-    bad = slurm.time_problems(row)
-    start, end = slurm.parse_time(row.start), slurm.parse_time(row.end)
-    try:
-        elapsed = slurm_minutes(row.elapsed)
-    except ValueError:
-        elapsed = None  # unreadable: the run's length is not compared
+    bad = job_states.time_problems(acc)
+    start, end = job_states.instant(acc.start), job_states.instant(acc.end)
+    elapsed = acc.elapsed_seconds  # None: not known, the run's length is not compared
     for file, res in found:
-        problems = [f"job {row.job_id}'s {p} in {source.name}" for p in bad]
+        problems = [f"job {acc.job_id}'s {p} in {source.name}" for p in bad]
         if not bad and (start is None or end is None):
             missing = "start" if start is None else "end"
             problems.append(
-                f"job {row.job_id} has no {missing} time in {source.name} ({getattr(row, missing)!r}), yet its worker wrote this result"
+                f"job {acc.job_id} has no {missing} time in {source.name}, yet its worker wrote this result"
             )
         when: dict[str, datetime] = {}
         for what, text in {"started_at": res.started_at, "finished_at": res.finished_at}.items():
-            at = slurm.parse_time(text) if text else None
+            at = job_states.parse_time(text) if text else None
             at = at - timedelta(seconds=skew) if at is not None else None
             if at is None:
                 problems.append(f"{what} {text!r} is not a time (a worker always records when it ran)")
             elif start is not None and end is not None and not start - GRANULARITY <= at <= end + GRANULARITY:
-                problems.append(f"{what} {text} lies outside the job's {row.start} .. {row.end}")
+                problems.append(f"{what} {text} lies outside the job's {acc.start} .. {acc.end}")
             else:
                 when[what] = at
         if not problems and elapsed is not None and not lost:
             ran = (when["finished_at"] - when["started_at"]).total_seconds()
-            if ran > elapsed * 60 + GRANULARITY.total_seconds():
-                problems.append(f"the worker ran {ran:.0f} s, longer than the job's elapsed {row.elapsed}")
+            if ran > elapsed + GRANULARITY.total_seconds():
+                problems.append(f"the worker ran {ran:.0f} s, longer than the job's elapsed {elapsed:g} s")
         checks.expect(
             f"{source.prefix}.worker_times",
             not problems,
             file,
             f"{file}: "
             + ("; ".join(problems) if problems else f"worker ran {res.started_at} .. {res.finished_at}")
-            + f" (job {row.job_id}: {row.start} .. {row.end}, elapsed {row.elapsed}"
+            + f" (job {acc.job_id}: {acc.start or '?'} .. {acc.end or '?'}, elapsed "
+            + (f"{elapsed:g} s" if elapsed is not None else "?")
             + (f"; the node's clock skew of {skew:+.1f} s removed)" if skew else ")"),
-            job_id=row.job_id,
+            job_id=acc.job_id,
             started_at=res.started_at,
             finished_at=res.finished_at,
-            job_start=row.start,
-            job_end=row.end,
+            job_start=acc.start,
+            job_end=acc.end,
             skew_seconds=round(skew, 3),
         )
     return len(found)
@@ -223,8 +230,8 @@ def check_worker_times_ran(source: Source, jobs: int, compared: int, checks: Che
         )
 
 
-def check_peak(source: Source, rows: list[AccountingRow], limit: int, checks: Checks) -> None:
-    peak = slurm.peak_concurrency(rows)
+def check_peak(source: Source, rows: list[JobAccounting], limit: int, checks: Checks) -> None:
+    peak = job_states.peak_concurrency(rows)
     name = f"{source.prefix}.peak_concurrency"
     if peak.unreadable:
         checks.fail(

@@ -6,9 +6,9 @@ accounting.txt's text."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import TypeVar
 
 import msgspec
 
@@ -23,15 +23,14 @@ from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import INTENT, RECEIPT
 from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
+    LocalEnd,
     LocalJob,
     RegisteredJob,
-    accounting_row,
     job_accounting,
     read_registry,
 )
-from throughput_schema.sacct import AccountingRow
+from throughput_schema.sacct import AccountingRow, slurm_duration
 
-_Timed = TypeVar("_Timed", AccountingRow, JobAccounting)  # a record with start and end
 REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 
 
@@ -52,25 +51,28 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
         return "# no local job registry\n"
     offset = _registry_offset(registry, receipts)
     # Registries written before LocalJob.host: the scheduler named its own host at each poll.
-    rows = {
-        job_id: accounting_row(entry.job, entry.end, account=profile.account, host=_recorded_host(receipts.get(job_id)))
+    hosts = {job_id: _recorded_host(receipts.get(job_id)) for job_id in registry}
+    jobs = {
+        job_id: _instants(job_accounting(entry.job, entry.end, host=hosts[job_id]), offset)
         for job_id, entry in registry.items()
     }
-    instants = {job_id: _instants(row, offset) for job_id, row in rows.items()}
-    skews = clock_skew.measure(REGISTRY, [(r, instants[j]) for j, r in receipts.items() if j in instants], checks)
+    skews = clock_skew.measure(REGISTRY, [(r, jobs[j]) for j, r in receipts.items() if j in jobs], checks)
     compared = 0
     for job_id, r in sorted(receipts.items(), key=lambda kv: job_order(kv[0])):
         if _check_registered(r, job_id, registry, profile, checks):
-            skew = skews.get(clock_skew.node_of(r, instants[job_id]), 0.0)
-            entry = registry[job_id]
-            accounting = _instants(job_accounting(entry.job, entry.end, host=_recorded_host(r)), offset)
-            compared += check_job(REGISTRY, r, rows[job_id], accounting, checks, times=instants[job_id], skew=skew)
+            skew = skews.get(clock_skew.node_of(r, jobs[job_id]), 0.0)
+            names = {"token": registry[job_id].job.token}
+            compared += check_job(REGISTRY, r, jobs[job_id], checks, names=names, skew=skew)
     check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
     _check_unreceipted(loaded, registry, receipts, checks)
-    check_peak(REGISTRY, list(instants.values()), profile.max_concurrent_jobs, checks)
+    check_peak(REGISTRY, list(jobs.values()), profile.max_concurrent_jobs, checks)
+    rows = [
+        accounting_row(entry.job, entry.end, account=profile.account, host=hosts[job_id])
+        for job_id, entry in registry.items()
+    ]
     return (
         f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
-        + slurm.format_rows(rows.values())
+        + slurm.format_rows(rows)
     )
 
 
@@ -100,8 +102,12 @@ def _check_registered(
     """Whether a receipt's job is a local job in the registry (its allocation checked); the
     job's own checks run only where it is."""
     file = r.file(RECEIPT)
-    if _receipt(r).scheduler != "local":
-        checks.fail("local.receipt", file, f"{file}: scheduler {_receipt(r).scheduler} in a local campaign")
+    if _receipt(r).scheduler != profile.scheduler:
+        checks.fail(
+            "local.receipt",
+            file,
+            f"{file}: scheduler {_receipt(r).scheduler} in a campaign whose profile names {profile.scheduler}",
+        )
         return False
     entry = registry.get(job_id)
     if entry is None:
@@ -213,7 +219,7 @@ def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, Att
     return seen.most_common(1)[0][0] if seen else None
 
 
-def _instants(row: _Timed, offset: timedelta | None) -> _Timed:
+def _instants(row: JobAccounting, offset: timedelta | None) -> JobAccounting:
     if offset is None:
         return row
 
@@ -225,3 +231,49 @@ def _instants(row: _Timed, offset: timedelta | None) -> _Timed:
         return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
 
     return msgspec.structs.replace(row, start=fix(row.start), end=fix(row.end))
+
+
+def accounting_row(
+    job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None
+) -> AccountingRow:
+    """The job as sacct would print it, for accounting.txt. `host`: as for `job_accounting`."""
+    base = dict(
+        job_id=job.job_id,
+        job_name=job.token,
+        partition="local",
+        account=account,
+        timelimit=slurm_duration(job.time_limit_seconds),
+        alloc_tres=_tres(job),
+        req_mem=job.mem,
+        comment=job.token,
+        node_list=job.host or host,
+    )
+    if end is None:
+        started = datetime.fromisoformat(job.submitted_at).timestamp()
+        running = (time.time() if now is None else now) - started
+        return AccountingRow(
+            **base,
+            state="RUNNING",
+            exit_code="0:0",
+            start=job.submitted_at,
+            end="Unknown",
+            elapsed=slurm_duration(running),
+        )
+    return AccountingRow(
+        **base,
+        state=end.state,
+        exit_code=end.exit_code,
+        start=end.start,
+        end=end.end,
+        elapsed=slurm_duration(end.elapsed_seconds),
+    )
+
+
+def _tres(job: LocalJob) -> str:
+    if job.machine_cpus:
+        tres = f"cpu={job.machine_cpus}" + (f",mem={job.machine_mem}" if job.machine_mem else "")
+    else:
+        tres = f"cpu={job.cpus}" + (f",mem={job.mem}" if job.mem else "")
+    if job.gpus:
+        tres += f",gres/gpu={len(job.gpus.split(','))}"
+    return tres

@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from throughput_schema.local_jobs import slurm_duration
-from throughput_schema.sacct import DEFAULT_SPAN, MIN_SPAN, slurm_minutes
+from throughput_schema.sacct import DEFAULT_SPAN, MIN_SPAN, slurm_duration, slurm_minutes
 
 # The login node writing intents and slurmctld stamping jobs may disagree by minutes, and
 # sbatch itself may take a while to answer.

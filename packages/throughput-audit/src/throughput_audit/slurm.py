@@ -16,7 +16,7 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from throughput_audit.job_states import job_order
 from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, AccountingRow, Window, parse_rows, windows
@@ -145,89 +145,3 @@ def _call(argv: list[str], run: Runner) -> Query:
 
 
 _ERROR = re.compile(r"\b(error|fatal)\b", re.IGNORECASE)
-
-
-# ------------------------------------------------------------------------------ times
-
-# What sacct prints for a time that has not happened (a job not started, not ended).
-NOT_YET = ("", "Unknown", "None")
-# A full date and time: SLURM_TIME_FORMAT=relative or a custom format prints "19:19:41"
-# or "Tue 19:19", which Python would read as today, or not at all.
-_DATED = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
-
-
-def job_time(text: str) -> datetime | None:
-    """An ISO timestamp as an instant (UTC): a time without an offset (a receipt recorded
-    before times carried one, an older local registry) is read as local. None where it has
-    not happened yet.
-    ValueError, naming the text, for anything else: a time that does not parse is never
-    read as absent."""
-    text = (text or "").strip()
-    if text in NOT_YET:
-        return None
-    try:
-        if not _DATED.match(text):
-            raise ValueError
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a date and time") from None
-    # Instants, not local wall times: around a daylight-saving change local times repeat.
-    return when.astimezone(UTC)
-
-
-def parse_time(text: str) -> datetime | None:
-    """`job_time`, with unreadable text as None: for times whose reading is checked elsewhere."""
-    try:
-        return job_time(text)
-    except ValueError:
-        return None
-
-
-def time_problems(row: AccountingRow) -> list[str]:
-    """'start ...' / 'end ...' for each of the row's times that is there but does not parse."""
-    problems = []
-    for field in ("start", "end"):
-        try:
-            job_time(getattr(row, field))
-        except ValueError as exc:
-            problems.append(f"{field} {exc}")
-    return problems
-
-
-@dataclass(frozen=True)
-class Peak:
-    jobs: int
-    at: datetime | None
-    job_ids: list[str]
-    counted: int = 0  # jobs whose start (and end, if ended) were read
-    unreadable: tuple[str, ...] = ()  # "job 42: start '19:19:41' is not a date and time ..."
-
-
-def peak_concurrency(rows: Iterable[AccountingRow], *, now: datetime | None = None) -> Peak:
-    """Most jobs running at one instant, from Start/End. A job ending at t and one starting at t do not overlap."""
-    # At one timestamp (sacct has one-second resolution): ends of jobs that ran for a while
-    # (0), then starts (1), then ends of jobs that started and ended within that second (2).
-    events: list[tuple[datetime, int, str]] = []
-    unreadable: list[str] = []
-    for row in rows:
-        bad = time_problems(row)
-        if bad:
-            unreadable.append(f"job {row.job_id}: " + "; ".join(bad))
-            continue
-        start = job_time(row.start)
-        if start is None:
-            continue  # never started
-        end = job_time(row.end) or now or datetime.now(UTC)
-        events.append((start, 1, row.job_id))
-        events.append((max(end, start), 0 if end > start else 2, row.job_id))
-    events.sort(key=lambda e: (e[0], e[1]))
-    running: set[str] = set()
-    best = Peak(0, None, [])
-    for when, kind, job in events:
-        if kind == 1:
-            running.add(job)
-            if len(running) > best.jobs:
-                best = Peak(len(running), when, sorted(running, key=job_order))
-        else:
-            running.discard(job)
-    return Peak(best.jobs, best.at, best.job_ids, counted=len(events) // 2, unreadable=tuple(unreadable))

@@ -93,10 +93,11 @@ def upgrade_campaigns(folder: Path) -> int:
         except UpgradeRefused as exc:
             print(f"throughput-schema: {exc}", file=sys.stderr)
             return 2
-        if not done.rewritten:
+        if not done.rewritten and not done.renamed:
             print(f"{root}: already at schema version {SCHEMA_VERSION}; nothing to do")
             continue
-        print(f"{root}: upgraded to schema version {SCHEMA_VERSION}, {len(done.rewritten)} files rewritten")
+        renamed = f", {len(done.renamed)} job outputs renamed" if done.renamed else ""
+        print(f"{root}: upgraded to schema version {SCHEMA_VERSION}, {len(done.rewritten)} files rewritten{renamed}")
         for note in done.notes:
             print(f"  {note}")
     return 0

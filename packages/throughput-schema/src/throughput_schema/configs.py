@@ -280,7 +280,8 @@ class ClusterProfile(_Config, frozen=True):
     watchdog_minutes: PositiveFloat = 13.0
     python: str = ".venv-aarch64/bin/python"
     max_concurrent_jobs: PositiveInt = 12
-    extra_sbatch_args: list[str] = []
+    # Added to the submit command as given; the backend refuses what a campaign cannot follow.
+    extra_submit_args: list[str] = []
     # A job that ended before its result.json is seen: how long the watcher waits for the file
     # before deriving one (a shared filesystem shows a compute node's files late; NFS's
     # attribute cache alone holds them up to 60 s). Only for schedulers that run jobs elsewhere.

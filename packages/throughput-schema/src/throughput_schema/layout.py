@@ -6,7 +6,7 @@
       curves/<model>-c<context>/closure.json       close-curve, when a person ended a blocked curve
       curves/<model>-c<context>/b<batch>/attempt-<k>/
           request.json job.sh intent.json receipt.json settlement.json result.json baseline.json
-          bursts.jsonl slurm-<id>.out
+          bursts.jsonl <the job's output: its backend's job_log, slurm-<id>.out or local-<id>.out>
       results.json results.csv README.md *.png    collect
       audit.json accounting.txt                   the audit
       spot-check/comparison.{json,md,csv,pdf} ...  a spot check's comparison with its source
@@ -54,11 +54,6 @@ RESULT = "result.json"
 BASELINE = "baseline.json"
 BURSTS = "bursts.jsonl"
 REQUEST = "request.json"  # the attempt's WorkerRequest, written before job.sh and the intent
-
-
-def job_log(job_id: str) -> str:
-    """The job's output file in its attempt folder; Slurm writes it as --output=slurm-%j.out."""
-    return f"slurm-{job_id}.out"
 
 
 # In a curve's folder: a person's decision to end a blocked curve (close-curve).

@@ -14,8 +14,8 @@ accounting in the project's words (`job_accounting`), as a receipt stores it.
 
 The registry is to a local campaign what sacct is to a Slurm one: the scheduler copies
 `job_accounting` into receipts, and the audit rebuilds the same record here to check them
-(and, for the checks it shares with Slurm campaigns, the job as sacct would print it,
-`accounting_row`). Its end states are written in Slurm's words (`ENDED_AS` reads them).
+(its accounting.txt prints each job as sacct would, `throughput_audit.local_registry`).
+Its end states are written in Slurm's words (`ENDED_AS` reads them).
 It lives in the schema because the scheduler, the wrapper on the node and the audit all
 read it. All files are written atomically.
 """
@@ -31,7 +31,7 @@ import msgspec
 
 from throughput_schema.codec import read
 from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, memory_bytes
-from throughput_schema.sacct import AccountingRow, exit_status
+from throughput_schema.sacct import exit_status
 
 __all__ = [
     "ENDED_AS",
@@ -39,12 +39,11 @@ __all__ = [
     "LocalEnd",
     "LocalJob",
     "RegisteredJob",
-    "accounting_row",
     "job_accounting",
     "end_path",
+    "job_log",
     "job_path",
     "read_registry",
-    "slurm_duration",
     "stamp",
 ]
 
@@ -102,19 +101,15 @@ def end_path(jobs_dir: Path, job_id: str) -> Path:
     return jobs_dir / f"{job_id}.end.json"
 
 
+def job_log(job_id: str) -> str:
+    """A local job's output file in its attempt folder (`LocalJob.output`)."""
+    return f"local-{job_id}.out"
+
+
 def stamp(when: float | None = None) -> str:
     """Local time like sacct's, but with its UTC offset: the registry travels with the
     campaign, and an audit in another timezone must read the same instant."""
     return datetime.fromtimestamp(time.time() if when is None else when).astimezone().isoformat(timespec="seconds")
-
-
-def slurm_duration(seconds: float) -> str:
-    """Seconds as Slurm prints Elapsed and Timelimit: [D-]HH:MM:SS."""
-    seconds = max(0, int(round(seconds)))
-    d, rest = divmod(seconds, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
 @dataclass(frozen=True)
@@ -135,16 +130,6 @@ def read_registry(jobs_dir: Path) -> dict[str, RegisteredJob]:
             end = end_path(jobs_dir, stem)
             found[stem] = RegisteredJob(read(path, LocalJob), read(end, LocalEnd) if end.exists() else None)
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
-
-
-def _tres(job: LocalJob) -> str:
-    if job.machine_cpus:
-        tres = f"cpu={job.machine_cpus}" + (f",mem={job.machine_mem}" if job.machine_mem else "")
-    else:
-        tres = f"cpu={job.cpus}" + (f",mem={job.mem}" if job.mem else "")
-    if job.gpus:
-        tres += f",gres/gpu={len(job.gpus.split(','))}"
-    return tres
 
 
 def job_accounting(job: LocalJob, end: LocalEnd | None, *, host: str, now: float | None = None) -> JobAccounting:
@@ -180,41 +165,4 @@ def job_accounting(job: LocalJob, end: LocalEnd | None, *, host: str, now: float
         signal=signal,
         allocation=allocation,
         raw=raw,
-    )
-
-
-def accounting_row(
-    job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None
-) -> AccountingRow:
-    """The job as sacct would print it, for the audit's checks shared with Slurm campaigns.
-    `host`: as for `job_accounting`."""
-    base = dict(
-        job_id=job.job_id,
-        job_name=job.token,
-        partition="local",
-        account=account,
-        timelimit=slurm_duration(job.time_limit_seconds),
-        alloc_tres=_tres(job),
-        req_mem=job.mem,
-        comment=job.token,
-        node_list=job.host or host,
-    )
-    if end is None:
-        started = datetime.fromisoformat(job.submitted_at).timestamp()
-        running = (time.time() if now is None else now) - started
-        return AccountingRow(
-            **base,
-            state="RUNNING",
-            exit_code="0:0",
-            start=job.submitted_at,
-            end="Unknown",
-            elapsed=slurm_duration(running),
-        )
-    return AccountingRow(
-        **base,
-        state=end.state,
-        exit_code=end.exit_code,
-        start=end.start,
-        end=end.end,
-        elapsed=slurm_duration(end.elapsed_seconds),
     )

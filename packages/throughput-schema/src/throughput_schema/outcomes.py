@@ -95,6 +95,12 @@ Outcome = (
 )
 
 
+def time_limit_slack(limit_seconds: float) -> float:
+    """How far before its time limit a job may be stopped and still count as timed out: the
+    watchdog starts a little after the job; never a minute of a short job's whole limit."""
+    return min(60.0, 0.1 * limit_seconds)
+
+
 def written_by_scheduler(outcome: Outcome) -> bool:
     """The controller wrote this outcome from the scheduler's word: the job left no result."""
     return outcome.phase == SCHEDULER_PHASE

@@ -50,6 +50,7 @@ __all__ = [
     "format_rows",
     "job_accounting",
     "raw_row",
+    "slurm_duration",
     "parse_rows",
     "rows_by_job",
     "slurm_minutes",
@@ -140,7 +141,7 @@ def _line(row: AccountingRow) -> str:
 
 # ---------------------------------------------------------------- neutral accounting
 
-# Slurm's terminal states (`slurm_states`) in the project's words.
+# Slurm's terminal states (`throughput_sweep.schedulers.slurm.states`) in the project's words.
 ENDED_AS: dict[str, JobState] = {
     "COMPLETED": "completed",
     "FAILED": "failed",
@@ -189,9 +190,14 @@ def _count(text: str | None) -> int | None:
     return int(text) if text and text.isdigit() else None
 
 
+# What sacct prints for a time that has not happened (a job not started, not ended).
+_NOT_YET = ("", "Unknown", "None")
+
+
 def _instant(text: str) -> str:
-    """A Start or End that is a date and time; "" for Unknown, None and the like."""
-    return text if text[:1].isdigit() else ""
+    """A Start or End as sacct gave it, "" where it has not happened: other text (a time
+    printed without its date) is kept, for the audit to name."""
+    return "" if text.strip() in _NOT_YET else text
 
 
 def job_accounting(row: AccountingRow) -> JobAccounting:
@@ -248,6 +254,15 @@ def slurm_minutes(text: str) -> float | None:
         raise ValueError(f"{text!r} is not a Slurm duration ([D-]HH:MM:SS)")
     days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
     return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+def slurm_duration(seconds: float) -> str:
+    """Seconds as Slurm prints Elapsed and Timelimit: [D-]HH:MM:SS."""
+    seconds = max(0, int(round(seconds)))
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
 # ----------------------------------------------------------------------------- TRES

@@ -4,15 +4,17 @@ version 2, once.
 Version 2 stores each receipt's accounting in the project's words (`JobAccounting`, the
 backend's own record kept in `raw`), names the manifest's removed environment, results'
 state and elapsed columns and the audit's accounting field for no scheduler, and calls a
-result the controller wrote in the scheduler's place by one phase ("scheduler").
+result the controller wrote in the scheduler's place by one phase ("scheduler"). The
+profile's submit arguments and a local job's output file take their scheduler-neutral
+names (`upgrade_names`), in a version-2 campaign written before them too.
 
 Every file is read and rewritten in memory first: one the upgrade must read and cannot
 refuses the whole campaign in one line, before anything is written. Then each file is
-replaced atomically, the manifest last, so an interrupted upgrade leaves version-1 files
-that a second run finishes; a file already at version 2 is left as it is. Files the
-upgrade does not know (the frozen sources, logs, figures, the local job registry) are
-never touched: a frozen copy's own scripts (its watchdog, its job scripts) stay as they
-were frozen.
+replaced atomically and each local job's output renamed, the manifest last, so an
+interrupted upgrade leaves files that a second run finishes; a file already at version 2 is
+left as it is. Files the upgrade does not know (the frozen sources, logs but for the name of
+a local job's output, figures, the local job registry) are never touched: a frozen copy's
+own scripts (its watchdog, its job scripts) stay as they were frozen.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from throughput_schema.records import (
     WorkerResult,
 )
 from throughput_schema.upgrade_accounting import Context, UpgradeRefused, receipt, results_csv, results_json
+from throughput_schema.upgrade_names import local_logs, profiles_renamed
 from throughput_schema.version import SCHEMA_VERSION
 
 __all__ = ["FROM_VERSION", "Upgrade", "UpgradeRefused", "campaigns", "plan", "upgrade"]
@@ -65,6 +68,7 @@ _DERIVED = (layout.RESULTS_JSON, layout.OPTIMIZER_JSON, layout.COMPARISON_JSON)
 class Upgrade:
     campaign: Path
     rewritten: list[str] = field(default_factory=list)  # relative paths, in the order written
+    renamed: list[str] = field(default_factory=list)  # "old -> new", relative paths
     notes: list[str] = field(default_factory=list)
 
 
@@ -83,18 +87,27 @@ def upgrade(root: Path) -> Upgrade:
     a file it cannot read (nothing is written then)."""
     done = Upgrade(root)
     planned = plan(root, done.notes)
-    for path in sorted(planned, key=lambda p: (p.name == layout.MANIFEST, str(p))):
+    local = _json(root / layout.MANIFEST).get("profile", {}).get("scheduler") == "local"
+    moves = local_logs(root) if local else {}
+    manifest = planned.pop(root / layout.MANIFEST, None)
+    for path in sorted(planned):
         write_atomic(path, planned[path])
         done.rewritten.append(path.relative_to(root).as_posix())
+    for old, new in moves.items():
+        old.rename(new)
+        done.renamed.append(f"{old.relative_to(root).as_posix()} -> {new.name}")
+    if manifest is not None:
+        write_atomic(root / layout.MANIFEST, manifest)
+        done.rewritten.append(layout.MANIFEST)
     return done
 
 
 def plan(root: Path, notes: list[str]) -> dict[Path, bytes]:
-    """Every file of the campaign that changes, with its version-2 bytes ({} where the
-    campaign is at version 2); what a person should know is added to `notes`."""
+    """Every file of the campaign that changes, with its version-2 bytes ({} where nothing
+    does); what a person should know is added to `notes`."""
     manifest = _json(root / layout.MANIFEST)
     if _version(manifest) == SCHEMA_VERSION:
-        return {}
+        return _names(root, manifest, notes)
     ctx = Context(root, str(manifest.get("profile", {}).get("scheduler", "")))
     if ctx.scheduler == "local":
         try:
@@ -162,6 +175,7 @@ def _planned(path: Path, ctx: Context) -> bytes | None:
         obj = receipt(obj, ctx, path.parent)
     elif name == layout.RESULTS_JSON:
         obj = results_json(obj, ctx)
+        profiles_renamed(obj)
     if record is None:
         return json.dumps(obj, indent=2).encode() + b"\n"
     return dumps(_decoded(obj, record, path))
@@ -244,6 +258,7 @@ def _audit(path: Path) -> bytes | None:
 
 def _manifest(obj: dict, frozen: dict[str, bytes], ctx: Context, notes: list[str]) -> bytes:
     obj = _bumped(obj)
+    profiles_renamed(obj)
     if "slurm_environment_removed" in obj:
         obj["scheduler_environment_removed"] = obj.pop("slurm_environment_removed")
     for entry in obj.get("frozen_files") or []:
@@ -271,8 +286,29 @@ def _parent(parent: dict, root: Path, note: Callable[[str], None]) -> None:
         note(f"its parent {manifest.parent} is not the manifest it recorded (upgraded before it?): its hash is kept")
         return
     try:
-        upgraded = plan(manifest.parent, [])[manifest]
-    except (UpgradeRefused, KeyError):
+        upgraded = plan(manifest.parent, []).get(manifest)
+    except UpgradeRefused:
         note(f"its parent {manifest.parent} does not upgrade: the parent's manifest hash is kept")
         return
-    parent["manifest_sha256"] = hashlib.sha256(upgraded).hexdigest()
+    if upgraded is not None:  # None: the parent's manifest stays as it is
+        parent["manifest_sha256"] = hashlib.sha256(upgraded).hexdigest()
+
+
+def _names(root: Path, manifest: dict, notes: list[str]) -> dict[Path, bytes]:
+    """A version-2 campaign's files that still hold the profile field's old name (its
+    manifest, results.json), and the manifest where its parent's hash follows the parent's."""
+    planned: dict[Path, bytes] = {}
+    results = root / layout.RESULTS_JSON
+    if results.is_file():
+        obj = _json(results)
+        if profiles_renamed(obj):
+            planned[results] = json.dumps(obj, indent=2).encode() + b"\n"
+    parent = manifest.get("parent")
+    recorded = parent.get("manifest_sha256") if isinstance(parent, dict) else None
+    if isinstance(parent, dict):
+        _parent(parent, root, notes.append)
+    if profiles_renamed(manifest) or (isinstance(parent, dict) and parent.get("manifest_sha256") != recorded):
+        _decoded(manifest, Manifest, root / layout.MANIFEST)
+        # As it was written but for the name: a field added since keeps its default unwritten.
+        planned[root / layout.MANIFEST] = msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
+    return planned

@@ -16,7 +16,7 @@ A crash before step 4 leaves a folder without an intent, which never ran: the po
 on in the next attempt. `--dry-run` prints `campaign_script` of the request it would write.
 
 The batch script has no #SBATCH lines: resources go on the sbatch command line as argv
-items (`schedulers.slurm.sbatch_argv`), so a profile value is never read as a directive.
+items (`schedulers.slurm.submit.sbatch_argv`), so a profile value is never read as a directive.
 Every value in it is passed through `shlex.quote`, comments carry values only as JSON; a
 value with a NUL byte, or a PYTHONPATH entry with ':', is refused (`ValueError`).
 """

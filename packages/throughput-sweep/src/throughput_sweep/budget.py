@@ -2,9 +2,9 @@
 and every output says so.
 
   * A job pending for an allocation budget used up (its backend's `Pending.budget`; on
-    Slurm, a reason of `slurm_reasons.BUDGET_USED_UP`) never starts by waiting:
+    Slurm, a reason of `schedulers.slurm.reasons.BUDGET_USED_UP`) never starts by waiting:
     `cluster_limits.refuse` settles it like any never-starting job (a `refused` result with
-    the reason and its fix, `slurm_reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
+    the reason and its fix, `schedulers.slurm.reasons.BUDGET_FIX`, then scancel) and calls `stop`: the watcher
     submits nothing more, cancels and settles its other pending jobs the same way
     (`settle_pending`), lets the running ones end, and the run exits with `EXIT_BUDGET` and
     `budget_line`.
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from throughput_schema.outcomes import SCHEDULER_PHASE, Refused
 from throughput_sweep.attempt_status import AttemptInfo
+from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
@@ -52,13 +53,16 @@ def budget_retry(curves: list[Curve]) -> frozenset[Path]:
     return frozenset(i.attempt.path for c in curves for i in c.points.values() if budget_reason(i))
 
 
-def budget_line(campaign_root: Path, reason: str, driver: str) -> str:
-    """What run and status say about a campaign stopped on its budget, in one line."""
-    where = shlex.quote(str(campaign_root))
+def budget_line(campaign: Campaign, reason: str, driver: str) -> str:
+    """What run and status say about a campaign stopped on its budget, in one line, in the words
+    of its scheduler's backend."""
+    where = shlex.quote(str(campaign.root))
+    ran = backend(campaign.manifest.profile.scheduler)
+    check = f" (check with: {ran.budget_check})" if ran.budget_check else ""
     return (
-        f"stopped on the allocation budget: Slurm holds this campaign's jobs with reason {reason} "
-        f"(the account's or QOS's GrpTRESMins is used up), so no job was left pending; ask for more "
-        f"(check with: scontrol show assoc_mgr flags=assoc), then go on with: {driver} run --output {where} --resume; "
+        f"stopped on the allocation budget: {ran.title} holds this campaign's jobs with reason {reason} "
+        f"(the account's budget is used up), so no job was left pending; ask for more{check}, "
+        f"then go on with: {driver} run --output {where} --resume; "
         "or run the rest with a profile that uses another account, in a new --output"
     )
 

@@ -34,9 +34,10 @@ from throughput_sweep.freezing import create
 from throughput_sweep.frozen_profile import blocked_advice, resume_profile
 from throughput_sweep.locking import CampaignLock
 from throughput_sweep.planning import DEFAULT_CONTEXTS, DEFAULT_MODELS, check_resume, plan_optimizer, plan_throughput
-from throughput_sweep.preflight import gate, worst_case
+from throughput_sweep.preflight import gate
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
 from throughput_sweep.schedulers import BACKENDS, backend
+from throughput_sweep.worst_case import worst_case
 
 
 @command_line
@@ -239,7 +240,7 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     print(render_status(campaign), end="")
     where = shlex.quote(str(campaign.root))
     if status == EXIT_BUDGET:
-        print(f"[sweep] {budget_line(campaign.root, stopped_on(curves), driver_name())}", file=sys.stderr)
+        print(f"[sweep] {budget_line(campaign, stopped_on(curves), driver_name())}", file=sys.stderr)
         return status
     if status == EXIT_BLOCKED:
         print(f"[sweep] {blocked_advice(campaign, curves, driver_name())}", file=sys.stderr)

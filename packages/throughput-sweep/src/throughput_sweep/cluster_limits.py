@@ -1,14 +1,14 @@
 """What the watcher does where a real cluster's limits and gaps show: a submit limit, a job
 that can never start, a job gone from squeue while Slurm's accounting is not available.
 
-  * `SlotLimit`: sbatch refused a job for a submit limit (`slurm_reasons`: "limit"); the
+  * `SlotLimit`: sbatch refused a job for a submit limit (Slurm's `schedulers.slurm.reasons`: "limit"); the
     refused intent is settled never-submitted (no job was made, the point waits for its
     turn). The watcher keeps at most as many jobs out as it had when the limit hit (one,
     when the user's other jobs fill the limit), says so once, shows it in the progress
     line, and allows one more job every `WatchOptions.limit_probe` seconds until it is
     back at the profile's max_concurrent_jobs. No curve is blocked by a limit.
   * `refuse`: a job pending for a reason its backend says never starts (on Slurm, those of
-    `slurm_reasons.NEVER_STARTS`) gets a `refused` result (the reason and the fix), then
+    `schedulers.slurm.reasons.NEVER_STARTS`) gets a `refused` result (the reason and the fix), then
     is cancelled; the curve blocks with the reason.
     For a used-up allocation budget the watcher also stops submitting (budget.py).
   * `settle_vanished`: the job is gone (squeue answered without it and sacct gave no row:
@@ -27,6 +27,7 @@ from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
 from throughput_sweep import budget
 from throughput_sweep.attempt_status import AttemptInfo
+from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed
 from throughput_sweep.submission import parse_time, record_accounting, write_missing_result, write_refused_result
 from throughput_sweep.watcher_state import WatcherView
@@ -95,7 +96,7 @@ async def refuse(w: WatcherView, info: AttemptInfo, pending: Pending) -> bool:
 
 
 def settle_vanished(w: WatcherView, info: AttemptInfo, status: JobStatus, clock: float) -> bool:
-    """A job that squeue no longer lists while Slurm's accounting gives no row: after
+    """A job that the queue no longer lists while the accounting gives no row: after
     `accounting_down_grace`, settle it from its attempt folder (its result, or, once its
     time limit has surely passed, as lost), free its slot and say so in the receipt."""
     receipt = info.attempt.receipt
@@ -105,19 +106,20 @@ def settle_vanished(w: WatcherView, info: AttemptInfo, status: JobStatus, clock:
     first = w.st.vanished_since.setdefault(receipt.job_id, clock)
     if clock - first < w.options.accounting_down_grace:
         return False
+    title = backend(w.scheduler.name).title
     has_result = (info.attempt.path / RESULT).exists()
     if not has_result:
         limit = w.campaign.manifest.profile.time_limit_minutes * 60 + w.options.vanished_margin
         if (datetime.now(UTC) - parse_time(receipt.submitted_at)).total_seconds() < limit:
             return False
         note = (
-            "squeue no longer lists the job and Slurm's accounting is not available; its time limit "
+            f"the queue no longer lists the job and {title}'s accounting is not available; its time limit "
             "has passed since its submission and it left no result.json"
         )
         write_missing_result(w.campaign, info, None, outcome=Crashed(phase=SCHEDULER_PHASE, message=note))
     w.st.finished[receipt.job_id] = status.state
     w.st.accounting_given_up.add(receipt.job_id)
-    why = f"Slurm's accounting was not available ({status.note}); " + (
+    why = f"{title}'s accounting was not available ({status.note}); " + (
         "settled from result.json" if has_result else "settled as lost after its time limit"
     )
     record_accounting(info, None, False, missing=why)

@@ -1,14 +1,13 @@
-"""A job Slurm ended well before its time limit: its result says what Slurm says.
+"""A job its scheduler ended well before its time limit: its result says what the scheduler says.
 
-An allocation budget used up while jobs run (GrpTRESMins without `safe`), or another limit
-the controller enforces on running jobs, ends them as TIMEOUT long before their time limit
-(Slurm 22.05 and 24.11: acct_policy_job_time_out). Slurm's own words are in the job's output
-file ("*** REASON: Job is at or exceeds association (acc=budget/...) group max TRES(gres/gpu)
-minutes of 1 with 1 ***"), and scontrol shows Reason=TimeLimit while it remembers the job.
+An allocation budget used up while jobs run, or another limit a scheduler enforces on running
+jobs, ends them as TIMEOUT long before their time limit (on Slurm: GrpTRESMins without `safe`).
 The job's watchdog only saw a SIGTERM before the time limit and wrote a `cancelled` stop
 record. `settle` replaces such a record (one the watchdog or the controller wrote, never a
-worker's own result) by a `timeout` result with `ended_early` set, whose message is Slurm's:
-the state, the elapsed time against the limit, the reason. It is never an OOM.
+worker's own result) by a `timeout` result with `ended_early` set, whose message is the
+scheduler's: the state, the elapsed time against the limit, and what the backend read of
+why (`Backend.early_end`: on Slurm, slurmstepd's line in the job's output and scontrol's
+reason). It is never an OOM.
 
 Such a point is not the point's doing: `early_retry` retries it at once, once. Where a budget
 is used up the retry pends with the budget's reason, and the watcher stops on the budget
@@ -20,16 +19,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from throughput_schema import WorkerResult, read
-from throughput_schema.layout import RESULT, job_log
-from throughput_schema.outcomes import SCHEDULER_PHASE, Timeout
-from throughput_schema.slurm_states import time_limit_slack
+from throughput_schema.layout import RESULT
+from throughput_schema.outcomes import SCHEDULER_PHASE, Timeout, time_limit_slack
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.progress import fmt_seconds
+from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus
 from throughput_sweep.submission import write_missing_result
 from throughput_sweep.watcher_state import WatcherView
-
-_SLURM_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CANCELLED AT ... DUE TO TIME LIMIT"
 
 
 def elapsed_and_limit(status: JobStatus, limit_minutes: float) -> tuple[float, float] | None:
@@ -54,29 +51,16 @@ def exit_code_pending(status: JobStatus, limit_minutes: float) -> bool:
     )
 
 
-def slurm_says(log: Path) -> str:
-    """slurmstepd's reason line from the job's output file ('' when there is none)."""
-    try:
-        with log.open("rb") as f:
-            f.seek(max(0, log.stat().st_size - 65536))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    lines = [line.split(_SLURM_SAYS, 1)[1].strip(" *") for line in text.splitlines() if _SLURM_SAYS in line]
-    return lines[-1] if lines else ""
-
-
-def message(status: JobStatus, elapsed: float, limit: float, says: str, reason: str) -> str:
-    text = f"Slurm ended the job {status.word} after {fmt_seconds(elapsed)} of its {fmt_seconds(limit)} time limit"
-    if says:
-        text += f"; Slurm says: {says}"
-    if reason:
-        text += f" (scontrol: Reason={reason})"
-    return text + "; not the point's doing: it is retried (an allocation budget used up stops the campaign)"
+def message(status: JobStatus, elapsed: float, limit: float, title: str, said: str) -> str:
+    """`said`: the backend's clause (`Backend.early_end`), after the elapsed time against the limit."""
+    return (
+        f"{title} ended the job {status.word} after {fmt_seconds(elapsed)} of its {fmt_seconds(limit)} time limit"
+        f"{said}; not the point's doing: it is retried (an allocation budget used up stops the campaign)"
+    )
 
 
 async def settle(w: WatcherView, info: AttemptInfo, status: JobStatus) -> bool:
-    """Where the job ended early: its result from Slurm's word (True when written)."""
+    """Where the job ended early: its result from the scheduler's word (True when written)."""
     receipt = info.attempt.receipt
     assert receipt is not None, "only a polled job, which has a receipt, ends"
     times = elapsed_and_limit(status, w.campaign.manifest.profile.time_limit_minutes)
@@ -89,11 +73,12 @@ async def settle(w: WatcherView, info: AttemptInfo, status: JobStatus) -> bool:
             current.outcome, "ended_early", False
         ):
             return False  # the worker's own result stands; or settled already
-    says = slurm_says(info.attempt.path / job_log(receipt.job_id))
+    ran = backend(w.scheduler.name)
     reason = await w.scheduler.ended_reason(receipt.job_id)
+    said = ran.early_end(info.attempt.path / ran.job_log(receipt.job_id), reason)
     outcome = Timeout(
         phase=SCHEDULER_PHASE,
-        message=message(status, *times, says, reason),
+        message=message(status, *times, ran.title, said),
         deadline_seconds=times[1],
         ended_early=True,
     )

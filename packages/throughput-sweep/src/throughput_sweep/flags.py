@@ -66,7 +66,7 @@ def _add_run(sub) -> None:
     )
     run.add_argument(
         "--profile",
-        help="cluster profile: a name under configs/clusters/ or a YAML path (default: $THROUGHPUT_SWEEP_PROFILE; a follow-up takes its parent's; local where no sbatch is on PATH)",
+        help="cluster profile: a name under configs/clusters/ or a YAML path (default: $THROUGHPUT_SWEEP_PROFILE; a follow-up takes its parent's; local where no cluster scheduler, such as sbatch, is found here)",
     )
     run.add_argument("--max-batch", type=positive_int, help="stop each curve at this batch: 'no OOM up to the cap'")
     run.add_argument(

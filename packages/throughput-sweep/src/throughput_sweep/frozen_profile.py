@@ -4,7 +4,7 @@ replacement by `run --resume --profile FIXED` while nothing of the campaign has 
 A campaign freezes its cluster profile in the manifest at creation, so every point of a
 curve runs with the same account, partition and resources. A refusal that comes from the
 profile itself (a wrong account, partition or QOS, a time limit or resources the cluster
-does not offer: `throughput_schema.slurm_reasons.profile_fields`) then repeats for every
+does not offer: its backend's `refusal_fields`) then repeats for every
 submission: `--retry-failed` would only fail again.
 The advice is to fix the profile and start a new `--output`. While no job of the campaign
 was ever accepted (every submission refused), nothing ran under the old profile, so
@@ -24,19 +24,19 @@ from throughput_schema import ClusterProfile, write_atomic
 from throughput_schema.campaigns import ProfileReplacement
 from throughput_schema.digests import sha256_bytes
 from throughput_schema.layout import MANIFEST
-from throughput_schema.slurm_reasons import profile_fields
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, CampaignError, now
 from throughput_sweep.curves import Curve, last_failure
 from throughput_sweep.locking import CampaignLock
+from throughput_sweep.schedulers import backend
 
 
-def profile_refused(curve: Curve) -> str:
-    """The profile fields to fix when `curve` is blocked by a refusal that comes from its profile."""
+def profile_refused(curve: Curve, scheduler: str) -> str:
+    """The profile fields to fix when `curve` is blocked by a refusal of `scheduler`'s that comes from its profile."""
     last = last_failure(curve)
     if curve.state != "blocked" or last is None or last.status not in ("refused", "failed"):
         return ""
-    return profile_fields(last.message)
+    return backend(scheduler).refusal_fields(last.message)
 
 
 def nothing_ran(infos: list[AttemptInfo]) -> bool:
@@ -47,7 +47,7 @@ def nothing_ran(infos: list[AttemptInfo]) -> bool:
 
 def refusal_advice(campaign: Campaign, curves: list[Curve], driver: str) -> str:
     """What to do about curves blocked by their profile, in one line ('' when none is)."""
-    fields = sorted({f for c in curves if (f := profile_refused(c))})
+    fields = sorted({f for c in curves if (f := profile_refused(c, campaign.manifest.profile.scheduler))})
     if not fields:
         return ""
     name = campaign.manifest.profile.name

@@ -13,7 +13,6 @@ for nothing.
 
 from __future__ import annotations
 
-from throughput_schema.layout import job_log
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import JobStatus
@@ -50,7 +49,7 @@ async def settle(w: WatcherView, info: AttemptInfo, status: JobStatus, clock: fl
     if awaiting(w, info, clock):
         return False
     job_id = status.job_id
-    log = info.attempt.path / job_log(job_id)
+    log = info.attempt.path / backend(w.scheduler.name).job_log(job_id)
     launch = None if log.exists() else await w.scheduler.launch_failure(job_id)
     if write_missing_result(w.campaign, info, status, launch_failure=launch) is None:
         w.say(f"job {job_id}: its own result.json appeared; kept it")

@@ -14,7 +14,7 @@ import subprocess
 
 from throughput_schema import ClusterProfile
 from throughput_schema.precision import is_fp8
-from throughput_sweep.preflight_cluster import Findings
+from throughput_sweep.schedulers.base import Findings
 
 PROBE = "import torchao.float8"
 TIMEOUT = 120.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import msgspec
 
 from throughput_schema import ClusterProfile, SchemaError, convert_input, read_yaml
 from throughput_sweep.campaign import CampaignError, open_campaign
-from throughput_sweep.schedulers import backend
+from throughput_sweep.schedulers import backend, detected
 
 __all__ = ["PROFILE_ENV", "available_profiles", "choose_profile", "embedded_local_profile", "load_profile"]
 
@@ -67,8 +66,8 @@ def choose_profile(
 ) -> ClusterProfile:
     """--profile, then a follow-up's parent profile, then $THROUGHPUT_SWEEP_PROFILE, then local.
 
-    The local default is taken only where no sbatch is on PATH: on a login node it would
-    train on the login node itself, so there the choice must be made.
+    The local default is taken only where no backend detects its scheduler (`Backend.detect`):
+    on a login node it would train on the login node itself, so there the choice must be made.
     """
     if flag:
         return load_profile(flag, root, need_python=need_python)
@@ -80,10 +79,10 @@ def choose_profile(
             return load_profile(named, root, need_python=need_python)
         except CampaignError as exc:
             raise CampaignError(f"{PROFILE_ENV}={named}: {exc}") from None
-    sbatch = shutil.which("sbatch")
-    if sbatch:
+    found = detected()
+    if found:
         raise CampaignError(
-            f"Slurm was found ({sbatch}) but no cluster profile was chosen; profiles: "
+            f"{' and '.join(found)} was found, but no cluster profile was chosen; profiles: "
             f"{', '.join(available_profiles(root))} (or a YAML path); choose one with --profile NAME, "
             f"or once per shell with: export {PROFILE_ENV}=NAME"
         )
@@ -95,32 +94,6 @@ def missing_python(profile: ClusterProfile) -> bool:
 
 
 _MEM = re.compile(r"[1-9][0-9]*[KMGT]?")
-
-
-# sbatch's long options a campaign cannot follow, and its short ones for two of them.
-_FORBIDDEN_LONG = ("clusters", "array", "requeue")
-_FORBIDDEN_SHORT = frozenset("Ma")
-# sbatch's short options that take no argument: after one of these, the next letter of
-# the same word ("-HM") is another option.
-_NO_ARGUMENT = frozenset("HhIkOQsuVvW")
-
-
-def forbidden_sbatch_args(args: list[str]) -> list[str]:
-    """The items of `args` that are --clusters, --array or --requeue in any spelling sbatch
-    takes: -M x, -Mx, --clusters=x, --clu x (getopt accepts unambiguous prefixes), -a, -Ha1-3."""
-    bad = []
-    for arg in args:
-        if arg.startswith("--"):
-            name = arg[2:].split("=", 1)[0]
-            if len(name) >= 3 and any(full.startswith(name) for full in _FORBIDDEN_LONG):
-                bad.append(arg)
-        elif arg.startswith("-") and len(arg) > 1:
-            for letter in arg[1:]:
-                if letter in _FORBIDDEN_SHORT:
-                    bad.append(arg)
-                if letter not in _NO_ARGUMENT:
-                    break  # an option with an argument: the rest of the word is its value
-    return bad
 
 
 def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str:
@@ -135,12 +108,9 @@ def profile_problem(profile: ClusterProfile, *, need_python: bool = True) -> str
             f"watchdog_minutes {profile.watchdog_minutes:g} must be at least one minute below time_limit_minutes "
             f"{profile.time_limit_minutes}, so the watchdog records a timeout before the scheduler kills the job"
         )
-    forbidden = forbidden_sbatch_args(profile.extra_sbatch_args)
-    if forbidden:
-        return (
-            f"extra_sbatch_args {' '.join(forbidden)}: --clusters/-M, --array/-a and --requeue are not allowed "
-            "(the watcher follows single jobs on this cluster, and a requeued job would measure its point twice); remove them"
-        )
+    refused = backend(profile.scheduler).submit_args_problem(profile.extra_submit_args)
+    if refused:
+        return refused
     if profile.mem and not _MEM.fullmatch(profile.mem):
         return f"mem {profile.mem!r} is not a positive amount such as 64G, 512M or 65536 (megabytes)"
     if need_python and missing_python(profile):

@@ -99,19 +99,21 @@ def render_status(campaign: Campaign, live: Live | None = None) -> str:
     ]
     recommended = recommendations(curves)
     for c in curves:
-        lines += _curve_lines(c, m.spot_check is None, recommended, live)
+        lines += _curve_lines(c, m.spot_check is None, recommended, live, m.profile.scheduler)
     if m.spot_check is not None:
         from throughput_sweep.spot_check import verdict_lines
 
         lines += ["", *verdict_lines(campaign)]
     if budget:
-        lines += ["", budget_line(campaign.root, budget, live.driver if live else "throughput-sweep")]
+        lines += ["", budget_line(campaign, budget, live.driver if live else "throughput-sweep")]
     elif live and not live.watcher_alive and any(c.state == "blocked" for c in curves):
         lines += ["", blocked_advice(campaign, curves, live.driver)]
     return "\n".join(lines) + "\n"
 
 
-def _curve_lines(c: Curve, recommends: bool, recommended: dict[str, Recommendation], live: Live | None) -> list[str]:
+def _curve_lines(
+    c: Curve, recommends: bool, recommended: dict[str, Recommendation], live: Live | None, scheduler: str
+) -> list[str]:
     """One curve's row of the table and the indented notes under it."""
     out: list[str] = []
     fastest = c.fastest_stable
@@ -127,10 +129,8 @@ def _curve_lines(c: Curve, recommends: bool, recommended: dict[str, Recommendati
         out.append(f"    most energy-efficient stable batch: b{efficient[0]} {efficient[1]:.4g} J/token")
     if c.state == "blocked":
         out.append(f"    blocked: {c.blocked_reason}")
-        if profile_refused(c):
-            out.append(
-                f"    refused for the campaign's frozen profile (check its {profile_refused(c)}); not worth retrying"
-            )
+        if fields := profile_refused(c, scheduler):
+            out.append(f"    refused for the campaign's frozen profile (check its {fields}); not worth retrying")
     if c.state == "closed" and c.closure is not None:  # a curve is closed together with its closure
         out.append(f"    {closed_line(c.closure)}; not a memory boundary")
     if c.done and c.fitting and recommends:  # a sample recommends nothing

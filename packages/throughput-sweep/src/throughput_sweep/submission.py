@@ -52,6 +52,7 @@ from throughput_schema.recipe import parameter_count
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.campaign import Campaign, now
 from throughput_sweep.faults import should_crash
+from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import OUTCOME_OF_STATE, JobStatus, Pending, QueryFailed, Scheduler
 
 
@@ -170,7 +171,8 @@ def reconcile_by_hand(campaign: Campaign, token: str, job_id: str | None) -> str
     extra = ""
     if info.settlement is not None and len(info.settlement.job_ids) > 1:
         others = [j for j in info.settlement.job_ids if j != job_id]
-        extra = f"; cancel the other jobs if they are still queued: scancel {' '.join(others)}"
+        cancel = backend(campaign.manifest.profile.scheduler).cancel_command or "jobs"
+        extra = f"; cancel the other jobs if they are still queued: {cancel} {' '.join(others)}"
     return f"{where}: adopted job {job_id} as this point's receipt{extra}"
 
 
@@ -185,7 +187,7 @@ def outcome_of(status: JobStatus, deadline_seconds: float, launch_failure: str |
     note = f"job ended {word} without result.json"
     if launch_failure is not None:
         # The output file is created when the script starts, so without it nothing ran.
-        note = f"job ended {word} before its batch script started (no slurm-*.out in the attempt folder)"
+        note = f"job ended {word} before its batch script started (no job output file in the attempt folder)"
         if launch_failure:
             note += f"; {launch_failure}"
     outcome = OUTCOME_OF_STATE.get(status.state, "crashed")

@@ -165,15 +165,9 @@ def measure(
     check("warmup")
 
     # Calibration: part of the warm-up phase for outcomes; its time picks N.
-    start = clock()
-    runner.run(opts.calibration_updates)
-    runner.sync()
-    seconds = clock() - start
+    n = _calibrate(runner, opts, measurement, clock)
     expected += opts.calibration_updates
     check("warmup")
-    n = stats.updates_per_window(opts.calibration_updates, seconds, opts.window_seconds, opts.min_updates_per_window)
-    measurement.calibration = Calibration(updates=opts.calibration_updates, seconds=seconds, updates_per_window=n)
-    measurement.burst_updates = stats.burst_size(seconds / opts.calibration_updates, opts.burst_seconds)
 
     on_phase("measurement")
 
@@ -182,20 +176,7 @@ def measure(
         start_mj = measurement.read_energy(f"at the start of window {index}")
         if optimizer_timing:
             span_start = clock()
-            total = 0.0
-            for size in stats.split_bursts(n, measurement.burst_updates):
-                t0 = clock()
-                runner.run(size)
-                runner.sync()
-                wall = clock() - t0
-                total += wall
-                graph_ms, optimizer_ms = runner.read_events()  # outside the burst's timer
-                measurement.bursts.append(
-                    BurstSample(
-                        window=index, updates=size, wall_seconds=wall, graph_ms=graph_ms, optimizer_ms=optimizer_ms
-                    )
-                )
-            seconds = total
+            seconds = _bursts(runner, measurement, index, n, clock)
             end_mj = measurement.read_energy(f"at the end of window {index}") if start_mj is not None else None
             interval = clock() - span_start
         else:
@@ -221,6 +202,35 @@ def measure(
         for i in range(opts.windows, opts.windows + opts.extra_windows):
             window(i)
     return measurement
+
+
+def _calibrate(runner: Runner, opts: ProtocolRecord, measurement: Measurement, clock: Callable[[], float]) -> int:
+    """Time the calibration updates; the updates per window (N) and per burst they give."""
+    start = clock()
+    runner.run(opts.calibration_updates)
+    runner.sync()
+    seconds = clock() - start
+    n = stats.updates_per_window(opts.calibration_updates, seconds, opts.window_seconds, opts.min_updates_per_window)
+    measurement.calibration = Calibration(updates=opts.calibration_updates, seconds=seconds, updates_per_window=n)
+    measurement.burst_updates = stats.burst_size(seconds / opts.calibration_updates, opts.burst_seconds)
+    return n
+
+
+def _bursts(runner: Runner, measurement: Measurement, index: int, n: int, clock: Callable[[], float]) -> float:
+    """Window `index`'s N updates in bursts, each timed with its graph and optimizer events;
+    the bursts' summed wall time (the events are read outside each burst's timer)."""
+    total = 0.0
+    for size in stats.split_bursts(n, measurement.burst_updates):
+        t0 = clock()
+        runner.run(size)
+        runner.sync()
+        wall = clock() - t0
+        total += wall
+        graph_ms, optimizer_ms = runner.read_events()
+        measurement.bursts.append(
+            BurstSample(window=index, updates=size, wall_seconds=wall, graph_ms=graph_ms, optimizer_ms=optimizer_ms)
+        )
+    return total
 
 
 def unstable(measurement: Measurement, opts: ProtocolRecord, optimizer_timing: bool = False) -> bool:

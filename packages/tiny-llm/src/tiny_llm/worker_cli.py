@@ -88,8 +88,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="torch.compile mode for the model (default: inductor's default; the update graph is captured by us)",
     )
-    # Speed variants (tiny_llm.kernels); the defaults are the measured behaviour, and the
-    # choice is recorded in the result's `kernels` ("auto" as the kernel it resolved to).
+    _add_kernel_flags(p)
+    p.set_defaults(func=main)
+
+
+def _add_kernel_flags(p: argparse.ArgumentParser) -> None:
+    """The speed variants (tiny_llm.kernels); the defaults are the measured behaviour, and the
+    choice is recorded in the result's `kernels` ("auto" as the kernel it resolved to)."""
     from tiny_llm.kernels import (
         ATTENTION,
         CE_CHUNK_TOKENS,
@@ -157,7 +162,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "on CPU; triton: two Triton passes, CUDA only; fused: torch._fused_adamw_; compiled: its "
         "step through inductor)",
     )
-    p.set_defaults(func=main)
 
 
 def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:

@@ -8,9 +8,10 @@ is here, so neither imports the other.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
-__all__ = ["machine_cpus", "machine_mem", "proc_start_time"]
+__all__ = ["detect_gpus", "machine_cpus", "machine_mem", "proc_start_time"]
 
 
 def machine_cpus() -> int:
@@ -64,3 +65,17 @@ def _alive(pid: int, start: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def detect_gpus() -> list[str]:
+    """Visible GPUs: CUDA_VISIBLE_DEVICES when set (empty = none), else `nvidia-smi -L`."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    return [str(i) for i, line in enumerate(g for g in out.stdout.splitlines() if g.startswith("GPU "))]

@@ -55,12 +55,11 @@ import msgspec
 from throughput_schema import EXIT_CODES, SchemaError, WorkerRequest, read, write_new
 from throughput_schema.layout import REQUEST
 from throughput_schema.node_local import ResultNotWritten, not_written
-from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind
+from throughput_schema.outcomes import Cancelled, Crashed, Outcome, Timeout, outcome_kind, time_limit_slack
 from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import parameter_count
 from throughput_schema.records import Hardware, Protocol, Recipe, WorkerIdentity, WorkerResult
 from throughput_schema.results import JOB_STARTED_AT_ENV
-from throughput_schema.slurm_states import time_limit_slack
 from throughput_sweep.node.worker_exit import (
     exit_code_for,
     kill_group,

@@ -10,23 +10,30 @@ seconds, the allocation, an exit code, and the backend's own record kept unread 
 What a user reads stays in the backend's own words (`JobStatus.said`, `Pending.text`).
 
 A backend is a class (`Backend`): what the campaign asks of it before any job (its
-defaults, the environment it keeps from jobs, the submit command it would run, how a
-pending reason reads) is asked of the class; an instance (`Scheduler`) runs the jobs.
+defaults, the environment it keeps from jobs, the submit command it would run and the extra
+arguments it refuses, how a pending reason reads, its job logs' names, whether it is found
+here, its preflight, its words for a job it ended early) is asked of the class; an instance
+(`Scheduler`) runs the jobs. Shared code asks these, and never reads a scheduler's text
+itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from throughput_schema import ClusterProfile, JobAccounting
 from throughput_schema.configs import SchedulerName
 from throughput_schema.job_accounting import ENDED, OUTCOME_OF_STATE, JobState
 
 __all__ = ["ENDED", "OUTCOME_OF_STATE", "JobState"]  # the states, for the backends and the sweep
+
+if TYPE_CHECKING:
+    from throughput_sweep.campaign import Campaign
+    from throughput_sweep.curves import Curve
 
 
 class SubmitFailed(RuntimeError):
@@ -55,6 +62,15 @@ class Pending:
     # An allocation budget: used up when it never starts (the campaign stops submitting),
     # else a budget of running jobs' time that clears as they end.
     budget: bool = False
+
+
+@dataclass
+class Findings:
+    """What a backend's preflight found of a campaign's first job (`Backend.preflight`)."""
+
+    problems: list[str] = field(default_factory=list)  # the first job could never run
+    notes: list[str] = field(default_factory=list)  # it runs, slower or unchecked in part
+    checked: list[str] = field(default_factory=list)  # what the scheduler confirmed
 
 
 @dataclass(frozen=True)
@@ -121,8 +137,12 @@ class Backend(Protocol):
     poll_max_seconds: ClassVar[float]
     # Jobs run on other machines (compute nodes) than the watcher's.
     remote_nodes: ClassVar[bool]
-    # `throughput_sweep.preflight` checks a profile against this scheduler's cluster.
-    preflight: ClassVar[bool]
+    # The scheduler's name in messages ("Slurm"), where the interface's words need its own.
+    title: ClassVar[str]
+    # The command that shows what an allocation budget has left, for messages ('' for none).
+    budget_check: ClassVar[str]
+    # The command a user cancels a job with, followed by its ids ('' for none).
+    cancel_command: ClassVar[str]
 
     @classmethod
     def for_campaign(cls, profile: ClusterProfile, campaign: Path, **kwargs: Any) -> Scheduler:
@@ -143,3 +163,33 @@ class Backend(Protocol):
     @staticmethod
     def submit_command(profile: ClusterProfile, script: Path, *, token: str, workdir: Path) -> list[str] | None:
         """The command line a job is submitted with (None: no command, it starts in-process)."""
+
+    @staticmethod
+    def detect() -> str:
+        """This scheduler's cluster as seen from here, for a message ("Slurm (/usr/bin/sbatch)"),
+        or '' where there is none. Where any backend finds one, the profile must be chosen:
+        the local default would run the jobs on a login node."""
+
+    @staticmethod
+    def submit_args_problem(args: list[str]) -> str:
+        """What in a profile's `extra_submit_args` a campaign cannot follow, as one line naming
+        the items and the fix ('' where nothing is)."""
+
+    @staticmethod
+    def job_log(job_id: str) -> str:
+        """The file name of a job's output in its attempt folder."""
+
+    @classmethod
+    def preflight(cls, campaign: Campaign, curves: list[Curve], *, dry_run: bool) -> Findings | str:
+        """Can the first job of `campaign` (a preview, not yet created) ever run here, and what
+        will slow it; a str, one line, where nothing was asked and why."""
+
+    @staticmethod
+    def early_end(log: Path, reason: str) -> str:
+        """What the scheduler said of a job it ended before its time limit, from the job's
+        output file and its `ended_reason`, as a clause of a message ('' where it said nothing)."""
+
+    @staticmethod
+    def refusal_fields(message: str) -> str:
+        """The profile fields a refusal of this scheduler's comes from ('' where it does not):
+        fixing them, not retrying, is what helps."""

@@ -1,17 +1,14 @@
 """The embedded scheduler: jobs as detached processes on this machine, no Slurm needed.
 
-    sched = LocalScheduler.for_campaign(profile, campaign)   # registry: <campaign>/.local-jobs/
-
 Slots: one per group of `profile.gpus_per_job` visible GPUs (CUDA_VISIBLE_DEVICES if it
 is set, else `nvidia-smi -L`), each job getting its own CUDA_VISIBLE_DEVICES; without a
 GPU there is one slot and the environment is left as it is; never more slots than the
-profile's `max_concurrent_jobs`. `slots` tells the watcher
-how many jobs to keep out. `submit` starts the job at once when a slot is free and
+profile's `max_concurrent_jobs`. `submit` starts the job at once when a slot is free and
 otherwise waits (cancellable) until one frees: there is no pending queue to lose.
 
 Each job runs the same batch script as on Slurm (`bash job.sh` in `workdir`, output to
-`workdir/slurm-<id>.out`, like Slurm's `--output=slurm-%j.out`) under a tiny wrapper,
-`python -m throughput_sweep.node.local_job run-job JOBS_DIR ID` (`local_job`),
+`workdir/local-<id>.out`) under a tiny wrapper, `python -m throughput_sweep.node.local_job
+run-job JOBS_DIR ID` (`local_job`),
 started in its own session, so Ctrl-C of the watcher or its death leaves jobs running.
 Job ids are 1, 2, 3... per registry. The registry (`throughput_schema.local_jobs`) survives the
 watcher: `submit` records each job, the wrapper records how it ended.
@@ -37,7 +34,7 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 import anyio.to_thread
@@ -45,7 +42,6 @@ import anyio.to_thread
 from throughput_schema import ClusterProfile, SchemaError, read, write_atomic, write_new
 from throughput_schema.argparsing import storage_error
 from throughput_schema.configs import SchedulerName
-from throughput_schema.layout import job_log
 from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
     LocalEnd,
@@ -56,26 +52,17 @@ from throughput_schema.local_jobs import (
     read_registry,
     stamp,
 )
+from throughput_schema.local_jobs import job_log as local_job_log
 from throughput_schema.node_local import kept_path
 from throughput_sweep.node import local_job
-from throughput_sweep.node.host import _alive, machine_cpus, machine_mem, proc_start_time
-from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
+from throughput_sweep.node.host import _alive, detect_gpus, machine_cpus, machine_mem, proc_start_time
+from throughput_sweep.schedulers.base import Findings, JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
 
-__all__ = ["LocalScheduler", "detect_gpus"]
+if TYPE_CHECKING:
+    from throughput_sweep.campaign import Campaign
+    from throughput_sweep.curves import Curve
 
-
-def detect_gpus() -> list[str]:
-    """Visible GPUs: CUDA_VISIBLE_DEVICES when set (empty = none), else `nvidia-smi -L`."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if out.returncode != 0:
-        return []
-    return [str(i) for i, line in enumerate(g for g in out.stdout.splitlines() if g.startswith("GPU "))]
+__all__ = ["LocalScheduler"]
 
 
 class LocalScheduler:
@@ -85,7 +72,33 @@ class LocalScheduler:
     accounting_source: ClassVar[str] = "the local job registry"
     poll_max_seconds: ClassVar[float] = 5.0  # a poll reads files: polling often costs nothing
     remote_nodes: ClassVar[bool] = False
-    preflight: ClassVar[bool] = False
+    title: ClassVar[str] = "the local scheduler"
+    budget_check: ClassVar[str] = ""  # no allocation budget here
+    cancel_command: ClassVar[str] = ""  # a job is cancelled through the registry, by the watcher
+
+    @staticmethod
+    def detect() -> str:
+        return ""  # the default, wherever no other scheduler is found
+
+    @staticmethod
+    def submit_args_problem(args: list[str]) -> str:
+        return f"extra_submit_args {' '.join(args)}: the local scheduler takes none; remove them" if args else ""
+
+    @staticmethod
+    def job_log(job_id: str) -> str:
+        return local_job_log(job_id)
+
+    @classmethod
+    def preflight(cls, campaign: Campaign, curves: list[Curve], *, dry_run: bool) -> Findings | str:
+        return f"does not apply to {cls.title} (its jobs start here, when a slot is free)"
+
+    @staticmethod
+    def early_end(log: Path, reason: str) -> str:
+        return ""  # it ends a job only at its time limit
+
+    @staticmethod
+    def refusal_fields(message: str) -> str:
+        return ""  # it refuses no job
 
     @classmethod
     def for_status(cls, profile: ClusterProfile, campaign: Path) -> Scheduler:
@@ -255,7 +268,7 @@ class LocalScheduler:
                 token=token,
                 script=str(Path(script).absolute()),
                 workdir=str(Path(workdir).absolute()),
-                output=str(Path(workdir).absolute() / job_log(job_id)),
+                output=str(Path(workdir).absolute() / self.job_log(job_id)),
                 slot=slot,
                 gpus=self.slot_gpus[slot],
                 submitted_at=stamp(),

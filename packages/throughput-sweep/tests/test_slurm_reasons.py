@@ -1,4 +1,4 @@
-"""The explicit lists of sbatch refusals and pending reasons (`slurm_reasons`), on Slurm's own text.
+"""The explicit lists of sbatch refusals and pending reasons (`schedulers.slurm.reasons`), on Slurm's own text.
 
 The refusals in `RECORDED` were recorded from the project's Slurm 22.05.8 and 24.11.5 by
 tools/record-slurm-text.sh (the same text on both: account `limited` with QOS submit2
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema.slurm_reasons import (
+from throughput_sweep.schedulers.slurm.reasons import (
     LIMIT_MESSAGES,
     NEVER_STARTS,
     NEVER_STARTS_FIELDS,
@@ -32,13 +32,13 @@ FAILED = "sbatch: error: Batch job submission failed: "
 POLICY = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
 # The recordings (throughput-sweep's parser fixtures; commands.txt there says each command).
-RECORDINGS = Path(__file__).resolve().parents[2] / "throughput-sweep" / "tests" / "data"
+RECORDINGS = Path(__file__).resolve().parent / "data"
 VERSIONS = ("22.05", "24.11")
 # Each recorded refusal (sbatch's stderr; `test-only`: sbatch --test-only) with its kind and
 # the profile fields it points at.
 RECORDED = {
     "sbatch-submit-limit.txt": ("limit", ""),  # the third sbatch on account `limited`
-    "sbatch-invalid-qos.txt": ("permanent", "account (its QOS) or a --qos in extra_sbatch_args"),
+    "sbatch-invalid-qos.txt": ("permanent", "account (its QOS) or a --qos in extra_submit_args"),
     "sbatch-invalid-partition.txt": ("permanent", "partition"),
     "sbatch-invalid-account.txt": ("permanent", "account, partition"),
     "sbatch-invalid-feature.txt": ("permanent", ""),

@@ -1,9 +1,10 @@
 """Slurm's terminal job states: which outcome each implies, and what it means to a user.
 
 The sweep derives a result from the state of a job that wrote none (its Slurm backend names
-each state in the scheduler interface's words, whose outcomes its tests hold to this table);
-the audit checks a result's outcome against its job's state here. So a state the sweep
-accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.
+each state in the scheduler interface's words, `throughput_schema.sacct.ENDED_AS`, whose
+outcomes its tests hold to this table); the audit judges a result's outcome against those
+same words (`throughput_audit.job_states`), and says here what a state meant. So a state
+the sweep accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.
 """
 
 from __future__ import annotations
@@ -32,12 +33,6 @@ STATES: dict[str, StateMeaning] = {
 }
 
 TERMINAL_STATES = frozenset(STATES)
-
-
-def time_limit_slack(limit_seconds: float) -> float:
-    """How far before its time limit a job may be stopped and still count as timed out: the
-    watchdog starts a little after the job; never a minute of a short job's whole limit."""
-    return min(60.0, 0.1 * limit_seconds)
 
 
 def state_word(state: str) -> str:

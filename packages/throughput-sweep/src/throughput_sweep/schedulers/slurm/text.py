@@ -17,7 +17,7 @@ pure functions here (tested on captured text, no Slurm needed):
     puts the line that holds it among its own notices.
   * `classify_sbatch_error`: permanent (bad account, partition, QOS...) or a wait
     (submit limit, rate limit, controller unreachable, busy), from the explicit lists of
-    `slurm_reasons`.
+    `reasons`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throughput_schema.sacct import ENDED_AS, AccountingRow, job_accounting
-from throughput_schema.slurm_reasons import (
+from throughput_sweep.schedulers.base import JobState, JobStatus, Pending
+from throughput_sweep.schedulers.slurm.reasons import (
     WAITS,
     budget_used_up,
     budget_wait,
@@ -36,8 +37,7 @@ from throughput_schema.slurm_reasons import (
     pending_reason,
     refusal_kind,
 )
-from throughput_schema.slurm_states import TERMINAL_STATES
-from throughput_sweep.schedulers.base import JobState, JobStatus, Pending
+from throughput_sweep.schedulers.slurm.states import TERMINAL_STATES
 
 __all__ = [
     "SQUEUE_FORMAT",
@@ -78,7 +78,7 @@ def sbatch_job_id(stdout: str) -> str | None:
 
 def classify_sbatch_error(stderr: str, returncode: int | None = 1) -> bool:
     """True when the failure is permanent (retrying cannot help), False when it is a wait
-    (a submit limit, a rate limit, a controller that did not answer): `slurm_reasons`."""
+    (a submit limit, a rate limit, a controller that did not answer): `reasons`."""
     return refusal_kind(stderr, returncode) == "permanent"
 
 
@@ -157,7 +157,7 @@ def launch_failure_note(scontrol_text: str) -> str:
 
 
 def pending(reason: str) -> Pending:
-    """squeue's reason for a pending job, classified by `slurm_reasons`."""
+    """squeue's reason for a pending job, classified by `reasons`."""
     text = pending_reason(reason)
     never = never_starts(text)
     return Pending(
@@ -214,3 +214,19 @@ class CommandResult:
             what += " with an error"
         detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
         return f"{Path(self.argv[0]).name} {what}" + (f": {detail[-1]}" if detail else "")
+
+
+_SLURMSTEPD_SAYS = "*** REASON:"  # slurmstepd's line in the job's output, after "CANCELLED AT ... DUE TO TIME LIMIT"
+
+
+def slurmstepd_says(log: Path) -> str:
+    """slurmstepd's reason line from the job's output file ('' when there is none): why Slurm
+    ended a job early, such as an allocation budget used up while it ran."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, log.stat().st_size - 65536))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.split(_SLURMSTEPD_SAYS, 1)[1].strip(" *") for line in text.splitlines() if _SLURMSTEPD_SAYS in line]
+    return lines[-1] if lines else ""

@@ -2,7 +2,7 @@
 
 Every entry is Slurm's own text (src/common/slurm_errno.c and job_reason_string in
 src/common/slurm_protocol_defs.c, the same in 22.05.8 and 24.11.5 unless noted), checked
-against what the local Slurms 22.05 and 24.11 print (packages/throughput-schema/tests/test_slurm_reasons.py,
+against what the local Slurms 22.05 and 24.11 print (packages/throughput-sweep/tests/test_slurm_reasons.py,
 on tools/record-slurm-text.sh's recordings).
 
 sbatch refusals (`refusal_kind`) are one of:
@@ -118,7 +118,7 @@ PERMANENT_MESSAGES: dict[str, str] = {
     "Invalid account": "account",
     "Invalid partition name": "partition",
     "invalid partition specified": "",
-    "Invalid qos specification": "account (its QOS) or a --qos in extra_sbatch_args",
+    "Invalid qos specification": "account (its QOS) or a --qos in extra_submit_args",
     "Invalid wckey specification": "",
     "Requested node configuration is not available": "gpus_per_job, cpus_per_task, mem",
     "Requested time limit is invalid": "time_limit_minutes",
@@ -196,11 +196,11 @@ NEVER_STARTS: dict[str, str] = {
     "PartitionConfig": "the job asks for more than the partition's nodes have (GPUs, CPUs, memory): fix gpus_per_job, cpus_per_task or mem, or pick another partition",
     # The association or QOS no longer admits the job.
     "InvalidAccount": "the account is not valid (any more) for this user or partition: fix account",
-    "InvalidQOS": "the QOS is not valid (any more) for this account: fix the account or the QOS in extra_sbatch_args",
+    "InvalidQOS": "the QOS is not valid (any more) for this account: fix the account or the QOS in extra_submit_args",
     "QOSNotAllowed": "the QOS is not allowed on this partition or account: fix the QOS or the partition",
     "AccountNotAllowed": "the account is not allowed on this partition: fix account or partition",
-    "BadConstraints": "no node can satisfy the job's constraints or resources: fix extra_sbatch_args, gpus_per_job, cpus_per_task or mem",
-    "DependencyNeverSatisfied": "a dependency in extra_sbatch_args can never be satisfied: remove it",
+    "BadConstraints": "no node can satisfy the job's constraints or resources: fix extra_submit_args, gpus_per_job, cpus_per_task or mem",
+    "DependencyNeverSatisfied": "a dependency in extra_submit_args can never be satisfied: remove it",
     # Per-job limits of the association or QOS: the job alone exceeds them.
     "AssocMaxWallDurationPerJobLimit": "the association's MaxWall is below the profile's time_limit_minutes: lower it",
     "QOSMaxWallDurationPerJobLimit": "the QOS's MaxWall is below the profile's time_limit_minutes: lower it or use another QOS",
@@ -226,7 +226,7 @@ NEVER_STARTS_FIELDS: dict[str, str] = {
     "AssocMaxWallDurationPerJobLimit": "time_limit_minutes",
     "QOSMaxWallDurationPerJobLimit": "time_limit_minutes",
     "InvalidAccount": "account",
-    "InvalidQOS": "account (its QOS) or a --qos in extra_sbatch_args",
+    "InvalidQOS": "account (its QOS) or a --qos in extra_submit_args",
     "BadConstraints": "gpus_per_job, cpus_per_task, mem",
 }
 

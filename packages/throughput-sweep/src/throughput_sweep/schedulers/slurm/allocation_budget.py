@@ -23,8 +23,9 @@ import re
 from dataclasses import dataclass
 
 from throughput_schema import ClusterProfile
-from throughput_schema.slurm_reasons import refusal_text
-from throughput_sweep.preflight_cluster import Findings, ask
+from throughput_sweep.schedulers.base import Findings
+from throughput_sweep.schedulers.slurm.cluster import ask
+from throughput_sweep.schedulers.slurm.reasons import refusal_text
 
 TRES = ("gres/gpu", "cpu", "billing")
 _ITEM = re.compile(r"([\w/:.-]+)=(N|\d+)\((\d+)\)")

@@ -1,4 +1,4 @@
-"""The half of the preflight (preflight.py) that reads the cluster's configuration: does the
+"""The half of Slurm's preflight (preflight.py) that reads the cluster's configuration: does the
 profile's partition exist and admit its time, has a node of it the GPUs, and do the user's
 account and QOS admit the job (or only slow the campaign down)? Each answer is a problem, a
 note or a confirmation in `Findings`.
@@ -10,21 +10,15 @@ import os
 import pwd
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from throughput_schema import ClusterProfile
 from throughput_schema.sacct import slurm_minutes
 from throughput_schema.slurm_env import query_environment
-from throughput_schema.slurm_reasons import refusal_text
+from throughput_sweep.schedulers.base import Findings
+from throughput_sweep.schedulers.slurm.reasons import refusal_text
 
 TIMEOUT = 60.0
-
-
-@dataclass
-class Findings:
-    problems: list[str] = field(default_factory=list)  # the first job could never run
-    notes: list[str] = field(default_factory=list)  # it runs, slower or unchecked in part
-    checked: list[str] = field(default_factory=list)  # what the cluster confirmed
 
 
 def ask(argv: list[str]) -> tuple[bool, str, str]:
@@ -158,7 +152,7 @@ def _config() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Association:
-    """Whose limits bind the job, where the cluster enforces them (preflight_budget.py reads on)."""
+    """Whose limits bind the job, where the cluster enforces them (allocation_budget.py reads on)."""
 
     user: str
     account: str
@@ -207,7 +201,7 @@ def check_accounting(profile: ClusterProfile, partition: str, found: Findings) -
             f"(your accounts: {accounts}): set account to one of them"
         )
         return None
-    qos = _qos_flag(list(profile.extra_sbatch_args)) or row["DefaultQOS"]
+    qos = _qos_flag(list(profile.extra_submit_args)) or row["DefaultQOS"]
     allowed = [q for q in row["QOS"].split(",") if q]
     if not qos:
         # Slurm's choice without a default: the only QOS the association allows, else normal.

@@ -1,4 +1,4 @@
-"""extra_sbatch_args that a campaign cannot follow are refused when the profile is loaded."""
+"""extra_submit_args that a campaign cannot follow are refused when the profile is loaded."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import pytest
 import yaml
 
 from throughput_sweep.campaign import CampaignError
-from throughput_sweep.profiles import forbidden_sbatch_args, load_profile
+from throughput_sweep.profiles import load_profile
+from throughput_sweep.schedulers.slurm.submit import forbidden_sbatch_args
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _load(tmp_path: Path, args: list[str]):
+def _load(tmp_path: Path, args: list[str], scheduler: str = "slurm", field: str = "extra_submit_args"):
     path = tmp_path / "p.yaml"
-    path.write_text(
-        yaml.safe_dump({"name": "p", "scheduler": "slurm", "python": sys.executable, "extra_sbatch_args": args})
-    )
+    path.write_text(yaml.safe_dump({"name": "p", "scheduler": scheduler, "python": sys.executable, field: args}))
     return path, lambda: load_profile(str(path), ROOT)
 
 
@@ -44,7 +43,7 @@ def test_each_spelling_is_refused_in_one_line_naming_it(tmp_path, args, bad):
     with pytest.raises(CampaignError) as err:
         load()
     line = str(err.value)
-    assert "\n" not in line and line.startswith(f"{path}: extra_sbatch_args {' '.join(bad)}: ")
+    assert "\n" not in line and line.startswith(f"{path}: extra_submit_args {' '.join(bad)}: ")
     assert "--clusters/-M, --array/-a and --requeue are not allowed" in line and line.endswith("remove them")
 
 
@@ -66,4 +65,19 @@ def test_each_spelling_is_refused_in_one_line_naming_it(tmp_path, args, bad):
 def test_other_options_are_kept(tmp_path, args):
     assert forbidden_sbatch_args(args) == []
     _, load = _load(tmp_path, args)
-    assert load().extra_sbatch_args == args
+    assert load().extra_submit_args == args
+
+
+@pytest.mark.parametrize(
+    "scheduler, field, says",
+    [
+        ("local", "extra_submit_args", "extra_submit_args -x: the local scheduler takes none; remove them"),
+        ("slurm", "extra_sbatch_args", "extra_sbatch_args"),  # the field's old name is a typo, named
+    ],
+)
+def test_a_refused_field_is_one_line_naming_it(tmp_path, scheduler, field, says):
+    path, load = _load(tmp_path, ["-x"], scheduler, field)
+    with pytest.raises(CampaignError) as err:
+        load()
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(f"{path}: ") and says in line

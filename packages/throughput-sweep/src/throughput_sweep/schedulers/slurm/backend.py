@@ -1,44 +1,35 @@
 """Slurm through its command-line tools (sbatch, squeue, sacct, scancel) as anyio subprocesses.
 
-Every command is an argv list; no shell is ever involved, so a profile value can only
-ever be an argument. The output is read by the pure functions of `slurm_text`
-(`parse_squeue`, ...), of the schema's sacct layer (`throughput_schema.sacct`) and the lists of `slurm_reasons` (`refusal_kind`).
+Every command is an argv list (`submit.sbatch_argv`); no shell is ever involved. The output
+is read by `text`, the schema's sacct layer (`throughput_schema.sacct`) and `reasons`.
 Every command runs in `throughput_schema.slurm_env.slurm_environment`: the shell's
-environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept) and with
-SLURM_TIME_FORMAT=standard, so neither the job nor what we read depends on the shell; every
-command but sbatch (whose environment is the job's) also with TZ=UTC (`query_environment`),
-and the times we pass to sacct are written in UTC (`slurm_time`). A sacct that exits 0 but
-prints an error (Slurm before 23.11.4 with slurmdbd down) failed.
+environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept), SLURM_TIME_FORMAT=standard,
+and, but for sbatch (whose environment is the job's), TZ=UTC (`query_environment`), with
+sacct's times written in UTC (`slurm_time`). A sacct that exits 0 but prints an error
+(before 23.11.4, with slurmdbd down) failed.
 
 Polling (one cycle = one `poll()` call):
   * ONE `squeue` for all ids. A job missing from squeue is "ask sacct", never over:
     squeue forgets jobs `MinJobAge` seconds after they end, and a single unknown id
     makes squeue exit 1 ("Invalid job id specified"), which is an empty answer here.
-  * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed in a
-    terminal state. A terminal row is `accounting_final` only once sacct has caught up
-    (`accounting_is_final`), so keep polling a finished job until its status says final.
+  * ONE `sacct -X -j id,id,...` for every id that squeue did not list or listed ended. A
+    row is `accounting_final` only once sacct has caught up (`accounting_is_final`).
   * No retries inside a cycle: the watcher's next cycle is the retry. When squeue fails
     every id goes to sacct (which also knows PENDING/RUNNING jobs). An id squeue did not
     list and sacct gave no row for comes back `gone` (squeue answered) or `unknown` (it
     failed too). `poll` raises `QueryFailed` only when no query answered at all.
-  * Every status is told in the interface's words (`slurm_text.job_status`): the state,
-    the pending reason classified by `slurm_reasons`, the sacct row read into seconds.
-  * `commands_last_poll` lists the commands (program names) of the latest cycle, and
-    `command_counts` counts every command issued since construction, so a test can
-    assert "at most one squeue and one sacct per cycle".
+  * Each status in the interface's words (`text.job_status`); `commands_last_poll` and
+    `command_counts` count the commands.
 
-Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at
-most `query_span` (default a day, `throughput_schema.sacct.windows`) from the oldest intent (less `since_margin`) to now, so
-no query is wider than slurmdbd's MaxQueryTimeRange allows when the span is set below it.
+Lookup by token (`find_by_token`): ONE `squeue --name` and `sacct --name` in windows of at most
+`query_span` (`sacct.windows`) since the oldest intent: below slurmdbd's MaxQueryTimeRange.
 
-Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch script has
-no #SBATCH lines). The job id is the one line of sbatch's answer that is an id (`sbatch_job_id`),
-wherever a site's wrapper puts it among its notices; when no line or more than one is, the job
-is looked up by its token before the submission counts as failed. A transient failure (controller unreachable, socket time-out, busy)
-may hide an accepted job, so before every retry the job is looked up by its token (the
-job name); if the lookup cannot prove absence the retry is skipped and `SubmitFailed`
-is raised with `maybe_submitted=True`: the caller keeps the intent and reconciles it
-by token later. Permanent failures (bad account, partition, QOS, constraints...) raise
+Submission: `sbatch --parsable --no-requeue` with resources on the command line (the batch
+script has no #SBATCH lines). The job id is the one line of sbatch's answer that is an id
+(`sbatch_job_id`), wherever a site's wrapper puts it; when no line or more than one is, and
+before every retry after a transient failure (which may hide an accepted job), the job is
+looked up by its token; where that cannot prove absence, `SubmitFailed(maybe_submitted=True)`:
+the caller keeps the intent and reconciles it by token later. Permanent failures (bad account, partition, QOS, constraints...) raise
 `SubmitFailed(permanent=True)` at once, and a submit limit `SubmitFailed(limit=True)` at
 once (no job was made; the watcher lowers its slots and waits).
 """
@@ -46,6 +37,7 @@ once (no job was made; the watcher lowers its slots and waits).
 from __future__ import annotations
 
 import os
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -56,13 +48,22 @@ import anyio
 
 from throughput_schema import ClusterProfile
 from throughput_schema.configs import SchedulerName
-from throughput_schema.layout import job_log
 from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
 from throughput_schema.slurm_env import query_environment, slurm_environment
-from throughput_schema.slurm_reasons import may_hide_a_job, pending_reason, refusal_kind, refusal_text
-from throughput_schema.slurm_states import TERMINAL_STATES
-from throughput_sweep.schedulers.base import JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
-from throughput_sweep.schedulers.slurm_text import (
+from throughput_sweep.campaign import Campaign
+from throughput_sweep.curves import Curve
+from throughput_sweep.schedulers.base import Findings, JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed
+from throughput_sweep.schedulers.slurm.preflight import preflight
+from throughput_sweep.schedulers.slurm.reasons import (
+    may_hide_a_job,
+    pending_reason,
+    profile_fields,
+    refusal_kind,
+    refusal_text,
+)
+from throughput_sweep.schedulers.slurm.states import TERMINAL_STATES
+from throughput_sweep.schedulers.slurm.submit import job_log, sbatch_argv, submit_args_problem
+from throughput_sweep.schedulers.slurm.text import (
     SQUEUE_FORMAT,
     CommandResult,
     QueueEntry,
@@ -75,38 +76,14 @@ from throughput_sweep.schedulers.slurm_text import (
     pending,
     says_error,
     sbatch_job_id,
+    slurmstepd_says,
 )
 
-__all__ = ["CommandResult", "SlurmScheduler", "sbatch_argv"]
+__all__ = ["CommandResult", "SlurmScheduler"]
 
 
 # status waits no longer than this for each command (the watcher waits 60 s).
 STATUS_COMMAND_TIMEOUT = 20.0
-
-
-def sbatch_argv(
-    profile: ClusterProfile, script: Path, *, token: str, workdir: Path, sbatch: str = "sbatch"
-) -> list[str]:
-    """The exact sbatch command line for one job (resources here, not in the script)."""
-    # --no-requeue: after a node failure Slurm would otherwise rerun the job under the same id
-    # in the same attempt folder, measuring the point again behind the watcher's back.
-    workdir = Path(workdir).absolute()  # a relative --output would be resolved inside --chdir
-    argv = [sbatch, "--parsable", "--no-requeue", f"--job-name={token}", f"--comment={token}"]
-    if profile.account:
-        argv.append(f"--account={profile.account}")
-    if profile.partition:
-        argv.append(f"--partition={profile.partition}")
-    argv += [
-        f"--gpus={profile.gpus_per_job}",
-        f"--cpus-per-task={profile.cpus_per_task}",
-        *([f"--mem={profile.mem}"] if profile.mem else []),
-        f"--time={profile.time_limit_minutes}",
-        f"--output={workdir / job_log('%j')}",
-        f"--chdir={workdir}",
-        *profile.extra_sbatch_args,
-        str(script),
-    ]
-    return argv
 
 
 class SlurmScheduler:
@@ -116,7 +93,35 @@ class SlurmScheduler:
     accounting_source: ClassVar[str] = "sacct's Elapsed"
     poll_max_seconds: ClassVar[float] = 30.0  # every poll asks slurmctld and slurmdbd
     remote_nodes: ClassVar[bool] = True
-    preflight: ClassVar[bool] = True
+    title: ClassVar[str] = "Slurm"
+    budget_check: ClassVar[str] = "scontrol show assoc_mgr flags=assoc"
+    cancel_command: ClassVar[str] = "scancel"
+
+    @staticmethod
+    def job_log(job_id: str) -> str:
+        return job_log(job_id)
+
+    @staticmethod
+    def submit_args_problem(args: list[str]) -> str:
+        return submit_args_problem(args)
+
+    @classmethod
+    def preflight(cls, campaign: Campaign, curves: list[Curve], *, dry_run: bool) -> Findings | str:
+        return preflight(campaign, curves, dry_run=dry_run)
+
+    @staticmethod
+    def refusal_fields(message: str) -> str:
+        return profile_fields(message)
+
+    @staticmethod
+    def detect() -> str:
+        sbatch = shutil.which("sbatch")
+        return f"Slurm ({sbatch})" if sbatch else ""
+
+    @staticmethod
+    def early_end(log: Path, reason: str) -> str:
+        says = slurmstepd_says(log)
+        return (f"; Slurm says: {says}" if says else "") + (f" (scontrol: Reason={reason})" if reason else "")
 
     @staticmethod
     def read_pending(reason: str) -> Pending:
