@@ -198,6 +198,8 @@ def watch(campaign: Campaign, args: argparse.Namespace) -> int:
     options = WatchOptions(
         retry_failed=args.retry_failed,
         poll_max=args.poll_max_seconds or backend(profile.scheduler).poll_max_seconds,
+        never_start_after=profile.never_start_seconds,
+        accounting_grace=profile.accounting_grace_seconds,
         progress=not args.no_progress,
         resume_command=resume_command(campaign.root, driver_name()),
     )
