@@ -47,9 +47,7 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
     prof = profile(tmp_path, accounting_grace_seconds=10)
     with daemon_stopped("slurmdbd"):
         proc = start_sweep(
-            *scripted_run(out, 512, 1024, max_batch=2, profile=prof),
-            plan=plan,
-            log=tmp_path / "watcher.log",
+            *scripted_run(out, 512, 1024, max_batch=2, profile=prof), plan=plan, log=tmp_path / "watcher.log"
         )
         try:
             wait_for(lambda: len(list(out.glob("curves/*/b*/attempt-*/result.json"))) >= 4, 60, "four results")
