@@ -171,6 +171,7 @@ def test_a_run_minutes_budget_is_waited_out(local_slurm, tmp_path):
     """GrpTRESRunMins gres/gpu=8 against 4-minute one-GPU jobs: two run at once, a third pends
     with AssocGrpGRESRunMinutes until one ends; the progress line says it waits."""
     prof = profile(tmp_path, account=ACCOUNT, time_limit_minutes=4, watchdog_minutes=3)
+    # 15 s asleep: the third job pends long enough for a few polls to show its reason.
     plan = write_plan(tmp_path, {f"20m-c{c}-b1": {"outcome": "sleep", "seconds": 15} for c in (512, 1024)})
     with budget("GrpTRESRunMins=gres/gpu=8", multifactor=True):
         # With the progress line, which FAST leaves out.
