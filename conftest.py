@@ -23,6 +23,10 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))
 # rather than run locally; tests that mean the local scheduler say so once, here. The
 # tests of that refusal remove it (test_profiles.py, test_quickstart.py).
 os.environ.setdefault("THROUGHPUT_SWEEP_PROFILE", "local")
+# Every campaign a test runs, through whatever script, notices its jobs' ends within a second
+# (flags.POLL_MAX_ENV; a test's own --poll-max-seconds still decides): the local scheduler's
+# 5 s between polls adds seconds to each point of a campaign run one point after another.
+os.environ.setdefault("THROUGHPUT_SWEEP_POLL_MAX_SECONDS", "1")
 LOCAL_SLURM_SCRIPT = REPO_ROOT / "tools" / "local-slurm.sh"
 LOCAL_SLURM_PROFILE = REPO_ROOT / "configs" / "clusters" / "local-slurm.yaml"
 # Which Slurm the `slurm` tests use: LOCAL_SLURM_VERSION, as tools/local-slurm.sh reads it

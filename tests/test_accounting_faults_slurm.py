@@ -42,15 +42,16 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
     since = datetime.now() - timedelta(seconds=2)
     plan = write_plan(tmp_path, {"20m-c512-b2": "crash"}, ok_seconds=0.5)
     out = tmp_path / "camp"
+    # The watcher waits accounting_grace_seconds for a late row, ten times that for a missing one:
+    # down for 13 s, sacct is down past the first (10 s) and back well within the second.
+    prof = profile(tmp_path, accounting_grace_seconds=10)
     with daemon_stopped("slurmdbd"):
         proc = start_sweep(
-            *scripted_run(out, 512, 1024, max_batch=2, profile=profile(tmp_path)),
-            plan=plan,
-            log=tmp_path / "watcher.log",
+            *scripted_run(out, 512, 1024, max_batch=2, profile=prof), plan=plan, log=tmp_path / "watcher.log"
         )
         try:
             wait_for(lambda: len(list(out.glob("curves/*/b*/attempt-*/result.json"))) >= 4, 60, "four results")
-            time.sleep(35)  # longer than the watcher's wait for late accounting
+            time.sleep(13)
             if not sacct_answers():  # (another test session's fixture may have restarted it)
                 assert proc.poll() is None, (tmp_path / "watcher.log").read_text()
         except BaseException:

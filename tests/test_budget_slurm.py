@@ -127,7 +127,9 @@ def test_a_budget_used_up_while_running_stops_the_campaign_and_resume_goes_on(lo
     retries pend with AssocGrpGRESMinutes; the watcher cancels them and ends the run with
     exit status 6, nothing left pending. A new campaign is refused by the preflight; raised,
     --resume completes the campaign and its audit passes."""
-    prof = profile(tmp_path, account=ACCOUNT, time_limit_minutes=4, watchdog_minutes=3)
+    # Slurm gives the jobs it ended early their exit code only minutes later: the watcher keeps
+    # their rows after 5 s rather than 30 (accounting_grace_seconds), as the end below allows.
+    prof = profile(tmp_path, account=ACCOUNT, time_limit_minutes=4, watchdog_minutes=3, accounting_grace_seconds=5)
     out = tmp_path / "camp"
     plan = write_plan(tmp_path, {f"20m-c{c}-b1@1": {"outcome": "sleep", "seconds": 200} for c in (512, 1024)})
     with budget("GrpTRESMins=gres/gpu=1", multifactor=True) as cluster:
@@ -169,6 +171,7 @@ def test_a_run_minutes_budget_is_waited_out(local_slurm, tmp_path):
     """GrpTRESRunMins gres/gpu=8 against 4-minute one-GPU jobs: two run at once, a third pends
     with AssocGrpGRESRunMinutes until one ends; the progress line says it waits."""
     prof = profile(tmp_path, account=ACCOUNT, time_limit_minutes=4, watchdog_minutes=3)
+    # 15 s asleep: the third job pends long enough for a few polls to show its reason.
     plan = write_plan(tmp_path, {f"20m-c{c}-b1": {"outcome": "sleep", "seconds": 15} for c in (512, 1024)})
     with budget("GrpTRESRunMins=gres/gpu=8", multifactor=True):
         # With the progress line, which FAST leaves out.

@@ -169,6 +169,7 @@ def test_a_job_pending_past_the_partition_time_limit_is_refused(local_slurm, tmp
         )
     out = tmp_path / "camp"
     plan = write_plan(tmp_path, {})
+    # Pends the profile's never_start_seconds (8 s on the local Slurm) before it is refused.
     prof = profile(tmp_path, partition="short", time_limit_minutes=14, watchdog_minutes=13)
     # --no-preflight: past the preflight, which refuses this profile before creation (test_preflight_slurm.py).
     r = sweep(

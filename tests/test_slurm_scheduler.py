@@ -232,7 +232,7 @@ def test_watchdog_deadline_inside_a_real_allocation(local_slurm, profile, tmp_pa
     assert "deadline" in (attempt / f"slurm-{job_id}.out").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a minute at least: Slurm's time limits are whole minutes
 def test_job_over_its_time_limit_is_timeout(local_slurm, profile, tmp_path):
     short = msgspec.structs.replace(profile, time_limit_minutes=1)
 

@@ -286,6 +286,13 @@ class ClusterProfile(_Config, frozen=True):
     # before deriving one (a shared filesystem shows a compute node's files late; NFS's
     # attribute cache alone holds them up to 60 s). Only for schedulers that run jobs elsewhere.
     result_grace_seconds: NonNegFloat = 120.0
+    # A job pending this long for one reason that waiting cannot clear is cancelled and refused:
+    # right after sbatch, before its first scheduling passes, Slurm may show a reason that passes.
+    # A cluster whose scheduler passes every few seconds may set less.
+    never_start_seconds: PositiveFloat = 20.0
+    # How long the watcher waits for sacct to complete a finished job's row (a job Slurm ended
+    # early may get its exit code minutes later) before keeping what sacct has.
+    accounting_grace_seconds: PositiveFloat = 30.0
 
     def __post_init__(self) -> None:
         check_name(self.scheduler)

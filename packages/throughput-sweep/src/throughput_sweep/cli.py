@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from throughput_schema import Protocol, SchemaError
 from throughput_schema.argparsing import command_line, storage_error, storage_reason
@@ -38,6 +39,9 @@ from throughput_sweep.preflight import gate
 from throughput_sweep.profiles import choose_profile, missing_python, parent_profile
 from throughput_sweep.schedulers import BACKENDS, backend
 from throughput_sweep.worst_case import worst_case
+
+if TYPE_CHECKING:  # the watcher is imported only by the commands that watch
+    from throughput_sweep.watcher_state import WatchOptions
 
 
 @command_line
@@ -187,22 +191,33 @@ def driver_name() -> str:
     return PROG
 
 
-def watch(campaign: Campaign, args: argparse.Namespace) -> int:
-    import anyio
-
-    from throughput_sweep.budget import budget_line, stopped_on
-    from throughput_sweep.status import campaign_exit_status, exit_status, receipt_advice, render_status
-    from throughput_sweep.watcher import Watcher, WatchOptions, resume_command
+def watch_options(campaign: Campaign, args: argparse.Namespace) -> WatchOptions:
+    """The watcher's options: the run's flags, and the waits its profile sets."""
+    from throughput_sweep.watcher import WatchOptions, resume_command
 
     profile = campaign.manifest.profile
     options = WatchOptions(
         retry_failed=args.retry_failed,
         poll_max=args.poll_max_seconds or backend(profile.scheduler).poll_max_seconds,
+        never_start_after=profile.never_start_seconds,
+        accounting_grace=profile.accounting_grace_seconds,
         progress=not args.no_progress,
         resume_command=resume_command(campaign.root, driver_name()),
     )
     if args.accounting_grace_seconds is not None:
         options = dataclasses.replace(options, accounting_down_grace=args.accounting_grace_seconds)
+    return options
+
+
+def watch(campaign: Campaign, args: argparse.Namespace) -> int:
+    import anyio
+
+    from throughput_sweep.budget import budget_line, stopped_on
+    from throughput_sweep.status import campaign_exit_status, exit_status, receipt_advice, render_status
+    from throughput_sweep.watcher import Watcher
+
+    profile = campaign.manifest.profile
+    options = watch_options(campaign, args)
     with CampaignLock(campaign.root):
         scheduler = backend(profile.scheduler).for_campaign(profile, campaign.root)
         removed = scheduler.removed_environment()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import overload
 
@@ -21,6 +22,7 @@ from throughput_sweep.exit_statuses import EXIT_STATUSES
 DESCRIPTION = "`throughput-sweep`: run, status, collect, reconcile and close-curve for batch-doubling campaigns."
 
 PROG = "throughput-sweep"
+POLL_MAX_ENV = "THROUGHPUT_SWEEP_POLL_MAX_SECONDS"
 # The protocol's settings `run` takes as flags, each under its Protocol field's name.
 PROTOCOL_FLAGS = ("warmup", "windows", "window_seconds", "precision")
 
@@ -108,7 +110,12 @@ def _add_run(sub) -> None:
     )
     run.add_argument("--seed", type=int, default=0, help="with --spot-check-from: the sample's random seed (default 0)")
     run.add_argument("--worker", default="tiny_llm", help=argparse.SUPPRESS)
-    run.add_argument("--poll-max-seconds", type=positive_float, default=None, help=argparse.SUPPRESS)
+    # The longest wait between two polls (the scheduler's own by default). The tests set it in
+    # the environment, so that the commands they run as a user would (the guide's, tools/h200.sh
+    # e2e) notice a job's end within a second, changing no figure.
+    run.add_argument(
+        "--poll-max-seconds", type=positive_float, default=os.environ.get(POLL_MAX_ENV), help=argparse.SUPPRESS
+    )
     # How long a job gone from squeue waits for Slurm's accounting before it is settled from its
     # files (the watcher's accounting_down_grace): the real-Slurm test of a purge while slurmdbd is down.
     run.add_argument("--accounting-grace-seconds", type=positive_float, default=None, help=argparse.SUPPRESS)

@@ -15,8 +15,12 @@ from typing import Protocol
 
 import anyio
 
+from throughput_schema import ClusterProfile
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.schedulers.base import Pending, Scheduler
+
+# Read only for its defaults.
+_PROFILE = ClusterProfile(name="defaults", scheduler="local")
 
 
 @dataclass
@@ -24,16 +28,15 @@ class WatchOptions:
     retry_failed: bool = False
     poll_min: float = 1.0
     poll_max: float = 30.0
-    # Wait this long for sacct to complete a finished job's row before keeping what it has.
-    accounting_grace: float = 30.0
+    # The profile's (ClusterProfile says why): the watcher without one keeps its defaults.
+    accounting_grace: float = _PROFILE.accounting_grace_seconds
     # Failed token lookups tolerated before an unsettled intent becomes ambiguous.
     settle_attempts: int = 5
     # While running, an intent is declared ambiguous only after lookups failed for this long
     # (a slurmctld restart of a few minutes must not block curves).
     settle_patience: float = 600.0
     submit_backoff_max: float = 120.0
-    # A job pending this long for one reason that waiting cannot clear is cancelled and refused.
-    never_start_after: float = 20.0
+    never_start_after: float = _PROFILE.never_start_seconds
     # After the cluster's submit limit lowered the slots, try one more slot this often.
     limit_probe: float = 60.0
     # A job that squeue no longer lists while sacct gives no row (slurmdbd down, accounting
