@@ -29,8 +29,8 @@ from throughput_audit.findings import Checks
 from throughput_audit.optimizer_split import check_optimizer
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.precision import check_precision
-from throughput_audit.setup import check_setup
 from throughput_audit.published import check_published_accounting
+from throughput_audit.setup import check_setup
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
 from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
