@@ -20,25 +20,26 @@ import time
 
 from throughput_schema.results import SETUP_PHASES
 
-# Cumulative TorchDynamo timers: the whole of a frame's compile, and the backend's share of it;
-# the backward graph's compile, which happens lazily at the first backward.
+# Cumulative TorchDynamo timers: a frame's whole compile (its trace and its forward graph's
+# backend compile), the forward's backend compile, and the backward graph's compile, which
+# runs lazily at the first backward, outside the frame's.
 _DYNAMO_TOTAL = "_compile.compile_inner"
-_BACKEND = ("OutputGraph.call_user_compiler", "backward._backward_impl")
+_FORWARD_BACKEND = "OutputGraph.call_user_compiler"
+_BACKWARD = "backward._backward_impl"
 
 
 def _dynamo_seconds() -> tuple[float, float]:
-    """(whole dynamo compile, backend compile) seconds so far in this process."""
+    """(trace, backend compile) seconds so far in this process."""
     try:
         from torch._dynamo.utils import compilation_time_metrics as metrics
     except ImportError:  # pragma: no cover - a torch without the timers
         return 0.0, 0.0
-    total = sum(metrics.get(_DYNAMO_TOTAL, ()))
-    backend = sum(sum(metrics.get(k, ())) for k in _BACKEND)
-    return total, backend
+    total, forward = sum(metrics.get(_DYNAMO_TOTAL, ())), sum(metrics.get(_FORWARD_BACKEND, ()))
+    return max(0.0, total - forward), forward + sum(metrics.get(_BACKWARD, ()))
 
 
 class SetupClock:
-    """Follows the worker's phase hook during setup; `phases(total)` splits the setup."""
+    """Follows the worker's phase hook during setup; `phases(start, end)` splits the setup."""
 
     def __init__(self) -> None:
         self.marks: dict[str, float] = {}
@@ -53,11 +54,11 @@ class SetupClock:
         """Seconds per phase, in order, adding up to `end - start` (perf_counter times)."""
         compile_at = self.marks.get("compile", end)
         capture_at = self.marks.get("capture", end)
-        total0, backend0 = self.dynamo.get("compile", _dynamo_seconds())
-        total1, backend1 = self.dynamo.get("capture", _dynamo_seconds())
+        trace0, backend0 = self.dynamo.get("compile", _dynamo_seconds())
+        trace1, backend1 = self.dynamo.get("capture", _dynamo_seconds())
         first = max(0.0, capture_at - compile_at)
         backend = min(first, max(0.0, backend1 - backend0))
-        trace = min(first - backend, max(0.0, (total1 - total0) - (backend1 - backend0)))
+        trace = min(first - backend, max(0.0, trace1 - trace0))
         seconds = (compile_at - start, trace, backend, first - trace - backend, max(0.0, end - capture_at))
         return dict(zip(SETUP_PHASES, seconds, strict=True))
 
