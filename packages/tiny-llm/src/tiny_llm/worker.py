@@ -245,8 +245,10 @@ def _measure(
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    setup_start_mj = measurement.read_energy("before setup")
     point.startup_seconds = startup_seconds()
+    # The counter is read right beside the clock so that setup's energy and its seconds
+    # bracket the same interval.
+    setup_start_mj = measurement.read_energy("before setup")
     t0 = time.perf_counter()
     point.built = built = build(
         recipe,
@@ -260,9 +262,9 @@ def _measure(
     if cuda:
         torch.cuda.synchronize()
     t1 = time.perf_counter()
+    setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
     point.setup_seconds = t1 - t0
     point.setup_phases = point.setup_clock.phases(t0, t1)
-    setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
     if cuda:
         point.setup_peaks = _peaks(device)
         point.memory = MemoryReport(setup=point.setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
