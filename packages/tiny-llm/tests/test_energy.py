@@ -242,10 +242,10 @@ def test_cpu_worker_with_a_meter_records_windows_setup_and_summary(tmp_path, mon
     assert e is not None and result.energy_unavailable == ""
     assert all(w.energy is not None for w in result.windows)
     # The planned meter follows the real clock, so the windows' own timing sees it within
-    # scheduling jitter (a loaded CI machine moves a 0.2 s window by a fraction of a ms).
+    # scheduling jitter (a loaded CI machine can move the reads of a 0.2 s window by ms).
     joules = sum(w.energy.joules for w in result.windows)
     assert e.mean_watts == pytest.approx(joules / sum(w.energy.interval_seconds for w in result.windows))
-    assert e.mean_watts == pytest.approx(250.0, rel=0.02) and e.power_limit_watts == 700.0
+    assert e.mean_watts == pytest.approx(250.0, rel=0.05) and e.power_limit_watts == 700.0
     # Setup is read around compile and capture: the first two reads, which bracket its seconds
     # (a loaded machine may stretch the reads themselves, so the bound is one-sided).
     (r0, _), (r1, _) = meter.reads[:2]
