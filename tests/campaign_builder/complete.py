@@ -58,6 +58,9 @@ from throughput_schema.sacct import AccountingRow, job_accounting
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0, tzinfo=UTC)
+# An optimizer point's job runs two workers, each as long as a throughput point's.
+OPTIMIZER_JOB_SECONDS = 290
+OPTIMIZER_STAGGER_SECONDS = 300
 
 
 @dataclass
@@ -117,6 +120,7 @@ def _write_attempt(
     start: datetime,
     state: tuple[str, str],
     mode: str,
+    seconds: int,
     baseline: WorkerResult | None = None,
     bursts: list[BurstSample] | None = None,
 ) -> Path:
@@ -135,7 +139,10 @@ def _write_attempt(
         scheduler=m.profile.scheduler,
     )
     job = jobs.take()
-    end = start + timedelta(seconds=90)
+    spent = _spent_seconds(result, baseline)
+    assert spent <= seconds, f"the builder's workers spent {spent:.1f} s, more than their {seconds} s job"
+    elapsed = seconds
+    end = start + timedelta(seconds=elapsed)
     # The worker ran inside its job, as a real one does.
     ran = dict(
         started_at=(start + timedelta(seconds=5)).isoformat(), finished_at=(end - timedelta(seconds=5)).isoformat()
@@ -154,7 +161,7 @@ def _write_attempt(
         req_mem="64G",
         start=start.isoformat(),
         end=end.isoformat(),
-        elapsed="00:01:30",
+        elapsed=f"{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}",
         comment=token,
         node_list="node1",
     )
@@ -175,6 +182,18 @@ def _write_attempt(
     )
     built.points.setdefault(curve_name(model, context), {})[batch] = folder
     return folder
+
+
+def _spent_seconds(*results: WorkerResult | None) -> float:
+    """The workers' own seconds, one after another: a job must hold what ran in it."""
+    return sum(
+        (r.startup_seconds or 0.0)
+        + (r.setup_seconds or 0.0)
+        + (r.calibration.seconds if r.calibration is not None else 0.0)
+        + sum(w.seconds for w in r.windows)
+        for r in results
+        if r is not None
+    )
 
 
 def _registered(
@@ -231,7 +250,8 @@ def build_throughput(
     scheduler: str = "slurm",
     max_concurrent: int = 12,
     start_id: int = 1000,
-    stagger_seconds: int = 100,
+    job_seconds: int = 150,
+    stagger_seconds: int = 160,
 ) -> BuiltCampaign:
     """Every curve fits 1 .. first_oom/2 and hits a CUDA OOM at first_oom."""
     root = Path(root)
@@ -281,6 +301,7 @@ def build_throughput(
                 start=start,
                 state=state,
                 mode="throughput",
+                seconds=job_seconds,
             )
             batch *= 2
             k += 1
@@ -342,7 +363,7 @@ def build_optimizer(
             inst = msgspec.structs.replace(
                 inst, optimizer_timing=optimizer_timing(inst, bursts, batch, context, protocol)
             )
-            start = T0 + timedelta(hours=1, seconds=ci + 100 * k)
+            start = T0 + timedelta(hours=1, seconds=ci + OPTIMIZER_STAGGER_SECONDS * k)
             _write_attempt(
                 built,
                 jobs,
@@ -353,6 +374,7 @@ def build_optimizer(
                 start=start,
                 state=("COMPLETED", "0:0"),
                 mode="optimizer-timing",
+                seconds=OPTIMIZER_JOB_SECONDS,
                 baseline=base,
                 bursts=bursts,
             )

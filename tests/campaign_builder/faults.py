@@ -381,3 +381,13 @@ def optimizer_edited(p: Planted) -> None:
 def setup_phase_edited(p: Planted) -> None:
     """A setup phase shortened: the setup's split no longer accounts for its seconds."""
     p.edit_point("20m-c512", 1, "result.json", lambda d: d["setup_phases"].update(compile=1.0))
+
+
+def setup_longer_than_its_job(p: Planted) -> None:
+    """A setup (its split kept adding up) longer than the scheduler says its job ran."""
+
+    def longer(d: dict) -> None:
+        d["setup_seconds"] += 200.0
+        d["setup_phases"]["compile"] += 200.0
+
+    p.edit_point("20m-c512", 1, "result.json", longer)

@@ -27,6 +27,7 @@ from throughput_schema.records import (
     Calibration,
     ClusterProfile,
     Hardware,
+    JobAccounting,
     Manifest,
     MemoryPeaks,
     MemoryReport,
@@ -191,8 +192,28 @@ def timeout_result(model: str, context: int, batch: int) -> WorkerResult:
     )
 
 
+# Every job's accounting: 330 s of elapsed time, the 300 s its results span and teardown.
+JOB_ELAPSED_SECONDS = 330.0
+
+
 def _receipt(n: int) -> Receipt:
-    return Receipt(token=f"tok-{n}", job_id=str(1000 + n), submitted_at="2026-10-08T09:59:00Z", scheduler="slurm")
+    accounting = JobAccounting(
+        job_id=str(1000 + n),
+        state="completed",
+        start="2026-10-08T10:00:00+00:00",
+        end="2026-10-08T10:05:30+00:00",
+        elapsed_seconds=JOB_ELAPSED_SECONDS,
+        exit_code=0,
+        signal=0,
+    )
+    return Receipt(
+        token=f"tok-{n}",
+        job_id=str(1000 + n),
+        submitted_at="2026-10-08T09:59:00Z",
+        scheduler="slurm",
+        accounting=accounting,
+        accounting_final=True,
+    )
 
 
 def _manifest(kind, name, models, contexts, **extra) -> Manifest:

@@ -30,7 +30,7 @@ def test_peak_concurrency_over_the_limit_is_caught(tmp_path):
 
 
 def test_back_to_back_jobs_do_not_overlap(tmp_path):
-    built = build_throughput(tmp_path / "tp", contexts=(512,), max_concurrent=1, stagger_seconds=90)
+    built = build_throughput(tmp_path / "tp", contexts=(512,), max_concurrent=1, job_seconds=150, stagger_seconds=150)
     assert failures(audit(built)) == []
 
 
@@ -214,16 +214,16 @@ def test_every_job_of_the_campaigns_tokens_has_a_receipt(campaign):
     (check,) = [c for c in out.report.checks if c.name == "slurm.unreceipted"]
     assert check.status == "pass"
     assert check.values == {"jobs": 8, "tokens": 8, "windows": 1, "queries": 1, "span_seconds": 86400}
-    # The intents were written from 12:00:00 to 12:05:01 UTC, an hour's margin each side.
+    # The intents were written from 12:00:00 to 12:08:01 UTC, an hour's margin each side.
     assert check.message == (
         "sacct holds 8 jobs named by the campaign's 8 tokens, asked in 1 windows of at most 1-00:00:00 around the "
-        "intents' times, with 1 sacct calls (2026-10-08T11:00:00+00:00 to 2026-10-08T13:05:01+00:00); each has a receipt"
+        "intents' times, with 1 sacct calls (2026-10-08T11:00:00+00:00 to 2026-10-08T13:08:01+00:00); each has a receipt"
     )
     (argv,) = sacct.by_name()
     assert argv[:3] == ["sacct", "-X", "--allusers"] and "--parsable2" in argv and "--noheader" in argv
     assert f"--format={FORMAT}" in argv
     # In UTC, as sacct reads it under the audit's TZ=UTC, whatever the auditor's zone.
-    assert argv[-3:-1] == ["--starttime=2026-10-08T11:00:00", "--endtime=2026-10-08T13:05:01"]
+    assert argv[-3:-1] == ["--starttime=2026-10-08T11:00:00", "--endtime=2026-10-08T13:08:01"]
     names = next(a for a in argv if a.startswith("--name=")).removeprefix("--name=").split(",")
     assert sorted(names) == sorted(_token(campaign, c, b) for c, pts in campaign.points.items() for b in pts)
 

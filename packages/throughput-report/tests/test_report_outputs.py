@@ -183,3 +183,28 @@ def test_report_never_imports_torch():
 
     code = "import sys, throughput_report.cli, throughput_report.report; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_methods_page_and_points_json_give_each_campaigns_setup_share(report, two_pairs):
+    """Summed here from the campaign's own files: every job with a receipt's elapsed time and a result."""
+    doc = json.loads((report / "points.json").read_text())
+    shares = {Path(c["campaign"]).name: c["setup_share"] for c in doc["inputs"]["campaigns"]}
+    flat = " ".join(PdfReader(report / "report.pdf").pages[5].extract_text().split())
+    assert "Campaign cost (the scheduler's elapsed time of the jobs with results)" in flat
+    for campaign in [*two_pairs[0], *two_pairs[1]]:
+        jobs = elapsed = setup = startup = measured = 0.0
+        for folder in campaign.glob("curves/*/b*/attempt-*"):
+            receipt = json.loads((folder / "receipt.json").read_text())
+            results = [
+                json.loads(p.read_text()) for p in (folder / "result.json", folder / "baseline.json") if p.exists()
+            ]
+            jobs += 1
+            elapsed += receipt["accounting"]["elapsed_seconds"]
+            setup += sum(r.get("setup_seconds") or 0 for r in results)
+            startup += sum(r.get("startup_seconds") or 0 for r in results)
+            measured += sum(w["seconds"] for r in results for w in r["windows"])
+        share = shares[campaign.name]
+        assert jobs and (share["jobs"], share["elapsed_seconds"]) == (jobs, elapsed)
+        assert share["setup_seconds"] == pytest.approx(setup) and share["startup_seconds"] == pytest.approx(startup)
+        assert share["measured_seconds"] == pytest.approx(measured) and setup > 0
+        assert f"{campaign.name}: {startup + setup:,.0f} s of {elapsed:,.0f} s of job time" in flat

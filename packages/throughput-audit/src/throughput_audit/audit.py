@@ -30,11 +30,12 @@ from throughput_audit.optimizer_split import check_optimizer
 from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.precision import check_precision
 from throughput_audit.published import check_published_accounting
-from throughput_audit.setup import check_setup
+from throughput_audit.setup import check_setup, check_setup_inside_run
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
 from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
 from throughput_schema.layout import ACCOUNTING, AUDIT, BASELINE, FROZEN, MANIFEST, RECEIPT, RECIPES, RESULT
+from throughput_schema.provenance import is_test_worker
 
 
 class NotACampaign(Exception):
@@ -80,6 +81,7 @@ def run_audit(
         check_attempt_files(loaded, record, checks)
         check_result(loaded, record, checks, recipes, is_opt)
         check_recorded_accounting(record, checks)
+        check_setup_inside_run(checks, record, modelled=is_test_worker(manifest.worker))
 
     groups = group(loaded)
     curves: list[CurveFinding]

@@ -27,7 +27,8 @@ from throughput_schema.layout import (
     read_attempt,
     read_file,
 )
-from throughput_schema.records import BurstSample, CurveClosure, Manifest, WorkerResult
+from throughput_schema.records import BurstSample, CurveClosure, Manifest, Receipt, WorkerResult
+from throughput_schema.setup_share import SetupShare, setup_share
 
 
 class Refused(Exception):
@@ -48,6 +49,7 @@ class ReportAttempt:
     # Raw burst samples from bursts.jsonl; None when the file is absent.
     bursts: list[BurstSample] | None
     void: bool = False  # nothing was submitted (`is_void`): the attempt never counts
+    elapsed_seconds: float | None = None  # the scheduler's, from the receipt's accounting
 
     @property
     def curve(self) -> str:
@@ -86,6 +88,9 @@ class ReportCampaign:
     @property
     def name(self) -> str:
         return str(self.path)
+
+    def setup_share(self) -> SetupShare:
+        return setup_share((a.elapsed_seconds, (a.result, a.baseline)) for a in self.attempts if not a.void)
 
     def curves(self) -> list[str]:
         return self.manifest.curves()
@@ -128,6 +133,7 @@ def load_campaign(path: Path) -> ReportCampaign:
                 result=records.get(RESULT),
                 baseline=records.get(BASELINE),
                 bursts=records.get(BURSTS),
+                elapsed_seconds=_elapsed(records.get(RECEIPT)),
                 void=is_void(
                     intent=INTENT in records,
                     receipt=RECEIPT in records,
@@ -145,3 +151,7 @@ def load_campaign(path: Path) -> ReportCampaign:
     return ReportCampaign(
         path=path, manifest=manifest, manifest_sha256=manifest_sha, attempts=attempts, hashes=hashes, closures=closures
     )
+
+
+def _elapsed(receipt: Receipt | None) -> float | None:
+    return receipt.accounting.elapsed_seconds if receipt is not None and receipt.accounting is not None else None

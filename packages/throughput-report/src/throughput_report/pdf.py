@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import statistics
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from matplotlib.backends.backend_pdf import PdfPages
@@ -57,6 +57,7 @@ class Context:
     protocols: list[tuple[str, Protocol]]  # (campaign, its manifest's protocol)
     banner: str = ""  # a test worker's, on every page
     notes: tuple[str, ...] = ()  # page 1: the protocol against the guide's, mixed hardware
+    setup_shares: list[tuple[str, str]] = field(default_factory=list)  # (campaign, its `SetupShare.line()`)
 
 
 def protocol_text(protocols: list[tuple[str, Protocol]]) -> str:
@@ -325,6 +326,7 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
         + f" Here T = {100 * _threshold(proj):.2f}%, from the baseline workers' windows.",
         f"Inputs: {ctx.input_files:,} files; inputs.sha256 beside this PDF lists the SHA-256 of every one "
         f"(SHA-256 of that list: {ctx.inputs_digest}).",
+        *setup_text(ctx.setup_shares),
     ]
     items[1:1] = optimizer_text(ctx.protocols)
     y = _paragraphs(fig, 0.04, 0.9, items, size=8.4)
@@ -332,6 +334,17 @@ def page_methods(proj: Projection, ctx: Context) -> Figure:
     rows = [[Path(c).name, m, f"{n:,}", d] for c, m, n, d in ctx.campaign_digests]
     _table(fig, [0.03, 0.05, 0.94, y - 0.07], header, rows, size=6.6, widths=[0.18, 0.37, 0.05, 0.37])
     return fig
+
+
+def setup_text(shares: list[tuple[str, str]]) -> list[str]:
+    """What each campaign's jobs spent compiling and capturing against what they measured."""
+    if not shares:
+        return []
+    return [
+        "Campaign cost (the scheduler's elapsed time of the jobs with results): "
+        + "; ".join(f"{Path(name).name}: {line.removeprefix('Setup: ')}" for name, line in shares)
+        + "."
+    ]
 
 
 def _threshold(proj: Projection) -> float:

@@ -104,7 +104,9 @@ def build_report(
             f"({energy_absent(pairs)}); there is no energy to turn into emissions"
         )
 
-    hash_text, digests = _hash_lines([c for pair in pairs for c in (pair.throughput, pair.optimizer)])
+    read = [c for pair in pairs for c in (pair.throughput, pair.optimizer)]
+    hash_text, digests = _hash_lines(read)
+    shares = {c.name: c.setup_share() for c in read}
     inputs_digest = sha256_bytes(hash_text)
     gpus = sorted({p.gpu_name for p in projection.points if p.gpu_name})
     ctx = Context(
@@ -118,12 +120,16 @@ def build_report(
         protocols=[(c.name, c.manifest.protocol) for pair in pairs for c in (pair.throughput, pair.optimizer)],
         banner=banner,
         notes=tuple(provenance.notes(tc + oc)),
+        setup_shares=[(name, share.line()) for name, share in shares.items() if share.line()],
     )
     inputs_doc = {
         **({"test_worker": banner} if banner else {}),
         "pairs": [{"throughput": t, "optimizer": o} for t, o in ctx.pairs],
         "inputs_sha256_digest": inputs_digest,
-        "campaigns": [{"campaign": c, "manifest_sha256": m, "files": n, "digest": d} for c, m, n, d in digests],
+        "campaigns": [
+            {"campaign": c, "manifest_sha256": m, "files": n, "digest": d, "setup_share": shares[c].to_dict()}
+            for c, m, n, d in digests
+        ],
     }
 
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from throughput_schema import ClusterProfile
 from throughput_schema.energy import JOULES_PER_KWH, counted_joules
-from throughput_schema.results import SETUP_PHASES
+from throughput_schema.setup_share import SetupShare
+from throughput_schema.setup_share import setup_share as shared_setup_share
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.schedulers import backend
 
@@ -88,50 +89,11 @@ def gpu_energy(infos: list[AttemptInfo]) -> GpuEnergy:
     return GpuEnergy(joules=joules, results=results, unmeasured=unmeasured, reason=reason)
 
 
-@dataclass(frozen=True)
-class SetupShare:
-    """What the jobs with a result and an elapsed time spent before measuring, and measuring."""
-
-    jobs: int
-    elapsed: float  # the jobs' summed elapsed seconds (the scheduler's)
-    startup: float  # processes' start to setup (interpreter, imports)
-    phases: dict[str, float]  # setup phase -> summed seconds (throughput_schema's setup_phases)
-    setup: float  # summed setup_seconds
-    measured: float  # summed window seconds
-
-    def line(self) -> str:
-        """'' where no job has both a result and an elapsed time yet."""
-        if not self.jobs or self.elapsed <= 0:
-            return ""
-        before = self.startup + self.setup
-        split = ", ".join(f"{k.replace('_', ' ')} {v:,.0f} s" for k, v in self.phases.items())
-        return (
-            f"Setup: {before:,.0f} s of {self.elapsed:,.0f} s of job time ({before / self.elapsed:.0%}) over "
-            f"{self.jobs} job(s): startup {self.startup:,.0f} s, setup {self.setup:,.0f} s"
-            + (f" ({split})" if split else "")
-            + f"; measured windows {self.measured:,.0f} s ({self.measured / self.elapsed:.0%})"
-        )
-
-
 def setup_share(infos: list[AttemptInfo]) -> SetupShare:
-    """Summed over the jobs whose receipts have an elapsed time and whose workers wrote results
-    (an optimizer point's job ran two: its baseline and its instrumented worker)."""
-    jobs, elapsed, startup, setup, measured = 0, 0.0, 0.0, 0.0, 0.0
-    phases: dict[str, float] = {}
-    for info in infos:
+    """The jobs whose receipts have an elapsed time and whose workers wrote results."""
+
+    def elapsed(info: AttemptInfo) -> float | None:
         receipt = info.attempt.receipt
-        acc = receipt.accounting if receipt is not None else None
-        results = [r for r in (info.attempt.result, info.attempt.baseline) if r is not None]
-        if acc is None or acc.elapsed_seconds is None or not results:
-            continue
-        jobs += 1
-        elapsed += acc.elapsed_seconds
-        for r in results:
-            startup += r.startup_seconds or 0.0
-            setup += r.setup_seconds or 0.0
-            measured += sum(w.seconds for w in r.windows)
-            for k, v in r.setup_phases.items():
-                phases[k] = phases.get(k, 0.0) + v
-    order = {k: i for i, k in enumerate(SETUP_PHASES)}
-    phases = dict(sorted(phases.items(), key=lambda kv: order.get(kv[0], len(order))))
-    return SetupShare(jobs, elapsed, startup, phases, setup, measured)
+        return receipt.accounting.elapsed_seconds if receipt is not None and receipt.accounting else None
+
+    return shared_setup_share((elapsed(i), (i.attempt.result, i.attempt.baseline)) for i in infos)
