@@ -139,3 +139,14 @@ def test_a_windowed_layer_under_sdpa_masks_what_its_window_leaves_out():
     moved[:, :, 3] += 1.0  # key 3 is inside the windows of queries 3 to 10 only
     changed = (attn.sdpa(q, k, moved) - out).abs().amax(dim=(0, 1, 3)) > 0
     assert changed.tolist() == [3 <= i <= 10 for i in range(16)]
+
+
+def test_a_result_says_whether_its_window_was_skipped_or_masked():
+    from tiny_llm.kernel_registry import window_handling
+
+    windowed = model(2048, "model.sliding_window=512", "model.sliding_layers=[0]")
+    assert window_handling("fa4", windowed) == "skipped"
+    assert window_handling("sdpa", windowed) == "masked" and window_handling("flash", windowed) == "masked"
+    # A window the context never reaches, or no windowed layer, is no window at all.
+    assert window_handling("sdpa", model(512, "model.sliding_window=512", "model.sliding_layers=[0]")) is None
+    assert window_handling("fa4", model(2048)) is None

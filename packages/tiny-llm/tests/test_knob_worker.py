@@ -155,3 +155,5 @@ def test_worker_measures_a_gemma_shaped_model_on_the_cpu(tmp_path):
     # Two more norms a layer than the knob recipe alone, and q/k norms of 48.
     assert result.parameters == built_parameters(build_model(knob_recipe().model, "meta")) + 2 * (2 * 128 + 2 * 48)
     assert result.throughput is not None and result.throughput.tokens_per_second > 0
+    # SDPA on the CPU: the window is a mask over every causal score, and the result says so.
+    assert result.kernels["attention"] != "fa4" and result.kernels["window"] == "masked"

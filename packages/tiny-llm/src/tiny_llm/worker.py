@@ -360,14 +360,17 @@ def _kernels_record(options: WorkerOptions, built, device: torch.device, cfg) ->
     build failed, that "auto" picks for this model on this device), never "auto"."""
     from dataclasses import replace
 
-    if built is not None:  # compile_mode included: build() merged options.compile_mode
-        return built.ran().record()
-    kernels = options.kernels
-    if options.compile_mode is not None:
-        kernels = replace(kernels, compile_mode=options.compile_mode)
-    from tiny_llm.kernel_registry import resolve_kernels
+    from tiny_llm.kernel_registry import resolve_kernels, window_handling
 
-    return resolve_kernels(kernels, device, cfg).record()
+    if built is not None:  # compile_mode included: build() merged options.compile_mode
+        ran = built.ran()
+    else:
+        kernels = options.kernels
+        if options.compile_mode is not None:
+            kernels = replace(kernels, compile_mode=options.compile_mode)
+        ran = resolve_kernels(kernels, device, cfg)
+    window = window_handling(ran.attention, cfg)
+    return ran.record() | ({"window": window} if window else {})
 
 
 def summarise(m: Measurement, recipe: Recipe, opts: Protocol, hw, fpt: int) -> Throughput:
