@@ -132,15 +132,23 @@ def build_report(
         ],
     }
 
+    _write(out, hash_text, projection, inputs_doc, ctx)
+    return BuiltReport(
+        out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts), banner=banner
+    )
+
+
+def _write(out: Path, hash_text: str, projection: Projection, inputs_doc: dict, ctx: Context) -> None:
+    """Every file staged in a hidden folder beside OUT, then published."""
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     os.chmod(stage, 0o755)
     try:
         write_atomic(stage / "inputs.sha256", hash_text)
-        write_atomic(stage / "points.csv", tables.points_csv(projection.points, banner))
+        write_atomic(stage / "points.csv", tables.points_csv(projection.points, ctx.banner))
         write_atomic(stage / "points.json", tables.points_json(projection, inputs_doc))
         for name in figures.FIGURES:
-            figures.save_figure(name, projection, stage, banner=banner)
+            figures.save_figure(name, projection, stage, banner=ctx.banner)
         build_pdf(projection, ctx, stage / REPORT_PDF)
         for name in REPORT_FILES:
             with open(stage / name, "rb") as handle:
@@ -148,9 +156,6 @@ def build_report(
         _publish(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return BuiltReport(
-        out=out, files=[out / n for n in REPORT_FILES], projection=projection, checks=dict(tally.counts), banner=banner
-    )
 
 
 def _publish(stage: Path, out: Path) -> None:
