@@ -46,7 +46,7 @@ from throughput_schema.outcomes import Ok, CudaOom
 def write(kind, code):
     recipe = read(REQUEST, WorkerRequest).recipe
     outcome = Ok() if kind == "ok" else CudaOom(phase="setup", message="CUDA out of memory")
-    write_atomic(OUTPUT, WorkerResult(outcome=outcome, recipe=recipe, parameters=1, backend="test"))
+    write_atomic(OUTPUT, WorkerResult(outcome=outcome, recipe=recipe, parameters=1, backend="test", worker=WorkerIdentity(module="tiny_llm")))
     sys.exit(code)
 """
 
