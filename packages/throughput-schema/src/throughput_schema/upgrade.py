@@ -315,13 +315,14 @@ def _worker(manifest: dict) -> str:
 
 def _results(root: Path, manifest: dict) -> dict[Path, bytes]:
     """A version-2 campaign's results that name no worker, with the manifest's
-    (`upgrade_results`)."""
+    (`upgrade_results`), appended to what each holds."""
     planned: dict[Path, bytes] = {}
     for folder in layout.attempt_folders(root):
         for path in (folder / layout.RESULT, folder / layout.BASELINE):
             obj = _json(path) if path.is_file() else {}
             if obj and with_worker(obj, _worker(manifest)):
-                planned[path] = dumps(_decoded(obj, WorkerResult, path))
+                _decoded(obj, WorkerResult, path)
+                planned[path] = _as_written(obj)
     return planned
 
 
@@ -341,6 +342,11 @@ def _names(root: Path, manifest: dict, notes: list[str]) -> dict[Path, bytes]:
         _parent(parent, root, notes.append)
     if profiles_renamed(manifest) or (isinstance(parent, dict) and parent.get("manifest_sha256") != recorded):
         _decoded(manifest, Manifest, root / layout.MANIFEST)
-        # As it was written but for the name: a field added since keeps its default unwritten.
-        planned[root / layout.MANIFEST] = msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
+        planned[root / layout.MANIFEST] = _as_written(manifest)
     return planned
+
+
+def _as_written(obj: dict) -> bytes:
+    """A version-2 record as it was written but for what the upgrade changed: a field added
+    since keeps its default unwritten, and a measurement its own figures."""
+    return msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"
