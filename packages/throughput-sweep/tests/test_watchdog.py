@@ -43,6 +43,7 @@ TIMING = "--optimizer-timing" in sys.argv
 WRITER = """
 from throughput_schema import WorkerRequest, WorkerResult, read, write_atomic
 from throughput_schema.outcomes import Ok, CudaOom
+from throughput_schema.records import WorkerIdentity
 def write(kind, code):
     recipe = read(REQUEST, WorkerRequest).recipe
     outcome = Ok() if kind == "ok" else CudaOom(phase="setup", message="CUDA out of memory")
