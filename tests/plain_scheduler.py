@@ -54,7 +54,7 @@ class PlainScheduler(LocalScheduler):
 def plain_accounting(job: LocalJob, end: LocalEnd | None) -> JobAccounting:
     """The job in the project's words, read as the local scheduler reads its registry, with
     this scheduler's own record of it as `raw` (id, token, end state and exit code)."""
-    said = job_accounting(job, end, host=job.host)
+    said = job_accounting(job, end)
     own = "|".join((job.job_id, job.token, end.state if end else "RUNNING", end.exit_code if end else ""))
     return msgspec.structs.replace(said, raw=own)
 

@@ -10,11 +10,12 @@ import shutil
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from campaign_helpers import ROOT, SWEEP, run_program, scripted_campaign, sweep, write_plan
 from throughput_audit.audit import run_audit
-from throughput_schema import Manifest, read
+from throughput_schema import Manifest, WorkerResult, read
 from version_one import as_version_one
 
 pytestmark = pytest.mark.slow  # a whole campaign on the local scheduler
@@ -72,10 +73,17 @@ def test_the_upgrade_rewrites_a_version_1_campaign_as_todays_code_wrote_it_once(
     assert _logs(old) == _logs(finished)
     assert "frozen copy" in out  # a frozen watchdog is the one thing it cannot change
     today, upgraded = _records(finished), _records(old)
-    for rel in ("manifest.json", "results.csv", *[r for r in today if r.endswith("receipt.json")]):
+    for rel in ("manifest.json", "results.csv"):
         assert upgraded[rel] == today[rel], rel
+    for rel in [r for r in today if r.endswith("receipt.json")]:
+        assert _unknown_to_older_registries(json.loads(upgraded[rel])) == _unknown_to_older_registries(
+            json.loads(today[rel])
+        ), rel
+    _the_registry_and_results_are_todays(finished, old)
     assert json.loads(upgraded["results.json"])["points"] == json.loads(today["results.json"])["points"]
-    assert json.loads(upgraded["results.json"])["receipts"] == json.loads(today["results.json"])["receipts"]
+    assert [_unknown_to_older_registries(r) for r in json.loads(upgraded["results.json"])["receipts"]] == [
+        _unknown_to_older_registries(r) for r in json.loads(today["results.json"])["receipts"]
+    ]
     assert json.loads(upgraded["results.json"])["profile"] == json.loads(today["results.json"])["profile"]
     report = run_audit(old, settle_seconds=0, allow_test_worker=True).report
     assert [c.message for c in report.checks if c.status == "fail"] == []
@@ -86,6 +94,37 @@ def test_the_upgrade_rewrites_a_version_1_campaign_as_todays_code_wrote_it_once(
     code, out, _ = schema("upgrade", old)
     assert code == 0 and out == f"{old}: already at schema version 2; nothing to do\n"
     assert _records(old) == before
+
+
+def _unknown_to_older_registries(obj: dict) -> dict:
+    """A local job's receipt less what an older registry did not record (the machine's CPUs
+    and memory, which its accounting then gives as requested) and the registry's own text."""
+    acc = obj["accounting"]
+    acc.pop("raw")
+    for key in ("cpus", "memory_bytes"):
+        acc["allocation"].pop(key)
+    return obj
+
+
+def _the_registry_and_results_are_todays(finished: Path, old: Path) -> None:
+    """The registry is today's but for the machine it did not record, each result names the
+    worker and writer today's code named, without the version the file did not say."""
+    for path in sorted((finished / ".local-jobs").glob("*.json")):
+        today = json.loads(path.read_text())
+        upgraded = json.loads((old / ".local-jobs" / path.name).read_text())
+        if "machine_cpus" in today:
+            assert (upgraded["machine_cpus"], upgraded["machine_mem"]) == (0, "")
+            today.update(machine_cpus=0, machine_mem="")
+        assert upgraded == today, path.name
+    results = sorted(finished.glob("curves/*/b*/attempt-*/*.json"))
+    named = 0
+    for path in (p for p in results if p.name in ("result.json", "baseline.json")):
+        today = read(path, WorkerResult)
+        upgraded = read(old / path.relative_to(finished), WorkerResult)
+        assert upgraded.worker == msgspec.structs.replace(today.worker, version=""), path
+        assert upgraded == msgspec.structs.replace(today, worker=upgraded.worker), path
+        named += 1
+    assert named >= 2
 
 
 def test_a_version_2_campaign_written_before_the_neutral_names_takes_them(finished, tmp_path):

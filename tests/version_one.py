@@ -4,7 +4,8 @@
 Version 1 kept each receipt's accounting as sacct's row (the local scheduler built the
 same row from its registry), named the manifest's removed environment and results'
 state and elapsed columns for Slurm, and the audit's accounting field `slurm`; its profiles
-held `extra_sbatch_args`, and a local job wrote its output to `slurm-<id>.out`.
+held `extra_sbatch_args`, a local job wrote its output to `slurm-<id>.out`, its results
+named no worker, and the local registry held neither host nor machine nor times' offsets.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def as_version_one(campaign: Path, *, watched_in: str | None = None) -> None:
     frozen = {}
     for path in sorted(campaign.glob("curves/**/*.json")) + sorted(campaign.glob("frozen/recipes/*.json")):
         if path.name != "receipt.json":
-            data = _write(path, _v1(json.loads(path.read_text())))
+            obj = _v1(json.loads(path.read_text()))
+            if path.name in ("result.json", "baseline.json"):
+                obj.pop("worker", None)  # results named their worker late in version 1
+            data = _write(path, obj)
             if path.parts[-3] == "frozen":
                 frozen[f"recipes/{path.name}"] = data
     _results(campaign, rows)
@@ -48,6 +52,7 @@ def as_version_one(campaign: Path, *, watched_in: str | None = None) -> None:
     if manifest["profile"]["scheduler"] == "local":
         for log in campaign.glob("curves/*/b*/attempt-*/local-*.out"):
             log.rename(log.with_name("slurm-" + log.name.removeprefix("local-")))
+        _old_registry(campaign / ".local-jobs")
     for entry in manifest["frozen_files"]:
         if entry["path"] in frozen:
             entry.update(sha256=hashlib.sha256(frozen[entry["path"]]).hexdigest(), size=len(frozen[entry["path"]]))
@@ -63,6 +68,22 @@ def as_version_one(campaign: Path, *, watched_in: str | None = None) -> None:
         report["slurm"] = "not_applicable" if local else accounting
         report["local_registry"] = accounting if local else "not_applicable"
         _write(audit, report)
+
+
+def _old_registry(jobs: Path) -> None:
+    """The local scheduler's registry as older tools wrote it: no host, machine CPUs or
+    memory, local times without their offset, each job's output as slurm-<id>.out."""
+    for path in sorted(jobs.glob("*.json")):
+        obj = json.loads(path.read_text())
+        for key in ("submitted_at", "start", "end"):
+            if key in obj:
+                obj[key] = datetime.fromisoformat(obj[key]).replace(tzinfo=None).isoformat()
+        if not path.name.endswith(".end.json"):
+            for key in ("host", "machine_cpus", "machine_mem"):
+                obj.pop(key)
+            output = Path(obj["output"])
+            obj["output"] = str(output.with_name("slurm-" + output.name.removeprefix("local-")))
+        _write(path, obj)
 
 
 def _v1(obj):
@@ -84,7 +105,7 @@ def _row(accounting: dict, account: str, watched_in: str | None) -> dict:
         records = json.loads(raw)
         job = msgspec.convert(records["job"], LocalJob)
         end = msgspec.convert(records["end"], LocalEnd) if records["end"] else None
-        row = accounting_row(job, end, account=account, host=job.host)
+        row = accounting_row(job, end, account=account)
     else:
         row = raw_row(raw)
     out = msgspec.to_builtins(row)

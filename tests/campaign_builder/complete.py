@@ -234,10 +234,7 @@ def _registered(
     # without the audit (the report's, the compare's) can still build the campaigns it needs.
     from throughput_audit.local_registry import accounting_row
 
-    return (
-        accounting_row(job, ended, account=profile.account, host=row.node_list),
-        local_job_accounting(job, ended, host=row.node_list),
-    )
+    return (accounting_row(job, ended, account=profile.account), local_job_accounting(job, ended))
 
 
 def build_throughput(

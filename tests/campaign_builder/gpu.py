@@ -21,6 +21,7 @@ from campaign_builder.results import throughput_of, timing_of
 from throughput_schema import codec
 from throughput_schema.layout import BASELINE, CURVES, MANIFEST, RESULT, attempt_dir, curve_name
 from throughput_schema.outcomes import CudaOom, Ok, Timeout
+from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import flops_per_token, load_recipe, parameter_count, with_point
 from throughput_schema.records import (
     BurstSample,
@@ -35,6 +36,7 @@ from throughput_schema.records import (
     Protocol,
     Receipt,
     Window,
+    WorkerIdentity,
     WorkerResult,
 )
 
@@ -139,6 +141,7 @@ def worker_result(
         timing = timing_of(windows, bursts, PROTOCOL)
     mem = memory_bytes(recipe, batch)
     result = WorkerResult(
+        worker=WorkerIdentity(module=PRODUCTION_WORKER),
         outcome=Ok(),
         recipe=recipe,
         parameters=P,
@@ -171,6 +174,7 @@ def worker_result(
 def oom_result(model: str, context: int, batch: int) -> WorkerResult:
     recipe = recipe_for(model, context, batch)
     return WorkerResult(
+        worker=WorkerIdentity(module=PRODUCTION_WORKER),
         outcome=CudaOom(phase="graph-capture", message="CUDA out of memory. Tried to allocate 2.00 GiB"),
         recipe=recipe,
         parameters=parameter_count(recipe.model),
@@ -183,6 +187,7 @@ def oom_result(model: str, context: int, batch: int) -> WorkerResult:
 def timeout_result(model: str, context: int, batch: int) -> WorkerResult:
     recipe = recipe_for(model, context, batch)
     return WorkerResult(
+        worker=WorkerIdentity(module=PRODUCTION_WORKER),
         outcome=Timeout(phase="measurement", deadline_seconds=780.0),
         recipe=recipe,
         parameters=parameter_count(recipe.model),

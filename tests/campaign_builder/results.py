@@ -18,7 +18,9 @@ from throughput_schema import (
     Window,
     WorkerResult,
 )
+from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.recipe import parameter_count
+from throughput_schema.records import WorkerIdentity
 
 PRESETS = {
     "20m": ModelConfig(n_layers=8, d_model=320, n_heads=5, ffn_dim=832, context_length=512),
@@ -56,6 +58,7 @@ def throughput_result(
         Window(updates=updates, seconds=s, counter_after=start + updates * (i + 1)) for i, s in enumerate(seconds)
     ]
     return WorkerResult(
+        worker=WorkerIdentity(module=PRODUCTION_WORKER),
         outcome=Ok(),
         recipe=recipe,
         parameters=parameter_count(recipe.model),
@@ -89,6 +92,7 @@ def throughput_of(windows: list[Window], batch: int, context: int, protocol: Pro
 
 def failed_result(recipe: Recipe, protocol: Protocol, outcome, mode: str = "throughput") -> WorkerResult:
     return WorkerResult(
+        worker=WorkerIdentity(module=PRODUCTION_WORKER),
         outcome=outcome,
         recipe=recipe,
         parameters=parameter_count(recipe.model),

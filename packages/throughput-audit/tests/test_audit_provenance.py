@@ -53,18 +53,30 @@ def test_a_test_workers_campaign_fails_unless_allowed_then_carries_the_banner(ca
     assert allowed.accounting.startswith("# TEST WORKER scripted_worker")
 
 
-def test_a_result_naming_another_worker_or_none_fails(campaign):
+def test_a_result_naming_another_worker_or_an_unknown_writer_fails(campaign):
     as_test_worker(campaign)
     first, second = results(campaign.root)[:2]
     edit(first, lambda r: r.update(worker={**TEST_WORKER, "module": "tiny_llm"}))
-    edit(second, lambda r: r.pop("worker"))
+    # The upgrade named the manifest's worker, but could not tell who wrote the result: in a
+    # test worker's campaign, nothing says it is not a stand-in.
+    edit(second, lambda r: r.update(worker={**TEST_WORKER, "version": "", "written_by": "upgrade"}))
     outcome = run_audit(campaign.root, runner=campaign.sacct(), settle_seconds=0, allow_test_worker=True)
     bad = [c for c in outcome.report.checks if c.status == "fail"]
     assert [c.name for c in bad] == ["result.worker", "result.worker"]
     assert {c.file.split("/")[2] for c in bad} == {first.parts[-3], second.parts[-3]}
+    assert "written by an unknown writer (`throughput-schema upgrade` named the manifest's worker)" in bad[1].message
 
 
-def test_results_from_before_results_named_their_worker_pass_for_the_production_worker(campaign):
+def test_a_result_naming_no_worker_is_unreadable_and_names_the_upgrade(campaign):
+    first = results(campaign.root)[0]
+    edit(first, lambda r: r.pop("worker"))
+    outcome = run_audit(campaign.root, runner=campaign.sacct(), settle_seconds=0)
+    (bad,) = [c for c in outcome.report.checks if c.status == "fail" and c.name == "files.decode"]
+    assert "missing required field `worker`" in bad.message
+    assert f"throughput-schema upgrade {campaign.root}`" in bad.message
+
+
+def test_results_naming_the_production_worker_pass(campaign):
     outcome = run_audit(campaign.root, runner=campaign.sacct(), settle_seconds=0)
     assert failed(outcome) == []
     assert outcome.report.test_worker == "" and outcome.report.notes == []

@@ -18,6 +18,7 @@ from throughput_schema.recommendation import (
     recommend,
     recommendation_text,
 )
+from throughput_schema.records import WorkerIdentity
 
 # tokens/s and J/token by batch: 8 is the fastest, 2 the most efficient, 4 within 2% of 2's energy.
 RATES = {1: 100_000.0, 2: 190_000.0, 4: 300_000.0, 8: 400_000.0}
@@ -87,6 +88,7 @@ def _result(joules_per_token_windows: list[float] | None) -> WorkerResult:
         windows = [derive_window(0, round(j * 1000 * 1000), 1.0, 1000) for j in joules_per_token_windows]
         energy = summarize(windows, EnergySource(device_name="test"))
     return WorkerResult(
+        worker=WorkerIdentity(module="tiny_llm"),
         outcome=Ok(),
         recipe=preset("20m"),
         parameters=1,

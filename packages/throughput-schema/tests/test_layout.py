@@ -19,6 +19,7 @@ from throughput_schema.layout import (
     stray_curves,
 )
 from throughput_schema.recipe import recipe_from_dict
+from throughput_schema.records import WorkerIdentity
 
 RECIPE = recipe_from_dict(
     {
@@ -32,7 +33,10 @@ BURST = BurstSample(window=0, updates=3, wall_seconds=0.1, graph_ms=30.0, optimi
 
 def test_each_file_comes_with_its_bytes_its_record_or_its_error(tmp_path):
     folder = attempt_dir(tmp_path, "tiny", 128, 2, 1)
-    write_atomic(folder / RESULT, WorkerResult(outcome=Ok(), recipe=RECIPE, parameters=1))
+    write_atomic(
+        folder / RESULT,
+        WorkerResult(outcome=Ok(), recipe=RECIPE, parameters=1, worker=WorkerIdentity(module="tiny_llm")),
+    )
     write_atomic(folder / RECEIPT, b'{"token": "t"')
     write_atomic(folder / JOB_SCRIPT, "#!/bin/bash\n")
     write_atomic(folder / SETTLEMENT, Settlement(token="t", state="refused", reason="r", decided_at="x"))

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from throughput_schema import Hardware, Protocol, WorkerResult, decode, dumps
+from throughput_schema import Hardware, Protocol
 from throughput_schema.provenance import (
     WorkerRefused,
     allowed_worker_banner,
@@ -51,21 +49,6 @@ def test_a_test_worker_is_refused_naming_its_campaign_unless_allowed_then_banner
     ):
         worker_banner(pairs, allow_test_worker=False)
     assert worker_banner(pairs, allow_test_worker=True) == allowed_worker_banner("scripted_worker")
-
-
-def test_a_result_written_before_results_named_their_worker_still_decodes():
-    raw = {
-        "outcome": {"kind": "timeout", "phase": "measure", "message": "deadline", "seconds": 1.0},
-        "recipe": {
-            "name": "x",
-            "model": {"n_layers": 1, "d_model": 64, "n_heads": 1, "ffn_dim": 128, "context_length": 64},
-            "training": {"micro_batch_size": 1, "batch_tokens": 64},
-        },
-        "parameters": 1,
-    }
-    result = decode(json.dumps(raw), WorkerResult)
-    assert result.worker is None
-    assert decode(dumps(result), WorkerResult) == result
 
 
 def test_an_optimizer_other_than_the_guides_is_a_line_of_its_own_beside_the_protocols():

@@ -27,7 +27,15 @@ from throughput_schema.cli import json_schemas, main
 from throughput_schema.layout import parse_curve_name
 from throughput_schema.outcomes import outcome_kind
 from throughput_schema.recipe import recipe_from_dict
-from throughput_schema.records import RECORD_TYPES, ClusterProfile, PointSpec, Protocol, Recipe, unknown_field
+from throughput_schema.records import (
+    RECORD_TYPES,
+    ClusterProfile,
+    PointSpec,
+    Protocol,
+    Recipe,
+    WorkerIdentity,
+    unknown_field,
+)
 from throughput_schema.sacct import AccountingRow, job_accounting
 
 
@@ -43,6 +51,7 @@ def tiny_recipe():
 
 def sample_result(outcome=Ok()) -> WorkerResult:
     return WorkerResult(
+        worker=WorkerIdentity(module="tiny_llm"),
         outcome=outcome,
         recipe=tiny_recipe(),
         parameters=1234,
@@ -156,9 +165,28 @@ def test_unknown_field_names_a_users_typo_where_it_is_and_what_is_accepted():
 
 
 def test_missing_field_gets_default_for_schema_evolution():
-    minimal = {"outcome": {"kind": "ok"}, "recipe": msgspec.to_builtins(tiny_recipe()), "parameters": 1}
+    minimal = {
+        "outcome": {"kind": "ok"},
+        "recipe": msgspec.to_builtins(tiny_recipe()),
+        "parameters": 1,
+        "worker": {"module": "tiny_llm"},
+    }
     result = decode(json.dumps(minimal), WorkerResult)
     assert result.schema_version == SCHEMA_VERSION and result.windows == []
+
+
+def test_a_result_naming_no_worker_is_refused_with_the_upgrade_that_names_it(tmp_path):
+    (tmp_path / "manifest.json").write_text("{}")
+    path = tmp_path / "curves" / "m-c8" / "b1" / "attempt-1" / "result.json"
+    path.parent.mkdir(parents=True)
+    minimal = {"outcome": {"kind": "ok"}, "recipe": msgspec.to_builtins(tiny_recipe()), "parameters": 1}
+    path.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **minimal}))
+    with pytest.raises(SchemaError) as refused:
+        read(path, WorkerResult)
+    assert str(refused.value) == (
+        f"{path}: Object missing required field `worker`, written by older tools; "
+        f"rewrite its campaign once with `throughput-schema upgrade {tmp_path}`"
+    )
 
 
 def test_write_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path):

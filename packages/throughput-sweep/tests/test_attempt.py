@@ -174,7 +174,10 @@ def test_script_runs_the_real_watchdog_from_a_frozen_like_tree(tmp_path):
         "from throughput_schema.outcomes import Ok\n"
         "request = read(sys.argv[sys.argv.index('--request') + 1], WorkerRequest)\n"
         "output = sys.argv[sys.argv.index('--output') + 1]\n"
-        "write_atomic(output, WorkerResult(outcome=Ok(), recipe=request.recipe, parameters=1, backend='script-test'))\n"
+        "from throughput_schema.records import WorkerIdentity\n"
+        "worker = WorkerIdentity(module='echo_worker')\n"
+        "write_atomic(output, WorkerResult(outcome=Ok(), recipe=request.recipe, parameters=1, backend='script-test', "
+        "worker=worker))\n"
     )
     srcs = [Path(throughput_schema.__file__).parents[1], Path(throughput_sweep.__file__).parents[1], extra]
     request = request_for(

@@ -11,6 +11,7 @@ import anyio
 from throughput_schema import Protocol, Receipt, Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RECEIPT, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Ok
+from throughput_schema.records import WorkerIdentity
 from throughput_schema.sacct import AccountingRow
 from throughput_sweep.budget import stopped_on
 from throughput_sweep.freezing import create
@@ -62,6 +63,7 @@ class Scripted:
         write_atomic(
             self.jobs[job_id] / RESULT,
             WorkerResult(
+                worker=WorkerIdentity(module="tiny_llm"),
                 outcome=Ok(),
                 recipe=recipe,
                 parameters=1,

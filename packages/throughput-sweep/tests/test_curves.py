@@ -20,6 +20,7 @@ from throughput_schema import (
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import CompileError, CudaOom, HostOom, NonFinite, Ok, Timeout, outcome_kind
 from throughput_schema.recipe import load_recipe
+from throughput_schema.records import WorkerIdentity
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.curves import derive, pick
 from throughput_sweep.schedulers.slurm.text import job_status
@@ -56,7 +57,9 @@ def result(outcome, rate: float = 1000.0, unstable: bool = False) -> WorkerResul
             unstable=unstable,
             update_ms=1.0,
         )
-    return WorkerResult(outcome=outcome, recipe=RECIPE, parameters=1, throughput=t)
+    return WorkerResult(
+        outcome=outcome, recipe=RECIPE, parameters=1, throughput=t, worker=WorkerIdentity(module="tiny_llm")
+    )
 
 
 def att(

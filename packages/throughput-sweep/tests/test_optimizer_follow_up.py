@@ -16,6 +16,7 @@ from throughput_schema import BurstSample, OptimizerTiming, Throughput, Window, 
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import Ok
 from throughput_schema.recipe import load_recipe, parameter_count
+from throughput_schema.records import WorkerIdentity
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.collect import optimizer_row
 
@@ -38,6 +39,7 @@ def result(tokens_per_second: float, *, timing: OptimizerTiming | None = None, u
         ["model.context_length=512", "training.micro_batch_size=4", "training.batch_tokens=2048"],
     )
     return WorkerResult(
+        worker=WorkerIdentity(module="tiny_llm"),
         outcome=Ok(),
         recipe=recipe,
         parameters=parameter_count(recipe.model),

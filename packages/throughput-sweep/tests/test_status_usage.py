@@ -16,6 +16,7 @@ from throughput_schema import ClusterProfile, Receipt, WorkerResult
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
 from throughput_schema.recipe import load_recipe
+from throughput_schema.records import WorkerIdentity
 from throughput_schema.sacct import AccountingRow, job_accounting
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
@@ -162,6 +163,11 @@ def test_a_result_the_controller_wrote_names_the_scheduler_the_job_ran_on(schedu
     phase = SCHEDULER_PHASE
     receipt = Receipt(token="t", job_id="3", submitted_at="2026-01-01T00:00:00+00:00", scheduler=scheduler)
     recipe = load_recipe(ROOT / "configs/tiny.yaml")
-    result = WorkerResult(outcome=Crashed(phase=phase, message="job 3 ended FAILED"), recipe=recipe, parameters=1)
+    result = WorkerResult(
+        outcome=Crashed(phase=phase, message="job 3 ended FAILED"),
+        recipe=recipe,
+        parameters=1,
+        worker=WorkerIdentity(module="tiny_llm"),
+    )
     shown = AttemptInfo(Attempt(Path("b1"), "tiny", 128, 1, 1, None, receipt, result, None)).message
     assert shown == f"{scheduler} job 3 ended FAILED"

@@ -43,10 +43,11 @@ TIMING = "--optimizer-timing" in sys.argv
 WRITER = """
 from throughput_schema import WorkerRequest, WorkerResult, read, write_atomic
 from throughput_schema.outcomes import Ok, CudaOom
+from throughput_schema.records import WorkerIdentity
 def write(kind, code):
     recipe = read(REQUEST, WorkerRequest).recipe
     outcome = Ok() if kind == "ok" else CudaOom(phase="setup", message="CUDA out of memory")
-    write_atomic(OUTPUT, WorkerResult(outcome=outcome, recipe=recipe, parameters=1, backend="test"))
+    write_atomic(OUTPUT, WorkerResult(outcome=outcome, recipe=recipe, parameters=1, backend="test", worker=WorkerIdentity(module="tiny_llm")))
     sys.exit(code)
 """
 

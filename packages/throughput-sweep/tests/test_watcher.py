@@ -11,6 +11,7 @@ import anyio
 from throughput_schema import Recipe, Throughput, WorkerResult, read, write_atomic
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Ok
+from throughput_schema.records import WorkerIdentity
 from throughput_schema.sacct import AccountingRow
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign, open_campaign
@@ -45,6 +46,7 @@ class FinishesDuringPoll:
         recipe = read(self.campaign.recipe_path("tiny"), Recipe)
         rate = 1000.0
         own = WorkerResult(
+            worker=WorkerIdentity(module="tiny_llm"),
             outcome=Ok(),
             recipe=recipe,
             parameters=1,

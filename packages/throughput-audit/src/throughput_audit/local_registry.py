@@ -7,10 +7,7 @@ accounting.txt's text."""
 from __future__ import annotations
 
 import time
-from collections import Counter
-from datetime import datetime, timedelta, timezone
-
-import msgspec
+from datetime import datetime
 
 from throughput_audit import clock_skew, slurm
 from throughput_audit.allocation import mem_mib
@@ -19,7 +16,6 @@ from throughput_audit.findings import Checks
 from throughput_audit.job_states import job_order
 from throughput_audit.jobs import Source, check_job, check_peak, check_worker_times_ran
 from throughput_schema import ClusterProfile, Receipt, SchemaError
-from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import INTENT, RECEIPT
 from throughput_schema.local_jobs import (
     LOCAL_JOBS_DIR,
@@ -49,13 +45,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
             f"{LOCAL_JOBS_DIR}: no local job registry, yet {len(receipts)} receipts name local jobs",
         )
         return "# no local job registry\n"
-    offset = _registry_offset(registry, receipts)
-    # Registries written before LocalJob.host: the scheduler named its own host at each poll.
-    hosts = {job_id: _recorded_host(receipts.get(job_id)) for job_id in registry}
-    jobs = {
-        job_id: _instants(job_accounting(entry.job, entry.end, host=hosts[job_id]), offset)
-        for job_id, entry in registry.items()
-    }
+    jobs = {job_id: job_accounting(entry.job, entry.end) for job_id, entry in registry.items()}
     skews = clock_skew.measure(REGISTRY, [(r, jobs[j]) for j, r in receipts.items() if j in jobs], checks)
     compared = 0
     for job_id, r in sorted(receipts.items(), key=lambda kv: job_order(kv[0])):
@@ -66,10 +56,7 @@ def check_local(loaded: Loaded, checks: Checks) -> str:
     check_worker_times_ran(REGISTRY, len(receipts), compared, checks)
     _check_unreceipted(loaded, registry, receipts, checks)
     check_peak(REGISTRY, list(jobs.values()), profile.max_concurrent_jobs, checks)
-    rows = [
-        accounting_row(entry.job, entry.end, account=profile.account, host=hosts[job_id])
-        for job_id, entry in registry.items()
-    ]
+    rows = [accounting_row(entry.job, entry.end, account=profile.account) for entry in registry.values()]
     return (
         f"# {loaded.manifest.name}: local job registry {LOCAL_JOBS_DIR}/, {len(registry)} jobs\n"
         + slurm.format_rows(rows)
@@ -168,8 +155,8 @@ def check_allocation(job: LocalJob, profile: ClusterProfile, file: str, checks: 
         had = f"shared the machine's {job.machine_cpus} CPUs" + (
             f" and {job.machine_mem} memory" if job.machine_mem else ""
         )
-    else:
-        had = "ran on a machine whose CPUs and memory this older registry did not record"
+    else:  # a registry `throughput-schema upgrade` rewrote: older tools did not record them
+        had = "ran on a machine whose CPUs and memory its registry, rewritten by the upgrade, does not record"
     checks.expect(
         "local.allocation",
         not problems,
@@ -196,47 +183,8 @@ def _receipt(r: AttemptRecord) -> Receipt:
     return r.attempt.receipt
 
 
-def _recorded_host(r: AttemptRecord | None) -> str:
-    acc = _receipt(r).accounting if r is not None else None
-    return acc.allocation.nodes if acc is not None else ""
-
-
-def _registry_offset(registry: dict[str, RegisteredJob], receipts: dict[str, AttemptRecord]) -> timedelta | None:
-    """The UTC offset of an older registry's naive times: each job's record and its receipt
-    were written within moments of each other, the receipt's time with its offset."""
-    seen: Counter[timedelta] = Counter()
-    for job_id, entry in registry.items():
-        r = receipts.get(job_id)
-        try:
-            local = datetime.fromisoformat(entry.job.submitted_at)
-            utc = datetime.fromisoformat(_receipt(r).submitted_at) if r else None
-        except ValueError:
-            continue
-        utc_offset = utc.utcoffset() if utc is not None else None  # None when the time names no offset
-        if local.tzinfo is None and utc is not None and utc_offset is not None:
-            quarter = round((local - utc.replace(tzinfo=None) - utc_offset).total_seconds() / 900) * 900
-            seen[timedelta(seconds=quarter)] += 1
-    return seen.most_common(1)[0][0] if seen else None
-
-
-def _instants(row: JobAccounting, offset: timedelta | None) -> JobAccounting:
-    if offset is None:
-        return row
-
-    def fix(text: str) -> str:
-        try:
-            when = datetime.fromisoformat(text)
-        except ValueError:
-            return text
-        return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
-
-    return msgspec.structs.replace(row, start=fix(row.start), end=fix(row.end))
-
-
-def accounting_row(
-    job: LocalJob, end: LocalEnd | None, *, account: str, host: str, now: float | None = None
-) -> AccountingRow:
-    """The job as sacct would print it, for accounting.txt. `host`: as for `job_accounting`."""
+def accounting_row(job: LocalJob, end: LocalEnd | None, *, account: str, now: float | None = None) -> AccountingRow:
+    """The job as sacct would print it, for accounting.txt."""
     base = dict(
         job_id=job.job_id,
         job_name=job.token,
@@ -246,7 +194,7 @@ def accounting_row(
         alloc_tres=_tres(job),
         req_mem=job.mem,
         comment=job.token,
-        node_list=job.host or host,
+        node_list=job.host,
     )
     if end is None:
         started = datetime.fromisoformat(job.submitted_at).timestamp()

@@ -119,7 +119,7 @@ def _check_update_counter(checks: Checks, file: str, result: WorkerResult, proto
     # capture) + warm-up + calibration + the updates of windows 0..i, exactly.
     calib = result.calibration
     counters = [w.counter_after for w in result.windows]
-    setup = getattr(result, "setup_updates", 0)
+    setup = result.setup_updates
     start = setup + protocol.warmup + (calib.updates if calib else protocol.calibration_updates)
     expected_counters = []
     running = start

@@ -147,7 +147,7 @@ def _load(path: Path, label: str, audited: bool) -> Campaign:
         files = read_attempt(folder, (SETTLEMENT, RESULT, BASELINE))
         records = {name: take(file) for name, file in files.files.items()}
         for record in (records.get(RESULT), records.get(BASELINE)):
-            if record is not None and record.worker is not None and record.worker.module not in campaign.workers:
+            if record is not None and record.worker.module not in campaign.workers:
                 campaign.workers.append(record.worker.module)
         read.append((files, records))
         result = records.get(RESULT)

@@ -14,7 +14,7 @@ def _workers(campaign: ReportCampaign) -> list[str]:
     names = [campaign.manifest.worker]
     for a in campaign.attempts:
         for result in (a.result, a.baseline):
-            if result is not None and result.worker is not None and result.worker.module not in names:
+            if result is not None and result.worker.module not in names:
                 names.append(result.worker.module)
     return names
 

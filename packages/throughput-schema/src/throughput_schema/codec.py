@@ -7,6 +7,7 @@ command lines print as-is: no traceback reaches a user for a bad file.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from throughput_schema.records import unknown_field
-from throughput_schema.version import SCHEMA_VERSION
+from throughput_schema.version import SCHEMA_VERSION, UPGRADE_FILLS
 
 # The file that makes a folder a campaign (`layout.MANIFEST` is this name): declared here, as
 # a reader's refusal of another version names the campaign to upgrade, and the layout reads
@@ -52,6 +53,9 @@ def decode(data: bytes | str, type_: type[T], *, source: str = "input") -> T:
         version = _peek_version(data)
         if version is not None and version != SCHEMA_VERSION:
             raise SchemaError(_other_version(source, version)) from None
+        missing = re.search(r"missing required field `(\w+)`", str(exc))
+        if missing and missing.group(1) in UPGRADE_FILLS:
+            raise SchemaError(f"{source}: {exc}, written by older tools; {upgrade_hint(source)}") from None
         raise SchemaError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:
         raise SchemaError(f"{source}: not valid JSON ({exc}); the file may be truncated or corrupted") from None
@@ -236,10 +240,15 @@ def _other_version(source: str, version: int) -> str:
             f"{source}: written with schema version {version}, newer than this tool's {SCHEMA_VERSION}; "
             "upgrade the tools to read it"
         )
-    return (
-        f"{source}: written with schema version {version}, older than this tool's {SCHEMA_VERSION}; "
-        f"rewrite its campaign once with `throughput-schema upgrade {_campaign_of(source)}`"
+    return f"{source}: written with schema version {version}, older than this tool's {SCHEMA_VERSION}; " + upgrade_hint(
+        source
     )
+
+
+def upgrade_hint(source: str) -> str:
+    """What a reader tells the user of a file older tools wrote: the one command that
+    rewrites its campaign in today's format."""
+    return f"rewrite its campaign once with `throughput-schema upgrade {_campaign_of(source)}`"
 
 
 def _campaign_of(source: str) -> str:

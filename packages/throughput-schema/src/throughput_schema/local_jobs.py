@@ -23,13 +23,15 @@ read it. All files are written atomically.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
-from throughput_schema.codec import read
+from throughput_schema.codec import decode, read
 from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, memory_bytes
 from throughput_schema.sacct import exit_status
 
@@ -48,6 +50,7 @@ __all__ = [
 ]
 
 LOCAL_JOBS_DIR = ".local-jobs"
+T = TypeVar("T")
 
 # The registry's end states (written by the wrapper, `local_job`) in the project's words.
 ENDED_AS: dict[str, JobState] = {
@@ -78,9 +81,11 @@ class LocalJob(msgspec.Struct, frozen=True, kw_only=True):
     # What the job really had. The local scheduler limits only the GPUs it hands out and
     # the time; CPUs and memory are the machine's, shared with everything else on it, so
     # those are recorded here, not the profile's request.
+    # 0 and "" only in a registry `throughput-schema upgrade` rewrote: older tools did not
+    # record them (`upgrade_registry`).
     machine_cpus: int = 0
     machine_mem: str = ""
-    host: str = ""
+    host: str  # required: a registry without it is refused with the upgrade that fills it
 
 
 class LocalEnd(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,25 +123,30 @@ class RegisteredJob:
     end: LocalEnd | None  # None while the job runs, or when its wrapper vanished unsettled
 
 
-def read_registry(jobs_dir: Path) -> dict[str, RegisteredJob]:
+def read_registry(jobs_dir: Path, rewritten: Mapping[Path, bytes] | None = None) -> dict[str, RegisteredJob]:
     """Every job of the registry by id, in id order; {} when there is no registry.
-    A malformed record raises SchemaError naming its file."""
+    A malformed record raises SchemaError naming its file. `rewritten`: files read from
+    these bytes instead of the disk (the registry as `upgrade` will leave it)."""
     if not jobs_dir.is_dir():
         return {}
+    given = rewritten or {}
+
+    def record(path: Path, type_: type[T]) -> T:
+        return decode(given[path], type_, source=str(path)) if path in given else read(path, type_)
+
     found = {}
     for path in jobs_dir.glob("*.json"):
         stem = path.name[: -len(".json")]
         if stem.isdigit():
             end = end_path(jobs_dir, stem)
-            found[stem] = RegisteredJob(read(path, LocalJob), read(end, LocalEnd) if end.exists() else None)
+            found[stem] = RegisteredJob(record(path, LocalJob), record(end, LocalEnd) if end.exists() else None)
     return dict(sorted(found.items(), key=lambda kv: int(kv[0])))
 
 
-def job_accounting(job: LocalJob, end: LocalEnd | None, *, host: str, now: float | None = None) -> JobAccounting:
-    """The job's accounting, its registry records kept as `raw`. `host`: where the job ran
-    when its record does not say (the scheduler's host name)."""
+def job_accounting(job: LocalJob, end: LocalEnd | None, *, now: float | None = None) -> JobAccounting:
+    """The job's accounting, its registry records kept as `raw`."""
     allocation = JobAllocation(
-        nodes=job.host or host,
+        nodes=job.host,
         gpus=len(job.gpus.split(",")) if job.gpus else None,
         cpus=job.machine_cpus or job.cpus or None,
         memory_bytes=memory_bytes(job.machine_mem or job.mem) if job.machine_mem or job.mem else None,

@@ -82,8 +82,10 @@ class WorkerIdentity(msgspec.Struct, frozen=True, kw_only=True):
     module: str
     version: str = ""
     # A worker that ended without a result has one written for it, by the watchdog on
-    # the node or by the controller from the final accounting.
-    written_by: Literal["worker", "watchdog", "controller"] = "worker"
+    # the node or by the controller from the final accounting. "upgrade": the result named
+    # no worker, and `throughput-schema upgrade` could not tell from it who wrote it
+    # (`upgrade_results.written_by`); the manifest's worker is named.
+    written_by: Literal["worker", "watchdog", "controller", "upgrade"] = "worker"
 
 
 class Throughput(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,7 +134,7 @@ SETUP_PHASES = ("build", "trace", "compile", "first_run", "capture")
 JOB_STARTED_AT_ENV = "THROUGHPUT_JOB_STARTED_AT"
 
 
-class WorkerResult(_Record, frozen=True):
+class WorkerResult(_Record, frozen=True, kw_only=True):
     """What one worker run measured, or how it failed. Always written atomically."""
 
     outcome: Outcome
@@ -173,9 +175,8 @@ class WorkerResult(_Record, frozen=True):
     # "swiglu": "triton", ...}); {} in older results, and no "swiglu" (it ran "default") in
     # results from before the Triton SwiGLU became the default on CUDA.
     kernels: dict[str, str] = {}
-    # None in results written before results named their worker: the manifest's worker
-    # ran them.
-    worker: WorkerIdentity | None = None
+    # Required: a result that names no worker is refused with the upgrade that names it.
+    worker: WorkerIdentity
     # What the GPU's energy counter measured; None where there is none, with the reason in
     # energy_unavailable ("" in results from before energy was measured).
     energy: Energy | None = None

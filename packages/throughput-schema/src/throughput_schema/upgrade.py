@@ -6,15 +6,18 @@ backend's own record kept in `raw`), names the manifest's removed environment, r
 state and elapsed columns and the audit's accounting field for no scheduler, and calls a
 result the controller wrote in the scheduler's place by one phase ("scheduler"). The
 profile's submit arguments and a local job's output file take their scheduler-neutral
-names (`upgrade_names`), in a version-2 campaign written before them too.
+names (`upgrade_names`), in a version-2 campaign written before them too, and a result
+that names no worker is given the manifest's, with who wrote it told by its outcome where
+one writer alone writes that outcome, else "upgrade" (`upgrade_results`).
 
 Every file is read and rewritten in memory first: one the upgrade must read and cannot
 refuses the whole campaign in one line, before anything is written. Then each file is
 replaced atomically and each local job's output renamed, the manifest last, so an
 interrupted upgrade leaves files that a second run finishes; a file already at version 2 is
-left as it is. Files the upgrade does not know (the frozen sources, logs but for the name of
-a local job's output, figures, the local job registry) are never touched: a frozen copy's
-own scripts (its watchdog, its job scripts) stay as they were frozen.
+left as it is. A local job registry older tools wrote is rewritten in today's format
+(`upgrade_registry`). Files the upgrade does not know (the frozen sources, logs but for the
+name of a local job's output, figures) are never touched: a frozen copy's own scripts (its
+watchdog, its job scripts) stay as they were frozen.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from throughput_schema import layout
 from throughput_schema.audit import AUDIT_VERSION, AuditReport
 from throughput_schema.codec import SchemaError, decode, dumps, write_atomic
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, read_registry
+from throughput_schema.provenance import PRODUCTION_WORKER
 from throughput_schema.records import (
     CurveClosure,
     Manifest,
@@ -44,6 +48,8 @@ from throughput_schema.records import (
 )
 from throughput_schema.upgrade_accounting import Context, UpgradeRefused, receipt, results_csv, results_json
 from throughput_schema.upgrade_names import local_logs, profiles_renamed
+from throughput_schema.upgrade_registry import receipts_by_job, registry
+from throughput_schema.upgrade_results import with_worker
 from throughput_schema.version import SCHEMA_VERSION
 
 __all__ = ["FROM_VERSION", "Upgrade", "UpgradeRefused", "campaigns", "plan", "upgrade"]
@@ -108,13 +114,13 @@ def plan(root: Path, notes: list[str]) -> dict[Path, bytes]:
     manifest = _json(root / layout.MANIFEST)
     if _version(manifest) == SCHEMA_VERSION:
         return _names(root, manifest, notes)
-    ctx = Context(root, str(manifest.get("profile", {}).get("scheduler", "")))
+    ctx = Context(root, str(manifest.get("profile", {}).get("scheduler", "")), worker=_worker(manifest))
+    planned = _registry(root, manifest)
     if ctx.scheduler == "local":
         try:
-            ctx.registry = read_registry(root / LOCAL_JOBS_DIR)
+            ctx.registry = read_registry(root / LOCAL_JOBS_DIR, planned)
         except SchemaError as exc:
             raise UpgradeRefused(f"{exc}; the local job registry must read to upgrade its receipts") from None
-    planned: dict[Path, bytes] = {}
     for path in _files(root):
         data = _planned(path, ctx)
         if data is not None:
@@ -173,6 +179,8 @@ def _planned(path: Path, ctx: Context) -> bytes | None:
     obj = _bumped(obj)
     if name == layout.RECEIPT:
         obj = receipt(obj, ctx, path.parent)
+    elif record is WorkerResult:
+        with_worker(obj, ctx.worker)
     elif name == layout.RESULTS_JSON:
         obj = results_json(obj, ctx)
         profiles_renamed(obj)
@@ -294,10 +302,35 @@ def _parent(parent: dict, root: Path, note: Callable[[str], None]) -> None:
         parent["manifest_sha256"] = hashlib.sha256(upgraded).hexdigest()
 
 
+def _registry(root: Path, manifest: dict) -> dict[Path, bytes]:
+    """A local campaign's registry files that older tools wrote, in today's format."""
+    if manifest.get("profile", {}).get("scheduler") != "local":
+        return {}
+    return registry(root, receipts_by_job(root, _json), UpgradeRefused)
+
+
+def _worker(manifest: dict) -> str:
+    return str(manifest.get("worker") or PRODUCTION_WORKER)
+
+
+def _results(root: Path, manifest: dict) -> dict[Path, bytes]:
+    """A version-2 campaign's results that name no worker, with the manifest's
+    (`upgrade_results`), appended to what each holds."""
+    planned: dict[Path, bytes] = {}
+    for folder in layout.attempt_folders(root):
+        for path in (folder / layout.RESULT, folder / layout.BASELINE):
+            obj = _json(path) if path.is_file() else {}
+            if obj and with_worker(obj, _worker(manifest)):
+                _decoded(obj, WorkerResult, path)
+                planned[path] = _as_written(obj)
+    return planned
+
+
 def _names(root: Path, manifest: dict, notes: list[str]) -> dict[Path, bytes]:
     """A version-2 campaign's files that still hold the profile field's old name (its
-    manifest, results.json), and the manifest where its parent's hash follows the parent's."""
-    planned: dict[Path, bytes] = {}
+    manifest, results.json) or name no worker (its results), and the manifest where its
+    parent's hash follows the parent's."""
+    planned: dict[Path, bytes] = _results(root, manifest) | _registry(root, manifest)
     results = root / layout.RESULTS_JSON
     if results.is_file():
         obj = _json(results)
@@ -309,6 +342,11 @@ def _names(root: Path, manifest: dict, notes: list[str]) -> dict[Path, bytes]:
         _parent(parent, root, notes.append)
     if profiles_renamed(manifest) or (isinstance(parent, dict) and parent.get("manifest_sha256") != recorded):
         _decoded(manifest, Manifest, root / layout.MANIFEST)
-        # As it was written but for the name: a field added since keeps its default unwritten.
-        planned[root / layout.MANIFEST] = msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
+        planned[root / layout.MANIFEST] = _as_written(manifest)
     return planned
+
+
+def _as_written(obj: dict) -> bytes:
+    """A version-2 record as it was written but for what the upgrade changed: a field added
+    since keeps its default unwritten, and a measurement its own figures."""
+    return msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n"

@@ -3,9 +3,9 @@ copies collect published of them (results.json's receipts and points, results.cs
 
 A Slurm receipt's row is read as the Slurm backend reads sacct's row today
 (`sacct.job_accounting`); a local job's final accounting is rebuilt from the campaign's
-registry as the local scheduler builds it (`local_jobs.job_accounting`). A time written
-without an offset is read in this shell's zone (a local registry's: the registry's own
-offset), and counted, so that the upgrade can say so.
+registry, itself rewritten in today's format first (`upgrade_registry`), as the local
+scheduler builds it (`local_jobs.job_accounting`). A Slurm row's time written without an
+offset is read in this shell's zone, and counted, so that the upgrade can say so.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ class Context:
 
     root: Path
     scheduler: str
+    worker: str = ""  # the manifest's, for results that name none (`upgrade_results`)
     naive_times: int = 0
     naive_receipts: int = 0
     registry: dict[str, Any] = field(default_factory=dict)
@@ -46,19 +47,13 @@ def receipt(obj: dict, ctx: Context, attempt: Path) -> dict:
     acc = obj.get("accounting")
     if isinstance(acc, dict) and "state" in acc and "raw" not in acc:
         naive = ctx.naive_times
-        obj["accounting"] = _accounting(
-            acc,
-            ctx,
-            attempt / layout.RECEIPT,
-            final=bool(obj.get("accounting_final")),
-            submitted_at=str(obj.get("submitted_at", "")),
-        )
+        obj["accounting"] = _accounting(acc, ctx, attempt / layout.RECEIPT, final=bool(obj.get("accounting_final")))
         ctx.naive_receipts += ctx.naive_times > naive
     ctx.accounting[attempt.relative_to(ctx.root).as_posix()] = obj.get("accounting") or {}
     return obj
 
 
-def _accounting(acc: dict, ctx: Context, where: Path, *, final: bool, submitted_at: str = "") -> dict:
+def _accounting(acc: dict, ctx: Context, where: Path, *, final: bool) -> dict:
     """A version-1 accounting row (sacct's columns; the local registry's in the same form)
     as the backend reads its job today."""
     try:
@@ -71,34 +66,7 @@ def _accounting(acc: dict, ctx: Context, where: Path, *, final: bool, submitted_
     if entry is None:
         row = msgspec.structs.replace(row, start=_with_offset(row.start, ctx), end=_with_offset(row.end, ctx))
         return msgspec.to_builtins(job_accounting(row))
-    neutral = local_accounting(entry.job, entry.end, host=row.node_list)
-    offset = _registry_offset(entry.job.submitted_at, submitted_at)
-    if offset is not None:
-        neutral = msgspec.structs.replace(
-            neutral, start=_at_offset(neutral.start, offset), end=_at_offset(neutral.end, offset)
-        )
-    return msgspec.to_builtins(neutral)
-
-
-def _registry_offset(local: str, utc: str) -> timedelta | None:
-    """The UTC offset of a registry that wrote its times without one: its job's record and
-    the receipt (whose time names its offset) were written within moments of each other."""
-    try:
-        wall, instant = datetime.fromisoformat(local), datetime.fromisoformat(utc)
-    except ValueError:
-        return None
-    if wall.tzinfo is not None or instant.utcoffset() is None:
-        return None
-    seconds = (wall - instant.astimezone(UTC).replace(tzinfo=None)).total_seconds()
-    return timedelta(seconds=round(seconds / 900) * 900)
-
-
-def _at_offset(text: str, offset: timedelta) -> str:
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return text
-    return when.replace(tzinfo=timezone(offset)).isoformat() if when.tzinfo is None else text
+    return msgspec.to_builtins(local_accounting(entry.job, entry.end))
 
 
 def _with_offset(text: str, ctx: Context) -> str:

@@ -7,3 +7,8 @@ before (`upgrade`).
 """
 
 SCHEMA_VERSION = 2
+
+# Fields that every record of this version holds but campaigns written by older tools may
+# lack: `throughput-schema upgrade` fills them in (a result's worker, a local job's host),
+# and a reader refuses a file without one by naming that upgrade.
+UPGRADE_FILLS = frozenset({"worker", "host"})

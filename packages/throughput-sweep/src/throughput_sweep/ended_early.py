@@ -69,10 +69,11 @@ async def settle(w: WatcherView, info: AttemptInfo, status: JobStatus) -> bool:
     path = info.attempt.path / RESULT
     if path.exists():
         current = read(path, WorkerResult)
-        if (current.worker is None or current.worker.written_by == "worker") or getattr(
-            current.outcome, "ended_early", False
-        ):
-            return False  # the worker's own result stands; or settled already
+        # The worker's own result stands (and one whose writer the upgrade could not tell);
+        # a result settled as ended early already is settled.
+        own = current.worker.written_by in ("worker", "upgrade")
+        if own or (isinstance(current.outcome, Timeout) and current.outcome.ended_early):
+            return False
     ran = backend(w.scheduler.name)
     reason = await w.scheduler.ended_reason(receipt.job_id)
     said = ran.early_end(info.attempt.path / ran.job_log(receipt.job_id), reason)

@@ -312,7 +312,7 @@ class LocalScheduler:
         if job is None:
             return JobStatus(job_id, "unknown", note="not in the local job registry")
         end = self._settle(job)
-        accounting = job_accounting(job, end, host=self.host)
+        accounting = job_accounting(job, end)
         if end is None:
             return JobStatus(job_id, "running", said="RUNNING", accounting=accounting)
         return JobStatus(
