@@ -103,6 +103,16 @@ def point_at(folder: Path, receipt: Receipt, row: slurm.AccountingRow) -> None:
     write_atomic(folder / "result.json", msgspec.structs.replace(result, started_at=row.start, finished_at=row.end))
 
 
+# The built results model a worker's 90 s in a job that really slept 1 s: whether a job held
+# what ran in it is the planted faults' and the real campaigns' question, not these tests'.
+MODELLED_TIMES = "setup.inside_run"
+
+
+def real_job_fails(out) -> list:
+    """The failed checks, less the one that compares modelled worker times with real jobs."""
+    return [c for c in out.report.checks if c.status == "fail" and c.name != MODELLED_TIMES]
+
+
 def local_profile():
     """The repository's local-Slurm profile when present, else the cluster script's defaults."""
     path = ROOT / "configs" / "clusters" / "local-slurm.yaml"
@@ -130,9 +140,16 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     built, jobs = real_campaign
     out = run_audit(built.root, settle_seconds=20)
     write_outputs(built.root, out)
-    failed = [c for c in out.report.checks if c.status == "fail"]
+    failed = real_job_fails(out)
     assert failed == [], [c.message for c in failed]
     assert out.report.scheduler_accounting == "checked"
+    # Each measured job's real elapsed time, as sacct gave it, cannot hold the 89 s or more its
+    # result models; the CUDA OOM points' results spent nothing that was timed.
+    timing = {c.file: c for c in out.report.checks if c.name == MODELLED_TIMES}
+    assert len(timing) == 6 and all(c.values["elapsed_seconds"] < 30 for c in timing.values())
+    oom = {f for f in timing if "/b4/" in f}
+    assert len(oom) == 2 and all(timing[f].status == "pass" for f in oom)
+    assert all(c.status == "fail" and c.values["spent_seconds"] > 85 for f, c in timing.items() if f not in oom)
     queries = next(c for c in out.report.checks if c.name == "slurm.queries")
     assert queries.values == {"jobs": 6, "queries": 1, "rereads": 0}
     accounting = (built.root / "accounting.txt").read_text()
@@ -161,7 +178,7 @@ def test_audit_passes_on_real_jobs_and_catches_a_job_with_other_resources(real_c
     row = wait_accounted([other])[other]
     point_at(folder, receipt, row)
     out = run_audit(built.root, settle_seconds=20)
-    failed = [c for c in out.report.checks if c.status == "fail"]
+    failed = real_job_fails(out)
     # The job the receipt named before carries the token still, with no receipt now.
     assert [c.name for c in failed] == ["slurm.allocation", "slurm.unreceipted"]
     msg = failed[0].message
@@ -177,7 +194,7 @@ def test_job_unknown_to_accounting_is_a_finding(real_campaign):
     missing = str(int(max(jobs.values(), key=int)) + 100000)
     write_atomic(folder / "receipt.json", msgspec.structs.replace(receipt, job_id=missing))
     out = run_audit(built.root, settle_seconds=0)
-    failed = [c for c in out.report.checks if c.status == "fail"]
+    failed = real_job_fails(out)
     assert [c.name for c in failed] == ["slurm.accounted", "slurm.unreceipted"]
     assert (
         failed[0].message

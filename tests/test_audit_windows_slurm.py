@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from campaign_builder.complete import build_throughput
-from test_audit_slurm import local_profile, sbatch, submit_campaign_jobs, wait_accounted
+from test_audit_slurm import local_profile, real_job_fails, sbatch, submit_campaign_jobs, wait_accounted
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit
 from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
@@ -89,7 +89,7 @@ def old_campaign(local_slurm, tmp_path):
 
 
 def fails(out) -> list:
-    return [c for c in out.report.checks if c.status == "fail"]
+    return real_job_fails(out)
 
 
 def test_an_old_campaign_is_audited_in_windows_under_max_query_time_range(old_campaign, tmp_path):
