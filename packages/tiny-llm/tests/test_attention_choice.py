@@ -142,7 +142,7 @@ def test_a_windowed_layer_under_sdpa_masks_what_its_window_leaves_out():
 
 
 def test_a_result_says_whether_its_window_was_skipped_or_masked():
-    from tiny_llm.kernel_registry import window_handling
+    from tiny_llm.model import window_handling
 
     windowed = model(2048, "model.sliding_window=512", "model.sliding_layers=[0]")
     assert window_handling("fa4", windowed) == "skipped"

@@ -87,16 +87,6 @@ def resolve_rope(choice: str, attention: str, device: torch.device, cfg: ModelCo
     return "triton" if torch.device(device).type == "cuda" and triton_imports() else "default"
 
 
-def window_handling(attention: str, cfg: ModelConfig) -> str | None:
-    """How the windowed layers' attention ran, where a window is shorter than the context:
-    "skipped" (FA4 never computes the blocks outside the window, so the window saves its work)
-    or "masked" (SDPA computes every causal score and masks those outside it: the window saves
-    nothing, and the FLOPs convention then under-counts the work done). None: no such layer."""
-    if not cfg.sliding_layers or cfg.sliding_window is None or cfg.sliding_window >= cfg.context_length:
-        return None
-    return "skipped" if attention == "fa4" else "masked"
-
-
 def resolve_kernels(kernels: Kernels, device: torch.device, cfg: ModelConfig) -> Kernels:
     """`kernels` with every "auto" resolved as it runs for this model on `device`: the attention
     (`tiny_llm.fa4_attention.resolve_attention`), RoPE (`resolve_rope`), SwiGLU (`resolve_swiglu`)

@@ -48,6 +48,16 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), 1.0 + self.weight if self.offset else self.weight, self.eps)
 
 
+def window_handling(attention: str, cfg: ModelConfig) -> str | None:
+    """How the windowed layers' attention ran, where a window is shorter than the context:
+    "skipped" (FA4 never computes the blocks outside the window, so the window saves its work)
+    or "masked" (SDPA computes every causal score and masks those outside it: the window saves
+    nothing, and the FLOPs convention then under-counts the work done). None: no such layer."""
+    if not cfg.sliding_layers or cfg.sliding_window is None or cfg.sliding_window >= cfg.context_length:
+        return None
+    return "skipped" if attention == "fa4" else "masked"
+
+
 def window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
     """(T, T) True where query i sees key j: causal, and j > i - window (itself and the window
     - 1 keys before it, as transformers' sliding-window mask)."""

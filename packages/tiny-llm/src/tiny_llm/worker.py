@@ -360,7 +360,8 @@ def _kernels_record(options: WorkerOptions, built, device: torch.device, cfg) ->
     build failed, that "auto" picks for this model on this device), never "auto"."""
     from dataclasses import replace
 
-    from tiny_llm.kernel_registry import resolve_kernels, window_handling
+    from tiny_llm.kernel_registry import resolve_kernels
+    from tiny_llm.model import window_handling
 
     if built is not None:  # compile_mode included: build() merged options.compile_mode
         ran = built.ran()
