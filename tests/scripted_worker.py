@@ -58,6 +58,7 @@ import msgspec
 
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.argparsing import STORAGE_ERRNOS
+from throughput_schema.compile_cache import CacheKey, CompileCache
 from throughput_schema.energy import EnergySource
 from throughput_schema.muon import ownership
 from throughput_schema.node_local import not_written
@@ -65,6 +66,7 @@ from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
 from throughput_schema.results import JOB_STARTED_AT_ENV
+from tiny_llm.compile_cache import CompileCacheUse, folders_for, installed_sources
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import energy_summary, optimizer_summary, throughput_summary, write_bursts
 from tiny_llm.worker_cli import DEFAULT, PROTOCOL_FLAGS
@@ -210,6 +212,35 @@ def _recipe_and_protocol(parser: argparse.ArgumentParser, args: argparse.Namespa
     parser.error("give --config or --request")
 
 
+def scripted_cache(request: Path | None, recipe, hw: Hardware) -> CompileCache | None:
+    """The compile cache as the real worker keeps it (`tiny_llm.compile_cache`), in the request's
+    folders; a line naming the key stands for the compiled bytes. None without a request."""
+    if request is None:
+        return None
+    r = read(request, WorkerRequest)
+    use = CompileCacheUse(
+        folders_for(None, r.compile_cache, r.compile_cache_read, r.campaign),
+        load_bytes=lambda data: None,
+        save_bytes=lambda: f"scripted compile for {key.digest()}\n".encode(),
+        graph_misses=lambda: 0,
+    )
+    key = CacheKey(
+        device="scripted",
+        torch=hw.torch,
+        triton=hw.triton,
+        cuda=hw.cuda,
+        sources=installed_sources(),
+        kernels={},
+        recipe=recipe,
+    )
+    use.compiled = True
+    if not use.folders.off:
+        use.load(key)
+        use.finish()
+        use.save()
+    return use.record()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -332,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_seconds=SETUP_SECONDS,
         setup_phases=SETUP_PHASES,
         startup_seconds=STARTUP_SECONDS,
+        compile_cache=scripted_cache(args.request, recipe, hw),
         optimizer_owned=ownership(recipe.optimizer, recipe.model),  # as the worker records it
         calibration=measurement.calibration,
         windows=list(measurement.windows),

@@ -28,6 +28,7 @@ from throughput_schema.precision import (
     unknown_precision,
 )
 from throughput_schema.recipe import load_recipe
+from tiny_llm.compile_cache import OFF, folders_for
 from tiny_llm.recipe_args import add_recipe_args
 
 # The protocol's fields a person may set by flag (the rest keep the record's defaults); a
@@ -87,6 +88,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compile-mode",
         default=None,
         help="torch.compile mode for the model (default: inductor's default; the update graph is captured by us)",
+    )
+    p.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        help=f"load the compiled update from DIR where an earlier run of the same point saved it, else "
+        f"compile and save it there ({OFF}: neither; default: the request's folder, {OFF} without --request)",
     )
     _add_kernel_flags(p)
     p.set_defaults(func=main)
@@ -177,6 +184,7 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
                 setattr(args, name, getattr(DEFAULT, name))
         protocol = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
         named = [f"optimizer.name={args.optimizer_name}"] if args.optimizer_name else []
+        args.cache_folders = folders_for(args.compile_cache or OFF, "", (), "")
         return _with_precision(load_recipe(args.config, [*args.overrides, *named]), args.precision), protocol
     given = [f"--{n.replace('_', '-')}" for n in (*PROTOCOL_FLAGS, "precision") if getattr(args, n) is not None]
     given += ["--config"] * (args.config is not None) + ["--set"] * bool(args.overrides)
@@ -189,6 +197,9 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
         raise UsageError(f"--request: {exc}") from None
     for name in PROTOCOL_FLAGS:
         setattr(args, name, getattr(request.protocol, name))
+    args.cache_folders = folders_for(
+        args.compile_cache, request.compile_cache, request.compile_cache_read, request.campaign
+    )
     return request.recipe, request.protocol
 
 
@@ -252,6 +263,7 @@ def main(args: argparse.Namespace) -> int:
         compile_mode=args.compile_mode,
         kernels=kernels,
         energy=args.energy,
+        compile_cache=args.cache_folders,
     )
     try:
         result = run_worker(recipe, args.output, options)
