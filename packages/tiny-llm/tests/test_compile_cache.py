@@ -19,7 +19,7 @@ import pytest
 from throughput_schema import WorkerResult, outcome_kind, read
 from throughput_schema.compile_cache import CacheArtifact, CacheKey, artifact_name, sidecar_name
 from throughput_schema.layout import compiled_dir
-from tiny_llm.compile_cache import CacheFolders, find, store
+from tiny_llm.compile_cache import OFF, CacheFolders, find, folders_for, store
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -144,3 +144,15 @@ def test_an_artifact_is_found_only_with_its_own_key_and_digest(tmp_path):
     assert len(notes) == 1 and notes[0].startswith(
         f"ignored own/{artifact_name(key)}: its sidecar or bytes cannot be read"
     )
+
+
+def test_the_folders_come_from_the_flag_else_from_the_request():
+    request = ("/runs/a/compiled", ["/runs/parent/compiled"], "/runs/a")
+    assert folders_for(None, *request) == CacheFolders(
+        write=Path("/runs/a/compiled"), read=(Path("/runs/parent/compiled"),), campaign=Path("/runs/a")
+    )
+    assert folders_for(OFF, *request).off and folders_for(None, "", [], "/runs/spot").off
+    mine = folders_for("/scratch/mine", *request)
+    assert mine.write == Path("/scratch/mine") and mine.read == () and mine.relative(Path("/runs/x")) == "../x"
+    # A person's command line: nothing unless asked.
+    assert folders_for(OFF, "", [], "").off and folders_for(OFF, "", [], "").relative(Path("/a/b")) == "/a/b"

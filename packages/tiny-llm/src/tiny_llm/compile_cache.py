@@ -147,11 +147,12 @@ def cache_key(recipe, kernels: dict[str, str], hw: Hardware, device) -> CacheKey
 
 
 def _graph_misses() -> int:
-    """Inductor graphs compiled because its cache had none so far in this process (torch's
-    private counter; 0 where it is missing)."""
+    """Inductor graphs compiled so far in this process without its cache: missed, or bypassed
+    as uncacheable (torch's private counters; 0 where they are missing)."""
     from torch._dynamo.utils import counters
 
-    return int(counters["inductor"].get("fxgraph_cache_miss", 0))
+    inductor = counters["inductor"]
+    return int(inductor.get("fxgraph_cache_miss", 0)) + int(inductor.get("fxgraph_cache_bypass", 0))
 
 
 def _torch_load(data: bytes) -> None:

@@ -4,6 +4,10 @@ The recipe and the protocol come either from `--config` with `--set` overrides a
 protocol flags (a person's command line, as in docs/guide.md) or from `--request PATH`, an
 attempt's `WorkerRequest` (a campaign job's command line), never from both.
 
+`--compile-cache DIR` loads the compiled update from DIR where a run of the same point saved
+it, else compiles it and saves it there (`tiny_llm.compile_cache`); a request names its
+campaign's folder, and a person's command line has none unless asked.
+
 Exit status: 0 ok, 1 crashed, 2 bad input, 3 cuda_oom, 4 compile_error, 5 nonfinite
 (see `tiny_llm.worker`). Bad input is one line on stderr and no result file.
 """
@@ -341,7 +345,7 @@ def summary_line(result, output: Path) -> str:
     text = (
         f"{head} [{result.backend}]: {t.tokens_per_second:,.0f} tokens/s, {t.sequences_per_second:,.2f} sequences/s, "
         f"{mfu_label(result.recipe.training.precision)} {mfu}{fp8_text(result)}, CV {t.cv:.2%} over {len(result.windows)} windows"
-        f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
+        f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s{cache_text(result)}"
     )
     automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu", result.recipe.model)
     variants = {k: v for k, v in result.kernels.items() if v != automatic.get(k)}
@@ -355,6 +359,12 @@ def summary_line(result, output: Path) -> str:
             f"{o.share_of_wall:.1%} of wall, {o.share_of_graph:.1%} of graph"
         )
     return f"{text}; {energy_text(result)}; result: {output}"
+
+
+def cache_text(result) -> str:
+    """Beside the setup: whether it compiled (cold) or loaded an earlier run's compile (warm)."""
+    cache = result.compile_cache
+    return f" ({cache.state})" if cache is not None and cache.state != "off" else ""
 
 
 def energy_text(result) -> str:
