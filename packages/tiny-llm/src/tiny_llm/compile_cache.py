@@ -134,9 +134,10 @@ def device_name(device) -> str:
     return f"sm_{major}{minor}"
 
 
-def cache_key(recipe, kernels: dict[str, str], hw: Hardware, device) -> CacheKey:
+def cache_key(recipe, kernels: dict[str, str], hw: Hardware, device: str) -> CacheKey:
+    """The key of this worker's compile; `device` as `device_name` gives it."""
     return CacheKey(
-        device=device_name(device),
+        device=device,
         torch=hw.torch,
         triton=hw.triton,
         cuda=hw.cuda,
@@ -196,7 +197,7 @@ class CompileCacheUse:
         def before_compile(kernels) -> None:
             self.compiled = True
             if not self.folders.off:
-                self.load(cache_key(recipe, kernels.record(), hw, device))
+                self.load(cache_key(recipe, kernels.record(), hw, device_name(device)))
 
         return before_compile
 
@@ -264,6 +265,18 @@ class CompileCacheUse:
             save_seconds=self.save_seconds,
             note="; ".join(self.notes),
         )
+
+
+def kept_without_compiler(folders: CacheFolders, key: CacheKey, compiled: Callable[[], bytes]) -> CompileCache:
+    """The record of a setup whose compile is `compiled()` and loads as nothing: a worker without
+    torch's compiler (the scripted test worker) keeps its artifacts as this module does."""
+    use = CompileCacheUse(folders, load_bytes=lambda data: None, save_bytes=compiled, graph_misses=lambda: 0)
+    use.compiled = True
+    if not folders.off:
+        use.load(key)
+        use.finish()
+        use.save()
+    return use.record()
 
 
 def folders_for(value: str | None, request_folder: str, request_read: Iterable[str], campaign: str) -> CacheFolders:
