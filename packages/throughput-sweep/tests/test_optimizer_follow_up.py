@@ -143,6 +143,12 @@ def test_single_context_parent_is_inherited_exactly(tmp_path):
     assert len(cache) == 4 and {c.status for c in cache} == {"pass"}, [c.message for c in cache]
     assert "20m-c512           complete" in run("status", "--output", opt).stdout
     assert snapshot(parent) == before
+    # Moved away from its parent, the follow-up's warm setups are still found in the parent's folder.
+    moved = tmp_path / "moved" / "opt"
+    moved.parent.mkdir()
+    opt.rename(moved)
+    report = run_audit(moved, slurm_checks=False, settle_seconds=0, allow_test_worker=True).report
+    assert {c.status for c in report.checks if c.name == "setup.cache"} == {"pass"}
 
 
 def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):

@@ -56,7 +56,12 @@ def _warm_problem(root: Path, manifest: Manifest, result: WorkerResult, cache: C
         return "a spot check's job loaded a compiled artifact; it must compile every point again"
     path = (root / cache.artifact).resolve()
     if path.parent not in folders:
-        return f"the warm setup's artifact {cache.artifact} is in no folder its jobs load from"
+        # Campaigns moved apart since: the parent is found by its name (`parent_path`), the
+        # artifact by its own in the folders the job could load from.
+        moved = [f / path.name for f in folders if (f / path.name).is_file()]
+        if not moved:
+            return f"the warm setup's artifact {cache.artifact} is in no folder its jobs load from"
+        path = moved[0]
     if path.name != artifact_name(key):
         return f"the warm setup's artifact {cache.artifact} is not named by its key ({artifact_name(key)})"
     if not path.is_file():
