@@ -31,6 +31,9 @@ readings per window, median joules per token, mean power, setup energy, `power_l
 this test meter, never NVML. Without watts (or with `--energy off`) the result has energy
 None and `energy_unavailable` gives the reason, as on the CPU; so do failed points.
 
+With --request, a measured point keeps a one-line "compiled" artifact in the request's folders
+as the real worker keeps its own (`tiny_llm.compile_cache`): cold first, warm for the same key.
+
 Records have the real worker's shape and arithmetic, but never pass for a measurement:
 each names this module as its worker, and its hardware fields say it is a scripted test
 worker, naming no real GPU (so it has no MFU). The
@@ -58,6 +61,7 @@ import msgspec
 
 from throughput_schema import EXIT_CODES, WorkerRequest, read, write_atomic
 from throughput_schema.argparsing import STORAGE_ERRNOS
+from throughput_schema.compile_cache import CompileCache
 from throughput_schema.energy import EnergySource
 from throughput_schema.muon import ownership
 from throughput_schema.node_local import not_written
@@ -65,6 +69,7 @@ from throughput_schema.outcomes import CompileError, CudaOom, NonFinite, Ok
 from throughput_schema.recipe import load_recipe, parameter_count
 from throughput_schema.records import Hardware, MemoryPeaks, MemoryReport, WorkerIdentity, WorkerResult
 from throughput_schema.results import JOB_STARTED_AT_ENV
+from tiny_llm.compile_cache import cache_key, folders_for, kept_without_compiler
 from tiny_llm.protocol import Measurement, NonFiniteState, measure, protocol_record
 from tiny_llm.summary import energy_summary, optimizer_summary, throughput_summary, write_bursts
 from tiny_llm.worker_cli import DEFAULT, PROTOCOL_FLAGS
@@ -210,6 +215,15 @@ def _recipe_and_protocol(parser: argparse.ArgumentParser, args: argparse.Namespa
     parser.error("give --config or --request")
 
 
+def scripted_cache(request: Path | None, recipe, hw: Hardware) -> CompileCache | None:
+    """The compile cache in the request's folders (None without a request)."""
+    if request is None:
+        return None
+    r, key = read(request, WorkerRequest), cache_key(recipe, {}, hw, "scripted")
+    folders = folders_for(None, r.compile_cache, r.compile_cache_read, r.campaign)
+    return kept_without_compiler(folders, key, lambda: f"scripted compile for {key.digest()}\n".encode())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -332,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_seconds=SETUP_SECONDS,
         setup_phases=SETUP_PHASES,
         startup_seconds=STARTUP_SECONDS,
+        compile_cache=scripted_cache(args.request, recipe, hw),
         optimizer_owned=ownership(recipe.optimizer, recipe.model),  # as the worker records it
         calibration=measurement.calibration,
         windows=list(measurement.windows),

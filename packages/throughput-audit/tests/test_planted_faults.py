@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from campaign_builder import cache_faults
 from campaign_builder import campaign_faults as campaign
 from campaign_builder import faults as edits
 from campaign_builder.planting import H200, Fault, build, caught, failed_checks, replace_fields
@@ -50,6 +51,7 @@ FAULTS: list[Fault] = [
     Fault("a point's optimizer edited", edits.optimizer_edited, "optimizer.request", frozenset({"recipe.protocol", "recipe.frozen", "optimizer.owned"})),
     Fault("a setup phase shortened", edits.setup_phase_edited, "setup.phases"),
     Fault("a setup longer than its job ran", edits.setup_longer_than_its_job, "setup.inside_run"),
+    Fault("a warm setup naming another point's compiled artifact", cache_faults.warm_setup_of_another_point, "setup.cache"),
     Fault("a Muon split recorded on an AdamW point", edits.muon_split_on_an_adamw_point, "optimizer.owned"),
     Fault("a middle point turned into a CUDA OOM", campaign.middle_point_made_oom, "curve.after_end", frozenset({"summary.curve", "summary.unstable", "summary.fastest"})),
     Fault("a duplicated attempt", campaign.attempt_duplicated, "slurm.duplicate_job", frozenset({"attempt.intent", "curve.attempts"})),

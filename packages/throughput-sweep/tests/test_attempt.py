@@ -261,6 +261,8 @@ def test_request_is_resolved_once_with_absolute_paths(tmp_path):
     campaign = _campaign(tmp_path)
     [point] = pick(campaign.curves(), 12)
     request = attempt_request(campaign, point)
+    # Its jobs load and save compiled updates in the campaign's own folder, and read no other.
+    assert (request.compile_cache, request.compile_cache_read) == (str(campaign.root / "compiled"), [])
     assert request.recipe.training.micro_batch_size == 1 and request.recipe.model.context_length == 128
     assert request.protocol == campaign.manifest.protocol and request.mode == "throughput"
     assert request.deadline_seconds == campaign.manifest.profile.watchdog_minutes * 60

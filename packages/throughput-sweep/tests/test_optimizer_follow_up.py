@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from campaign_helpers import scripted_run, sweep
+from throughput_audit.audit import run_audit
 from throughput_schema import BurstSample, OptimizerTiming, Throughput, Window, WorkerResult
 from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import Ok
@@ -128,8 +129,26 @@ def test_single_context_parent_is_inherited_exactly(tmp_path):
     for b in (1, 2):
         folder = opt / f"curves/20m-c512/b{b}/attempt-1"
         assert {"baseline.json", "result.json", "bursts.jsonl"} <= {p.name for p in folder.iterdir()}
+        # The parent compiled the point and saved it; both of the follow-up's workers load that.
+        own = json.loads((parent / f"curves/20m-c512/b{b}/attempt-1/result.json").read_text())["compile_cache"]
+        assert own["state"] == "cold" and own["artifact"].startswith("compiled/"), own
+        for name in ("baseline.json", "result.json"):
+            cache = json.loads((folder / name).read_text())["compile_cache"]
+            assert cache["state"] == "warm" and cache["artifact"] == f"../parent/{own['artifact']}", cache
+            assert cache["sha256"] == own["sha256"]
+    assert not (opt / "compiled").exists()  # warm jobs save nothing
+    # The audit finds each warm setup's artifact in the parent, intact and compiled for its point.
+    report = run_audit(opt, slurm_checks=False, settle_seconds=0, allow_test_worker=True).report
+    cache = [c for c in report.checks if c.name == "setup.cache"]
+    assert len(cache) == 4 and {c.status for c in cache} == {"pass"}, [c.message for c in cache]
     assert "20m-c512           complete" in run("status", "--output", opt).stdout
     assert snapshot(parent) == before
+    # Moved away from its parent, the follow-up's warm setups are still found in the parent's folder.
+    moved = tmp_path / "moved" / "opt"
+    moved.parent.mkdir()
+    opt.rename(moved)
+    report = run_audit(moved, slurm_checks=False, settle_seconds=0, allow_test_worker=True).report
+    assert {c.status for c in report.checks if c.name == "setup.cache"} == {"pass"}
 
 
 def test_incomplete_parent_is_refused_with_a_clear_message(tmp_path):

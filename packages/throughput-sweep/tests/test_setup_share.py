@@ -47,3 +47,17 @@ def test_results_without_a_split_still_count_their_setup(tmp_path):
         write_atomic(path, msgspec.structs.replace(read(path, WorkerResult), setup_phases={}))
     line = setup_share(_infos(root)).line()
     assert line == LINE.replace(" (build 24 s, trace 36 s, compile 84 s, first run 27 s, capture 9 s)", "")
+
+
+def test_the_line_counts_the_setups_that_loaded_a_saved_compile(tmp_path):
+    from throughput_schema.compile_cache import CompileCache
+
+    root = build_throughput(tmp_path / "tp", scheduler="local").root
+    paths = sorted(root.glob("curves/*/b*/attempt-*/result.json"))
+    for n, path in enumerate(paths):
+        state = "warm" if n < 2 else "cold" if n < 5 else "off"
+        cache = CompileCache(state=state)
+        write_atomic(path, msgspec.structs.replace(read(path, WorkerResult), compile_cache=cache))
+    share = setup_share(_infos(root))
+    assert (share.cached, share.warm) == (5, 2)
+    assert share.line() == f"{LINE}; 2 of 5 setups warm (loaded a saved compile)"

@@ -110,6 +110,11 @@ def test_spot_check_of_an_unchanged_campaign_passes_its_audit(source, tmp_path):
     manifest = json.loads((b / "manifest.json").read_text())
     assert manifest["spot_check"]["points"] == 3 and manifest["spot_check"]["seed"] == 7
     assert manifest["frozen_files"] == json.loads((source / "manifest.json").read_text())["frozen_files"]
+    # It compiles each point again, independently: it neither loads A's compiled updates nor keeps its own.
+    for result in b.glob("curves/*/*/attempt-*/result.json"):
+        cache = json.loads(result.read_text())["compile_cache"]
+        assert cache["state"] == "off" and cache["artifact"] == "", cache
+    assert not (b / "compiled").exists() and any((source / "compiled").iterdir())
     comparison = json.loads((b / "spot-check" / "comparison.json").read_text())
     assert comparison["spot_check"] and len(comparison["points"]) == 3
     assert {p["verdict"] for p in comparison["points"]} == {"same"} and comparison["differences"] == []

@@ -31,6 +31,7 @@ from throughput_audit.points import check_point_recipe, check_throughput
 from throughput_audit.precision import check_precision
 from throughput_audit.published import check_published_accounting
 from throughput_audit.setup import check_setup, check_setup_inside_run
+from throughput_audit.setup_cache import check_cache
 from throughput_audit.summary import check_summary
 from throughput_schema import SchemaError, write_atomic
 from throughput_schema.audit import AUDIT_VERSION, AuditReport, CurveFinding
@@ -168,6 +169,9 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     check_precision(checks, file, res, m.protocol)
     check_optimizer(checks, file, res, m.protocol)
     check_setup(checks, file, res)
+    check_cache(checks, loaded.root, m, file, res)
+    if a.baseline is not None:
+        check_cache(checks, loaded.root, m, record.file(BASELINE), a.baseline)
     want_mode = "optimizer-timing" if is_opt else "throughput"
     checks.expect(
         "result.mode",

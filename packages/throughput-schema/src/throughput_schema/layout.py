@@ -11,6 +11,7 @@
       audit.json accounting.txt                   the audit
       spot-check/comparison.{json,md,csv,pdf} ...  a spot check's comparison with its source
       .local-jobs/                                the local scheduler's job registry (`local_jobs`)
+      compiled/<key>.bin <key>.json               compiled updates jobs reuse (`compile_cache`)
 
 Everything a later command needs is in these files, so `status`, `--resume`, the
 audit and the report all read them here: `read_attempt` gives each file's bytes, its
@@ -80,6 +81,13 @@ COMPARISON_PDF = "comparison.pdf"
 # A spot check (`run --spot-check-from A`) writes its comparison with A into this folder
 # at its campaign's top, when its last point has ended; its audit reads it there.
 SPOT_CHECK = "spot-check"
+# Compiled artifacts a later job of the same point loads instead of compiling
+# (`throughput_schema.compile_cache`); optional files, never needed to read a campaign.
+COMPILED = "compiled"
+
+
+def compiled_dir(campaign: str | Path) -> Path:
+    return Path(campaign) / COMPILED
 
 
 def spot_check_comparison(campaign: Path) -> Path:

@@ -31,6 +31,7 @@ from throughput_schema.campaigns import (
     SpotCheck,
     SubmissionIntent,
 )
+from throughput_schema.compile_cache import CacheArtifact, CacheKey, CompileCache
 from throughput_schema.configs import (
     ClusterProfile,
     Llama3RopeScaling,
@@ -62,12 +63,15 @@ __all__ = [
     "AuditReport",
     "AuditSummary",
     "BurstSample",
+    "CacheArtifact",
+    "CacheKey",
     "Calibration",
     "Check",
     "ClusterProfile",
     "CurveClosure",
     "CurveFinding",
     "CurveSummary",
+    "CompileCache",
     "Energy",
     "EnergySource",
     "FailedAttempt",
@@ -117,6 +121,7 @@ RECORD_TYPES: dict[str, type] = {
     "curve-closure": CurveClosure,
     "worker-request": WorkerRequest,
     "audit-report": AuditReport,
+    "cache-artifact": CacheArtifact,
 }
 
 

@@ -40,6 +40,11 @@ class WorkerRequest(_Record, frozen=True, kw_only=True):
     result: str
     # Optimizer campaigns: the uninstrumented worker of the same allocation writes here first.
     baseline: str = ""
+    # Where the workers load and save compiled artifacts (`throughput_schema.compile_cache`):
+    # the campaign's folder, "" for none (a spot check re-measures independently), and folders
+    # they only load from (an optimizer follow-up's parent campaign, never written).
+    compile_cache: str = ""
+    compile_cache_read: list[str] = []
 
     @property
     def mode(self) -> Literal["throughput", "optimizer-timing"]:

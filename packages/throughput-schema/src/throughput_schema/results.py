@@ -6,6 +6,7 @@ from typing import Literal
 
 import msgspec
 
+from throughput_schema.compile_cache import CompileCache
 from throughput_schema.configs import (
     Fraction,
     NonNegFloat,
@@ -186,3 +187,6 @@ class WorkerResult(_Record, frozen=True, kw_only=True):
     # Which parameters each optimizer owned (`throughput_schema.muon.ownership`): {} where
     # AdamW owned them all (the guide's optimizer, and every result from before Muon).
     optimizer_owned: dict[str, list[str]] = {}
+    # Whether the setup compiled from nothing or loaded what an earlier job of the campaign (or
+    # its parent) compiled (`throughput_schema.compile_cache`); None in results from before it.
+    compile_cache: CompileCache | None = None

@@ -23,6 +23,9 @@ class SetupShare:
     phases: dict[str, float]  # setup phase -> summed seconds
     setup: float  # summed setup_seconds
     measured: float  # summed window seconds
+    # Setups that used the compile cache (cold or warm, `WorkerResult.compile_cache`), and the warm ones.
+    cached: int = 0
+    warm: int = 0
 
     def line(self) -> str:
         """'' where no job has both a result and an elapsed time yet."""
@@ -35,6 +38,7 @@ class SetupShare:
             f"{self.jobs} job(s): startup {self.startup:,.0f} s, setup {self.setup:,.0f} s"
             + (f" ({split})" if split else "")
             + f"; measured windows {self.measured:,.0f} s ({self.measured / self.elapsed:.0%})"
+            + (f"; {self.warm} of {self.cached} setups warm (loaded a saved compile)" if self.cached else "")
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -45,6 +49,8 @@ class SetupShare:
             "setup_seconds": self.setup,
             "setup_phases": self.phases,
             "measured_seconds": self.measured,
+            "cached_setups": self.cached,
+            "warm_setups": self.warm,
         }
 
 
@@ -52,6 +58,7 @@ def setup_share(jobs: Iterable[tuple[float | None, Sequence[WorkerResult | None]
     """`jobs`: each job's elapsed seconds (None while the scheduler has not said) and its results;
     a job without both does not count."""
     count, elapsed, startup, setup, measured = 0, 0.0, 0.0, 0.0, 0.0
+    cached, warm = 0, 0
     phases: dict[str, float] = {}
     for seconds, maybe in jobs:
         results = [r for r in maybe if r is not None]
@@ -63,8 +70,11 @@ def setup_share(jobs: Iterable[tuple[float | None, Sequence[WorkerResult | None]
             startup += r.startup_seconds or 0.0
             setup += r.setup_seconds or 0.0
             measured += sum(w.seconds for w in r.windows)
+            if r.compile_cache is not None and r.compile_cache.state != "off":
+                cached += 1
+                warm += r.compile_cache.state == "warm"
             for k, v in r.setup_phases.items():
                 phases[k] = phases.get(k, 0.0) + v
     order = {k: i for i, k in enumerate(SETUP_PHASES)}
     phases = dict(sorted(phases.items(), key=lambda kv: order.get(kv[0], len(order))))
-    return SetupShare(count, elapsed, startup, phases, setup, measured)
+    return SetupShare(count, elapsed, startup, phases, setup, measured, cached, warm)

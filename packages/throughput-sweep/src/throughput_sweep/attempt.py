@@ -41,7 +41,17 @@ from throughput_schema import (
 )
 from throughput_schema.campaigns import SettlementState
 from throughput_schema.digests import sha256_bytes
-from throughput_schema.layout import BASELINE, INTENT, JOB_SCRIPT, RECEIPT, REQUEST, RESULT, SETTLEMENT, attempt_dir
+from throughput_schema.layout import (
+    BASELINE,
+    INTENT,
+    JOB_SCRIPT,
+    RECEIPT,
+    REQUEST,
+    RESULT,
+    SETTLEMENT,
+    attempt_dir,
+    compiled_dir,
+)
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep.campaign import EXTRA, Campaign, now
 from throughput_sweep.curves import NextPoint
@@ -77,8 +87,22 @@ def _pythonpath(campaign: Campaign) -> list[str]:
     return [str(e) for e in entries]
 
 
+def compile_cache(campaign: Campaign) -> tuple[str, list[str]]:
+    """The folder a job loads and saves compiled artifacts in, and those it only loads from.
+
+    Every point, retry and optimizer point of a campaign shares its `compiled/`; an optimizer
+    follow-up also loads its parent's, never writing there. A spot check has none: it exists to
+    re-measure its parent independently, compile included."""
+    m = campaign.manifest
+    if m.spot_check is not None:
+        return "", []
+    parent = [str(compiled_dir(m.parent.path))] if m.parent is not None and campaign.optimizer else []
+    return str(compiled_dir(campaign.root)), parent
+
+
 def attempt_request(campaign: Campaign, point: NextPoint) -> WorkerRequest:
     m, p = campaign.manifest, campaign.manifest.profile
+    cache, cache_read = compile_cache(campaign)
     directory = attempt_dir(campaign.root, point.model, point.context_length, point.batch_size, point.attempt)
     return WorkerRequest(
         point=PointSpec(
@@ -99,6 +123,8 @@ def attempt_request(campaign: Campaign, point: NextPoint) -> WorkerRequest:
         cpus=p.cpus_per_task,
         result=str(directory / RESULT),
         baseline=str(directory / BASELINE) if campaign.optimizer else "",
+        compile_cache=cache,
+        compile_cache_read=cache_read,
     )
 
 

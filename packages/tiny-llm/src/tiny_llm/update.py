@@ -172,6 +172,7 @@ def build(
     kernels: Kernels = Kernels(),
     on_phase: PhaseHook = lambda phase: None,
     fp8_emulate: bool = False,
+    before_compile: Callable[[Kernels], None] | None = None,
 ) -> Built:
     """Model, arena, inputs, compile and capture. Phases are announced through `on_phase`.
 
@@ -181,6 +182,8 @@ def build(
     `kernels.compile_mode`. `fp8_emulate` (tests only) runs an FP8 precision through torchao's
     emulation, which is what lets the CPU build one; without it an FP8 precision needs a GPU
     with FP8 matrix units and torchao (`tiny_llm.fp8.Fp8Unavailable` otherwise).
+    `before_compile`, where the model is compiled, is called with the kernels as they will run
+    (`Built.ran`) before anything compiles: the compile cache loads its artifact there.
     """
     if compile_mode is not None:
         kernels = replace(kernels, compile_mode=compile_mode)
@@ -195,6 +198,8 @@ def build(
     fp8 = _fp8_linears(model, recipe.training.precision, device, emulate=fp8_emulate)
     optimizer = make_optimizer(model, recipe, None if kernels.optimizer == "auto" else kernels.optimizer)
     inputs, targets = make_inputs(recipe, device)
+    if compile_model and before_compile is not None:
+        before_compile(replace(model.kernels, optimizer=optimizer.kernel))
     model_fn = torch.compile(model, **kernels.compile_kwargs()) if compile_model else model
     events: tuple | None = None
     if timing_events and use_graph:

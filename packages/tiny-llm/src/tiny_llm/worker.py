@@ -69,6 +69,7 @@ from throughput_schema.node_local import not_written
 from throughput_schema.recipe import flops_per_token, parameter_count
 from throughput_schema.results import JOB_STARTED_AT_ENV
 from tiny_llm import hardware, stats
+from tiny_llm.compile_cache import CacheFolders, CompileCacheUse
 from tiny_llm.energy_meter import open_meter
 from tiny_llm.fp8 import Fp8Unavailable
 from tiny_llm.kernels import Kernels
@@ -86,6 +87,8 @@ class WorkerOptions:
     compile_mode: str | None = None
     kernels: Kernels = Kernels()  # speed variants; recorded in the result, "auto" resolved
     energy: str = "auto"  # auto: read the GPU's energy counter where there is one | off
+    compile_cache: CacheFolders = CacheFolders()  # where compiled artifacts are loaded and saved
+    compile_model: bool | None = None  # None: compiled on CUDA only (True on the CPU: tests)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -189,6 +192,7 @@ class _Point:
     outcome: Any = None
     energy_source: Any = None
     power_limit: float | None = None
+    cache: CompileCacheUse | None = None
 
     def on_phase(self, name: str) -> None:
         self.phase = name
@@ -249,14 +253,17 @@ def _measure(
     # The counter is read right beside the clock so that setup's energy and its seconds
     # bracket the same interval.
     setup_start_mj = measurement.read_energy("before setup")
+    point.cache = cache = CompileCacheUse(options.compile_cache)
     t0 = time.perf_counter()
     point.built = built = build(
         recipe,
         device,
         timing_events=options.optimizer_timing,
+        compile_model=options.compile_model,
         compile_mode=options.compile_mode,
         kernels=options.kernels,
         on_phase=point.on_phase,
+        before_compile=cache.hook(recipe, hw, device),
     )
     point.parameters = built.parameters
     if cuda:
@@ -265,6 +272,8 @@ def _measure(
     setup_mj = (setup_start_mj, measurement.read_energy("after setup"))
     point.setup_seconds = t1 - t0
     point.setup_phases = point.setup_clock.phases(t0, t1)
+    cache.finish()
+    cache.save()  # after the setup's clock: saving is not part of setting the update up
     if cuda:
         point.setup_peaks = _peaks(device)
         point.memory = MemoryReport(setup=point.setup_peaks, device_total_bytes=hw.gpu_memory_bytes)
@@ -338,6 +347,7 @@ def _result(
         energy_unavailable=energy_unavailable,
         fp8=built.fp8 if built is not None else None,
         optimizer_owned=ownership(recipe.optimizer, recipe.model),
+        compile_cache=point.cache.record() if point.cache is not None else None,
     )
 
 

@@ -4,6 +4,10 @@ The recipe and the protocol come either from `--config` with `--set` overrides a
 protocol flags (a person's command line, as in docs/guide.md) or from `--request PATH`, an
 attempt's `WorkerRequest` (a campaign job's command line), never from both.
 
+`--compile-cache DIR` loads the compiled update from DIR where a run of the same point saved
+it, else compiles it and saves it there (`tiny_llm.compile_cache`); a request names its
+campaign's folder, and a person's command line has none unless asked.
+
 Exit status: 0 ok, 1 crashed, 2 bad input, 3 cuda_oom, 4 compile_error, 5 nonfinite
 (see `tiny_llm.worker`). Bad input is one line on stderr and no result file.
 """
@@ -28,6 +32,7 @@ from throughput_schema.precision import (
     unknown_precision,
 )
 from throughput_schema.recipe import load_recipe
+from tiny_llm.compile_cache import OFF, folders_for
 from tiny_llm.recipe_args import add_recipe_args
 
 # The protocol's fields a person may set by flag (the rest keep the record's defaults); a
@@ -87,6 +92,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compile-mode",
         default=None,
         help="torch.compile mode for the model (default: inductor's default; the update graph is captured by us)",
+    )
+    p.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        help=f"load the compiled update from DIR where an earlier run of the same point saved it, else "
+        f"compile and save it there ({OFF}: neither; default: the request's folder, {OFF} without --request)",
     )
     _add_kernel_flags(p)
     p.set_defaults(func=main)
@@ -177,6 +188,7 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
                 setattr(args, name, getattr(DEFAULT, name))
         protocol = msgspec.structs.replace(DEFAULT, **{name: getattr(args, name) for name in PROTOCOL_FLAGS})
         named = [f"optimizer.name={args.optimizer_name}"] if args.optimizer_name else []
+        args.cache_folders = folders_for(args.compile_cache or OFF, "", (), "")
         return _with_precision(load_recipe(args.config, [*args.overrides, *named]), args.precision), protocol
     given = [f"--{n.replace('_', '-')}" for n in (*PROTOCOL_FLAGS, "precision") if getattr(args, n) is not None]
     given += ["--config"] * (args.config is not None) + ["--set"] * bool(args.overrides)
@@ -189,6 +201,9 @@ def resolve(args: argparse.Namespace) -> tuple[Recipe, Protocol]:
         raise UsageError(f"--request: {exc}") from None
     for name in PROTOCOL_FLAGS:
         setattr(args, name, getattr(request.protocol, name))
+    args.cache_folders = folders_for(
+        args.compile_cache, request.compile_cache, request.compile_cache_read, request.campaign
+    )
     return request.recipe, request.protocol
 
 
@@ -252,6 +267,7 @@ def main(args: argparse.Namespace) -> int:
         compile_mode=args.compile_mode,
         kernels=kernels,
         energy=args.energy,
+        compile_cache=args.cache_folders,
     )
     try:
         result = run_worker(recipe, args.output, options)
@@ -329,7 +345,7 @@ def summary_line(result, output: Path) -> str:
     text = (
         f"{head} [{result.backend}]: {t.tokens_per_second:,.0f} tokens/s, {t.sequences_per_second:,.2f} sequences/s, "
         f"{mfu_label(result.recipe.training.precision)} {mfu}{fp8_text(result)}, CV {t.cv:.2%} over {len(result.windows)} windows"
-        f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s"
+        f"{' UNSTABLE' if t.unstable else ''}, setup {result.setup_seconds:.1f} s{cache_text(result)}"
     )
     automatic = automatic_kernels("cuda" if result.backend.startswith("cuda") else "cpu", result.recipe.model)
     variants = {k: v for k, v in result.kernels.items() if v != automatic.get(k)}
@@ -343,6 +359,12 @@ def summary_line(result, output: Path) -> str:
             f"{o.share_of_wall:.1%} of wall, {o.share_of_graph:.1%} of graph"
         )
     return f"{text}; {energy_text(result)}; result: {output}"
+
+
+def cache_text(result) -> str:
+    """Beside the setup: whether it compiled (cold) or loaded an earlier run's compile (warm)."""
+    cache = result.compile_cache
+    return f" ({cache.state})" if cache is not None and cache.state != "off" else ""
 
 
 def energy_text(result) -> str:

@@ -11,7 +11,9 @@ which are the same the workers measure.
 
 What it does:
   * Per-job compiler caches in node-local temporary space ($TMPDIR, else /tmp):
-    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, CUDA_CACHE_PATH; removed at the end.
+    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, CUDA_CACHE_PATH; removed at the end. What
+    outlives the job is the workers' own: the compiled artifacts they load into these caches
+    from the campaign's `compiled/` and save there (the request's `compile_cache`).
     OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMEXPR_NUM_THREADS and
     TORCHINDUCTOR_COMPILE_THREADS are set to the request's CPUs, capped at the CPUs the
     process may run on.
