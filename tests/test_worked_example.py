@@ -146,6 +146,13 @@ def test_the_published_report_rebuilds_from_the_archive(worked_example, tmp_path
     pages = [" ".join(page.extract_text().split()) for page in PdfReader(PUBLISHED / "report/report.pdf").pages]
     assert "Measurement windows of 2 s" in pages[0]
     assert "5 synchronised windows of 2 s" in pages[5] and "ten seconds" not in pages[5]
+    # Its campaigns' setup share, as the rebuilt report derives it from the receipts and results.
+    shares = [
+        [c["setup_share"] for c in json.loads((where / "points.json").read_text())["inputs"]["campaigns"]]
+        for where in (out, PUBLISHED / "report")
+    ]
+    assert shares[0] == shares[1] and shares[0][0]["jobs"] == 42
+    assert "throughput: 1,427 s of 2,439 s of job time (59%) over 42 job(s)" in pages[5]
 
 
 def _primary_points(doc: dict) -> list[tuple[dict, dict]]:

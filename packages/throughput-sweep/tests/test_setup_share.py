@@ -61,3 +61,14 @@ def test_the_line_counts_the_setups_that_loaded_a_saved_compile(tmp_path):
     share = setup_share(_infos(root))
     assert (share.cached, share.warm) == (5, 2)
     assert share.line() == f"{LINE}; 2 of 5 setups warm (loaded a saved compile)"
+
+
+def test_results_that_recorded_no_startup_say_so_rather_than_zero(tmp_path):
+    root = build_throughput(tmp_path / "tp", scheduler="local").root
+    for path in root.glob("curves/*/b*/attempt-*/result.json"):
+        write_atomic(path, msgspec.structs.replace(read(path, WorkerResult), startup_seconds=None))
+    share = setup_share(_infos(root))
+    assert share.startup is None and share.to_dict()["startup_seconds"] is None
+    assert share.line().startswith(
+        "Setup: 180 s of 1,200 s of job time (15%) over 8 job(s): startup not recorded, setup 180 s"
+    )

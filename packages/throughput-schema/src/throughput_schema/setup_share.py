@@ -19,7 +19,7 @@ from throughput_schema.results import SETUP_PHASES, WorkerResult
 class SetupShare:
     jobs: int
     elapsed: float  # the jobs' summed elapsed seconds (the scheduler's)
-    startup: float  # processes' start to setup (interpreter, imports)
+    startup: float | None  # processes' start to setup (interpreter, imports); None: no result recorded it
     phases: dict[str, float]  # setup phase -> summed seconds
     setup: float  # summed setup_seconds
     measured: float  # summed window seconds
@@ -31,11 +31,12 @@ class SetupShare:
         """'' where no job has both a result and an elapsed time yet."""
         if not self.jobs or self.elapsed <= 0:
             return ""
-        before = self.startup + self.setup
+        before = (self.startup or 0.0) + self.setup
         split = ", ".join(f"{k.replace('_', ' ')} {v:,.0f} s" for k, v in self.phases.items())
+        startup = "not recorded" if self.startup is None else f"{self.startup:,.0f} s"
         return (
             f"Setup: {before:,.0f} s of {self.elapsed:,.0f} s of job time ({before / self.elapsed:.0%}) over "
-            f"{self.jobs} job(s): startup {self.startup:,.0f} s, setup {self.setup:,.0f} s"
+            f"{self.jobs} job(s): startup {startup}, setup {self.setup:,.0f} s"
             + (f" ({split})" if split else "")
             + f"; measured windows {self.measured:,.0f} s ({self.measured / self.elapsed:.0%})"
             + (f"; {self.warm} of {self.cached} setups warm (loaded a saved compile)" if self.cached else "")
@@ -57,7 +58,8 @@ class SetupShare:
 def setup_share(jobs: Iterable[tuple[float | None, Sequence[WorkerResult | None]]]) -> SetupShare:
     """`jobs`: each job's elapsed seconds (None while the scheduler has not said) and its results;
     a job without both does not count."""
-    count, elapsed, startup, setup, measured = 0, 0.0, 0.0, 0.0, 0.0
+    count, elapsed, setup, measured = 0, 0.0, 0.0, 0.0
+    startup: float | None = None
     cached, warm = 0, 0
     phases: dict[str, float] = {}
     for seconds, maybe in jobs:
@@ -67,7 +69,8 @@ def setup_share(jobs: Iterable[tuple[float | None, Sequence[WorkerResult | None]
         count += 1
         elapsed += seconds
         for r in results:
-            startup += r.startup_seconds or 0.0
+            if r.startup_seconds is not None:
+                startup = (startup or 0.0) + r.startup_seconds
             setup += r.setup_seconds or 0.0
             measured += sum(w.seconds for w in r.windows)
             if r.compile_cache is not None and r.compile_cache.state != "off":
