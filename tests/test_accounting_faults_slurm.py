@@ -43,15 +43,17 @@ def test_slurmdbd_down_while_jobs_end(local_slurm, tmp_path):
     plan = write_plan(tmp_path, {"20m-c512-b2": "crash"}, ok_seconds=0.5)
     out = tmp_path / "camp"
     # The watcher waits accounting_grace_seconds for a late row, ten times that for a missing one:
-    # down for 13 s, sacct is down past the first (10 s) and back well within the second.
-    prof = profile(tmp_path, accounting_grace_seconds=10)
+    # down for 23 s, sacct is down past the first (20 s) and back well within the second (200 s,
+    # counted from the first job's end: on a loaded machine the four results alone took a minute,
+    # and slurmctld hands slurmdbd the jobs' records only some time after it is back).
+    prof = profile(tmp_path, accounting_grace_seconds=20)
     with daemon_stopped("slurmdbd"):
         proc = start_sweep(
             *scripted_run(out, 512, 1024, max_batch=2, profile=prof), plan=plan, log=tmp_path / "watcher.log"
         )
         try:
             wait_for(lambda: len(list(out.glob("curves/*/b*/attempt-*/result.json"))) >= 4, 60, "four results")
-            time.sleep(13)
+            time.sleep(23)
             if not sacct_answers():  # (another test session's fixture may have restarted it)
                 assert proc.poll() is None, (tmp_path / "watcher.log").read_text()
         except BaseException:
