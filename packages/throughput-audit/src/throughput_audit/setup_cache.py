@@ -17,7 +17,7 @@ from throughput_audit.optimizer import parent_path
 from throughput_schema import Manifest, SchemaError, WorkerResult, read
 from throughput_schema.compile_cache import CacheArtifact, CompileCache, artifact_name, frozen_sources, sidecar_name
 from throughput_schema.digests import sha256_file
-from throughput_schema.layout import compiled_dir
+from throughput_schema.layout import job_folders
 
 
 def check_cache(checks: Checks, root: Path, manifest: Manifest, file: str, result: WorkerResult) -> None:
@@ -36,15 +36,10 @@ def check_cache(checks: Checks, root: Path, manifest: Manifest, file: str, resul
 
 
 def _folders(root: Path, manifest: Manifest) -> list[Path]:
-    """The folders a job of this campaign may load from: its own, and an optimizer follow-up's parent's."""
-    if manifest.spot_check is not None:
-        return []
-    folders = [compiled_dir(root)]
-    if manifest.parent is not None and manifest.kind == "optimizer-timing":
-        parent = parent_path(root, manifest)
-        if parent is not None:
-            folders.append(compiled_dir(parent))
-    return [f.resolve() for f in folders]
+    """The folders a job of this campaign may load from, its parent found as the audit finds it."""
+    parent = parent_path(root, manifest) if manifest.parent is not None else None
+    write, read = job_folders(root, manifest, parent)
+    return [f.resolve() for f in ([write] if write is not None else []) + read]
 
 
 def _warm_problem(root: Path, manifest: Manifest, result: WorkerResult, cache: CompileCache) -> str | None:

@@ -90,6 +90,18 @@ def compiled_dir(campaign: str | Path) -> Path:
     return Path(campaign) / COMPILED
 
 
+def job_folders(root: Path, manifest: Manifest, parent: Path | None) -> tuple[Path | None, list[Path]]:
+    """The folder a job of this campaign saves into and loads from, and those it only loads
+    from (`parent`: where the parent campaign is found). Every point, retry and optimizer point
+    shares the campaign's `compiled/`; an optimizer follow-up also loads its parent's, never
+    writing there. A spot check has none: it re-measures its parent independently, compile included."""
+    if manifest.spot_check is not None:
+        return None, []
+    if parent is None or manifest.parent is None or manifest.kind != "optimizer-timing":
+        return compiled_dir(root), []
+    return compiled_dir(root), [compiled_dir(parent)]
+
+
 def spot_check_comparison(campaign: Path) -> Path:
     return Path(campaign) / SPOT_CHECK / COMPARISON_JSON
 

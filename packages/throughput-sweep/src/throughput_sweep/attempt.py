@@ -50,7 +50,7 @@ from throughput_schema.layout import (
     RESULT,
     SETTLEMENT,
     attempt_dir,
-    compiled_dir,
+    job_folders,
 )
 from throughput_schema.recipe import load_recipe, with_point
 from throughput_sweep.campaign import EXTRA, Campaign, now
@@ -88,16 +88,10 @@ def _pythonpath(campaign: Campaign) -> list[str]:
 
 
 def compile_cache(campaign: Campaign) -> tuple[str, list[str]]:
-    """The folder a job loads and saves compiled artifacts in, and those it only loads from.
-
-    Every point, retry and optimizer point of a campaign shares its `compiled/`; an optimizer
-    follow-up also loads its parent's, never writing there. A spot check has none: it exists to
-    re-measure its parent independently, compile included."""
+    """The request's compile cache folders (`throughput_schema.layout.job_folders`)."""
     m = campaign.manifest
-    if m.spot_check is not None:
-        return "", []
-    parent = [str(compiled_dir(m.parent.path))] if m.parent is not None and campaign.optimizer else []
-    return str(compiled_dir(campaign.root)), parent
+    write, read = job_folders(campaign.root, m, Path(m.parent.path) if m.parent is not None else None)
+    return str(write) if write is not None else "", [str(f) for f in read]
 
 
 def attempt_request(campaign: Campaign, point: NextPoint) -> WorkerRequest:
