@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # fa4 PART [OUTDIR [SECONDS [POINTS]]]: FlashAttention-4 as the model's attention (parts a, b, c, d).
 # On the lent H200 (no network): FlashAttention-4 as the model's attention (Kernels(attention="fa4")).
-# flash-attn-4's CuTe DSL runtime wheel (92 MB) is larger than one call may carry (64 MiB with the
-# working tree), so it travels in two halves, in calls on the same warm machine (ignored folders:
-# .fa4a/part.aa and .fa4b/part.ab from `split -b 46000000`, the other wheels in .fa4w/):
-#   part a: keep the carried half in /tmp/fa4 (carry .fa4a, then again carrying .fa4b);
-#   part b: join the halves, install every wheel into /tmp/site (carry .fa4w and .whl), then measure:
+# flash-attn-4's wheels are larger than one call may carry: they travel in parts over calls on one
+# warm machine (lib.sh's fa4_keep and fa4_install say how they are split and where they are kept):
+#   part a: keep the carried parts in /tmp/fa4 (a call for each of .fa4a, .fa4b, .fa4c, .fa4w);
+#   part b: join the parts, install every wheel into /tmp/site (carry .whl), then measure:
 #           the GPU tests of the kernel (test_cuda_fa4.py), profiles of the update with the
 #           default attention and with fa4 at 250m@2048x16, peers.py's "ours" with each at POINTS
 #           (default 250m@2048x16 250m@4096x8), and variants.py's equality yardstick (baseline,
@@ -26,7 +25,7 @@
 #   part gqa-rope: the RoPE kernel's GPU tests (fewer kv heads among them), at each of POINTS
 #           variants.py's baseline (fa4, inductor's RoPE on a grouped model), repeat and rope-triton
 #           (RoPE fused with fa4), then the fused pair's GPU tests with fewer kv heads.
-# Parts install the wheels where they are carried and not yet installed; several parts share one
+# Parts other than a install the kept wheels where not yet installed; several parts share one
 # call as `tools/h200.sh fa4 tests $OUT S1 && tools/h200.sh fa4 levers $OUT S2 "POINTS"` (log.txt appends).
 # Usage: tools/h200.sh fa4 PART [OUTDIR [SECONDS [POINTS]]]   (default $OUT, 540 s)
 set -uo pipefail
@@ -36,20 +35,13 @@ seconds=${3:-540}
 points=${4:-"250m@2048x16 250m@4096x8"}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$out"
-wheel=/tmp/fa4/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 if [[ $part == a ]]; then
-  mkdir -p /tmp/fa4 && cp .fa4[ab]/part.* /tmp/fa4/ && ls -l /tmp/fa4 | tee "$out/part-a.txt"
+  fa4_keep | tee "$out/part-a.txt"
   exit
 fi
 source tools/gpu-env.sh
-# Parts b, c and d install the wheels where they are carried and not yet installed on this machine.
-if [[ -d .fa4w && ! -d /tmp/site/flash_attn ]]; then
-  [[ -f /tmp/fa4/part.aa && -f /tmp/fa4/part.ab ]] || { echo "no /tmp/fa4/part.aa and part.ab: the machine was given back since part a; run both part a calls again" >&2; exit 2; }
-  cat /tmp/fa4/part.aa /tmp/fa4/part.ab >"$wheel"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$wheel" .fa4w/*.whl || exit 2
-fi
-# --target skips the .pth file that puts the CuTe DSL on the path.
-export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
+# Parts b, c and d install the wheels where they are kept and not yet installed on this machine.
+fa4_install || exit 2
 gpu_txt "$out" power.limit
 python3 -c 'import torch, importlib.metadata as m; print("torch", torch.__version__, "flash-attn-4", m.version("flash-attn-4"))' | tee -a "$out/gpu.txt"
 deadline "$seconds"

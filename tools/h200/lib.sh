@@ -42,3 +42,27 @@ point() {  # MODEL CONTEXT BATCH: the recipe overrides of one point, as the camp
   echo "--config configs/$1.yaml --set model.context_length=$2 --set training.micro_batch_size=$3" \
     "--set training.batch_tokens=$(($2 * $3)) --set optimizer.lr=0.001 --set optimizer.beta2=0.99"
 }
+
+# FlashAttention-4's wheels exceed what one call carries (64 MiB with the working tree): the CuTe DSL
+# runtime wheel travels split (`split -n 3` into .fa4a/, .fa4b/, .fa4c/, one part each), the small
+# wheels in .fa4w/, over calls on one warm machine, each carrying what fits beside its own work.
+# fa4_keep: what this call carries of them, kept in /tmp/fa4 for the later calls.
+fa4_keep() {
+  mkdir -p /tmp/fa4
+  for f in .fa4*/part.* .fa4w/*.whl; do [ -f "$f" ] && cp "$f" /tmp/fa4/; done
+  ls /tmp/fa4
+}
+# fa4_install: once per machine, the kept parts joined and every kept wheel installed into /tmp/site;
+# then tools/gpu-env.sh again, which puts the CuTe DSL on the path.
+fa4_install() {
+  local wheel=/tmp/fa4/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+  fa4_keep >/dev/null
+  if [ ! -d /tmp/site/flash_attn ]; then
+    cat /tmp/fa4/part.* > "$wheel" 2>/dev/null
+    python3 -c 'import sys, zipfile; sys.exit(zipfile.ZipFile(sys.argv[1]).testzip() is not None)' "$wheel" 2>/dev/null \
+      && compgen -G "/tmp/fa4/flash_attn_4-*.whl" >/dev/null \
+      || { rm -f "$wheel"; echo "fa4: parts or wheels missing in /tmp/fa4 ($(ls /tmp/fa4 | paste -sd ' ')): carry .fa4a, .fa4b, .fa4c and .fa4w on one warm machine" >&2; return 2; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/fa4/*.whl || return 2
+  fi
+  source tools/gpu-env.sh
+}

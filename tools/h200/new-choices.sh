@@ -15,8 +15,6 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 out=${1:-${OUT:?output folder}} seconds=${2:-540}
 prepare_gpu && commit_txt "$out"
-# FlashAttention-4's CuTe DSL, where part b installed it (--target skips its .pth file).
-[ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ] && export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
 commands=$out/command.txt && echo "tools/h200.sh new-choices $*" > "$commands"
 deadline "$seconds"
 for f in test_cuda_muon.py test_cuda_transformers.py test_cuda_fp8.py; do

@@ -5,6 +5,7 @@ in test_fp8.py cover the filter, the conversion and the records through torchao'
 Run with: pytest packages/tiny-llm/tests -m cuda
 """
 
+import math
 from pathlib import Path
 
 import pytest
@@ -38,29 +39,61 @@ def recipe(precision, batch=8, context=1024):
     )
 
 
-@pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise"])
-def test_200_updates_train_as_bf16s_do_within_1_percent(precision):
-    """The loss over the 200 updates (their mean: the curve, not its end) within 1% of BF16's.
-    The synthetic protocol repeats one batch, which both memorise: after 200 updates the loss
-    is about 0.003, where BF16 alone differs by 20% between two runs (0.0029 and 0.0035 on an
-    H100), so the last loss would compare noise."""
+def chain_batches(vocab, batch, context, updates, *, states=256, branches=4, seed=0):
+    """Fresh batches of a fixed random chain: `states` tokens of the vocabulary, each followed
+    by one of its `branches` successors at random. A model that learns the chain reaches
+    ln(branches) a token, one that learns only which tokens occur ln(states): a curve with a
+    floor, where the synthetic protocol's one repeated batch is memorised towards zero at a
+    speed that differs between two BF16 runs (0.0029 and 0.0035 after 200 updates on an H100;
+    mean losses 4.14 and 3.05 for BF16 and FP8 on an H200), which compares nothing."""
+    gen = torch.Generator(device=CUDA).manual_seed(seed)
+    tokens = torch.randperm(vocab, generator=gen, device=CUDA)[:states]
+    successor = torch.randint(0, states, (states, branches), generator=gen, device=CUDA)
+    n = updates * batch
+    index = torch.empty(n, context + 1, dtype=torch.long, device=CUDA)
+    index[:, 0] = torch.randint(0, states, (n,), generator=gen, device=CUDA)
+    choice = torch.randint(0, branches, (n, context), generator=gen, device=CUDA)
+    for t in range(context):
+        index[:, t + 1] = successor[index[:, t], choice[:, t]]
+    seq = tokens[index].view(updates, batch, context + 1)
+    return seq[..., :-1].contiguous(), seq[..., 1:].contiguous()
+
+
+_CURVES = {}  # precision -> the losses of its 200 updates (BF16's is shared by both FP8 recipes)
+
+
+def curve(precision, updates=200, batch=8, context=1024):
+    """The loss of each of `updates` captured updates, each on a fresh batch of the chain."""
     from tiny_llm.update import build
 
-    curves = {}
-    for p in ("bf16", precision):
-        built = build(recipe(p), CUDA)
+    if precision not in _CURVES:
+        built = build(recipe(precision, batch, context), CUDA)
+        inputs, targets = chain_batches(built.recipe.model.vocab_size, batch, context, updates)
         losses = []
-        for _ in range(200 - built.setup_updates):
+        for i in range(updates):
+            built.update.source_inputs.copy_(inputs[i])
+            built.update.source_targets.copy_(targets[i])
             built.run()
             losses.append(built.update.loss.item())
         assert built.optimizer.state_is_finite().item()
-        curves[p] = losses
+        _CURVES[precision] = losses
         del built
         torch.cuda.empty_cache()
-    means = {p: sum(v) / len(v) for p, v in curves.items()}
-    print(means, {p: (v[0], v[-1]) for p, v in curves.items()})
-    assert all(v[-1] < 0.1 * v[0] for v in curves.values()), "both must learn the batch"
-    assert abs(means[precision] - means["bf16"]) <= 0.01 * means["bf16"], means
+    return _CURVES[precision]
+
+
+@pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise"])
+def test_200_updates_train_as_bf16s_do_within_1_percent(precision):
+    """After 200 updates on fresh batches, FP8's loss (the mean of the last 50: a batch's loss
+    varies with its draw) within 1% of BF16's, both near the chain's floor."""
+    floor = math.log(4)
+    tails = {}
+    for p in ("bf16", precision):
+        losses = curve(p)
+        tails[p] = sum(losses[-50:]) / 50
+        print(f"{p}: first {losses[0]:.4f}, last-50 mean {tails[p]:.4f}, floor ln(4) {floor:.4f}")
+        assert floor - 0.05 < tails[p] < 1.5 * floor, f"{p} did not learn the chain: {tails[p]:.4f}"
+    assert abs(tails[precision] - tails["bf16"]) <= 0.01 * tails["bf16"], tails
 
 
 def test_fp8_runs_inside_the_captured_update_graph():
