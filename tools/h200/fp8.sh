@@ -9,7 +9,7 @@
 # memory, the first loss and the FP8 linears converted, into OUTDIR/peers-fp8.json; the first
 # point is the issue's target (llama-3.2-1b@2048x8), the cheaper ones follow while BUDGET lasts
 # (no case starts after it; each case compiles anew, about 50 to 110 s). Then, where time is
-# left, the GPU tests of FP8 (tests/test_cuda_fp8.py: 200 updates within 1% of BF16's loss, FP8
+# left, the GPU tests of FP8 (tests/test_cuda_fp8.py: 400 updates reach BF16's loss within 1%, FP8
 # inside the captured graph) and the worker's own result at FP8 (the guide's command, 1B).
 # A call is at most 10 minutes: llama-3.2-1b's six cases take most of one. Usage:
 #   tools/h200.sh fp8 OUT1                                      # llama-3.2-1b@2048x8, then what time allows

@@ -5,7 +5,7 @@
 # Gemma 3 presets run their windowed layers with it (the model's default attention).
 # Per test file, its output in OUTDIR/<file>.txt and its command and exit status in
 # OUTDIR/command.txt; files run while SECONDS (default 540) last:
-#   test_cuda_fp8.py          200 updates at each FP8 recipe within 1% of BF16's loss; FP8 in the captured graph
+#   test_cuda_fp8.py          400 updates at each FP8 recipe reach BF16's loss within 1%; FP8 in the captured graph
 #   test_cuda_muon.py         ArenaMuon's captured update equals its eager one; 200 updates lower the loss
 #   test_cuda_transformers.py the first captured update's loss equals transformers' (Gemma 3 presets among them)
 # then, where 150 s are left, the guide's worker command (250m@2048x8, 10 s windows) into

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT / "packages" / "tiny-llm" / "src"), str(ROOT / "packages" / "throughput-schema" / "src")]
 
 import msgspec  # noqa: E402
+from peer_lines import print_point  # noqa: E402
 from peer_updates import case_peer_a, case_peer_b, case_peer_muon, timed_rate  # noqa: E402
 
 from throughput_schema.argparsing import add_optimizer_name  # noqa: E402
@@ -360,48 +361,6 @@ def triton_version() -> str | None:
     except ImportError:
         return None
     return triton.__version__
-
-
-def print_point(p: dict) -> None:
-    def fmt(c):
-        if not c:
-            return "-"
-        if not c.get("ok"):
-            return f"FAILED ({c['error'][:80]})"
-        mfu = f" {c['mfu']:.1%}" if "mfu" in c else ""
-        return f"{c['tokens_per_second']:,.0f} tok/s{mfu}"
-
-    for name, c in p.get("optimizer_kernels", {}).items():
-        if c["ok"]:
-            vs = f", {c['vs_fused']:.3f}x fused" if "vs_fused" in c else ""
-            print(
-                f"{p['point']:>14}: ArenaAdamW.step {name:>13} {c['ms']:.3f} ms = {c['vs_floor']:.2f}x its floor "
-                f"of {p['optimizer_floor_ms']:.3f} ms{vs}",
-                flush=True,
-            )
-        else:
-            print(f"{p['point']:>14}: ArenaAdamW.step {name:>13} FAILED ({c['error'][:120]})", flush=True)
-    ours, a, b = p.get("ours"), p.get("peer_a"), p.get("peer_b")
-    line = f"{p['point']:>14}: ours {fmt(ours)} | peer A {fmt(a)} | peer B {fmt(b)}"
-    if ours and ours.get("ok") and a and a.get("ok"):
-        line += f" | ours/A {ours['tokens_per_second'] / a['tokens_per_second']:.2f}x"
-        line += (
-            f" | optimizer ours {ours['optimizer_ms']:.2f} ms, A {a['optimizer_ms']:.2f} ms, "
-            f"floor {p['optimizer_floor_ms']:.2f} ms ({ours['optimizer_ms'] / p['optimizer_floor_ms']:.2f}x)"
-        )
-    if ours and ours.get("ok"):
-        line += f" | setup {ours['setup_seconds']:.1f} s"
-    print(line, flush=True)
-    for key in [k for k in p if "@" in k and k.startswith("ours@")]:
-        precision = key.split("@", 1)[1]
-        mine, theirs = p[key], p.get(f"peer_a@{precision}")
-        line = f"{p['point']:>14}: {precision}: ours {fmt(mine)} | peer A {fmt(theirs)}"
-        if mine.get("ok") and ours and ours.get("ok"):
-            line += f" | ours {mine['tokens_per_second'] / ours['tokens_per_second']:.3f}x ours at bf16"
-            line += f", memory {mine['peak_allocated_bytes'] / ours['peak_allocated_bytes']:.2f}x"
-        if mine.get("ok") and theirs and theirs.get("ok"):
-            line += f" | ours/A {mine['tokens_per_second'] / theirs['tokens_per_second']:.2f}x"
-        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,15 @@ def recipe(precision, batch=8, context=1024):
     )
 
 
-def chain_batches(vocab, batch, context, updates, *, states=256, branches=4, seed=0):
+# The loss is compared where the curves have reached the chain's floor, not on the way down: on
+# a 256-state chain every curve first sat near ln(256) for a number of updates that differs from
+# run to run, so at 200 updates they were still falling, apart by more than precision explains
+# (an H100, 2026-12-06, last-50 means: BF16 2.77 and 2.11 in two runs, FP8 tensorwise 3.04,
+# rowwise 2.11). A smaller chain and twice the updates leave that plateau far behind.
+STATES, BRANCHES, UPDATES = 64, 4, 400
+
+
+def chain_batches(vocab, batch, context, updates, *, states=STATES, branches=BRANCHES, seed=0):
     """Fresh batches of a fixed random chain: `states` tokens of the vocabulary, each followed
     by one of its `branches` successors at random. A model that learns the chain reaches
     ln(branches) a token, one that learns only which tokens occur ln(states): a curve with a
@@ -59,10 +67,10 @@ def chain_batches(vocab, batch, context, updates, *, states=256, branches=4, see
     return seq[..., :-1].contiguous(), seq[..., 1:].contiguous()
 
 
-_CURVES = {}  # precision -> the losses of its 200 updates (BF16's is shared by both FP8 recipes)
+_CURVES = {}  # precision -> the losses of its updates (BF16's is shared by both FP8 recipes)
 
 
-def curve(precision, updates=200, batch=8, context=1024):
+def curve(precision, updates=UPDATES, batch=8, context=1024):
     """The loss of each of `updates` captured updates, each on a fresh batch of the chain."""
     from tiny_llm.update import build
 
@@ -83,16 +91,18 @@ def curve(precision, updates=200, batch=8, context=1024):
 
 
 @pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise"])
-def test_200_updates_train_as_bf16s_do_within_1_percent(precision):
-    """After 200 updates on fresh batches, FP8's loss (the mean of the last 50: a batch's loss
-    varies with its draw) within 1% of BF16's, both near the chain's floor."""
-    floor = math.log(4)
+def test_fp8_reaches_bf16s_loss_within_1_percent(precision):
+    """After 400 updates on fresh batches, FP8's loss (the mean of the last 50: a batch's loss
+    varies with its draw) within 1% of BF16's, both at the chain's floor."""
+    floor, unigram = math.log(BRANCHES), math.log(STATES)
     tails = {}
     for p in ("bf16", precision):
         losses = curve(p)
         tails[p] = sum(losses[-50:]) / 50
-        print(f"{p}: first {losses[0]:.4f}, last-50 mean {tails[p]:.4f}, floor ln(4) {floor:.4f}")
-        assert floor - 0.05 < tails[p] < 1.5 * floor, f"{p} did not learn the chain: {tails[p]:.4f}"
+        print(f"{p}: last-50 mean {tails[p]:.4f}, floor {floor:.4f}, every 20th", [round(v, 3) for v in losses[::20]])
+        assert floor - 0.05 < tails[p] < floor + 0.25 * (unigram - floor), (
+            f"{p} did not learn the chain: {tails[p]:.4f}"
+        )
     assert abs(tails[precision] - tails["bf16"]) <= 0.01 * tails["bf16"], tails
 
 
