@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# setup-time [OUTDIR]: the guide's worker command cold, then warm from the compiled update it saved (issue 45).
+# setup-time [OUTDIR [SECONDS]]: the guide's worker command cold, then warm from the compiled update it saved (issue 45).
 # On the lent GPU, one call: the guide's individual-point command (250m@2048x8, 5 windows of 10 s)
 # with --compile-cache into a new folder and new node-local compiler caches (inductor's, Triton's):
 # a cold job on a node that never compiled the point; then the same command with other new
