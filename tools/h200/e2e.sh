@@ -35,10 +35,12 @@
 #
 # What comes back ($OUT, at most 8 files): e2e-<mode>.tar.gz (the campaign folders with
 # collect's README/CSV/JSON/plots, audit.json and accounting.txt, the report folder with
-# the PDF and figures, status and summary; files over 2 MB are left out and listed in
-# LEFT_OUT.txt), summary.txt and e2e.log. The tarball is also the state: after a lost
-# machine, carry it back and pass --state-in (with --retry-failed: jobs that were running
-# on the lost machine end as NODE_FAIL).
+# the PDF and figures, status and summary; files over 2 MB and the compiled artifacts in
+# compiled/ are left out and listed in LEFT_OUT.txt), summary.txt and e2e.log. The tarball
+# is also the state: after a lost machine, carry it back and pass --state-in (with
+# --retry-failed: jobs that were running on the lost machine end as NODE_FAIL); the jobs
+# after it compile again, and the audit names the warm setups before it as not checked
+# (--no-compiled), their artifacts having stayed on the lost machine.
 #
 # Time on one H200 (estimates from the committed measurements in
 # packages/tiny-llm/benchmarks/results/; not yet measured end to end):
@@ -67,6 +69,7 @@ usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "h200.sh e2e: $*" >&2; exit 2; }
 
 cpu=0 slurm=0 contexts_arg="" window="" budget=540 parallel=0 runs="" out="${OUT:-}" state_in="" retry=0 max_batch=""
+compiled=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cpu=1 ;;
@@ -152,6 +155,9 @@ fi
 if [ -n "$state_in" ] && [ ! -e "$tp/manifest.json" ]; then
   say "restoring state from $state_in"
   tar -xzf "$state_in" -C "$runs" --strip-components=1 || die "cannot unpack $state_in"
+  # The compiled artifacts did not travel in the pack: the jobs after this compile again, and the
+  # audit cannot check what the jobs before this loaded (it says so: not applicable).
+  if grep -q ": a compiled artifact" "$runs/LEFT_OUT.txt" 2>/dev/null; then compiled=(--no-compiled); fi
   want=$(cat "$runs/ROOT.txt" 2>/dev/null || true)
   [ -z "$want" ] || [ "$want" = "$root" ] || die "$state_in was made under $want, this checkout is $root: absolute paths in the campaign would not match"
 fi
@@ -159,17 +165,22 @@ echo "$root" > "$runs/ROOT.txt"
 
 # The guide's drivers, as a user runs them.
 sweep() { "$PY" scripts/throughput_sweep.py "$@"; }
-audit() { "$PY" scripts/throughput_audit.py "$@" "${allow_test[@]}"; }
+audit() { "$PY" scripts/throughput_audit.py "$@" "${allow_test[@]}" "${compiled[@]}"; }
 report() { "$PY" scripts/throughput_report.py "$@" "${allow_test[@]}"; }
 chosen=(--profile "$profile"); [ "$slurm" = 1 ] && chosen=()   # --slurm: from THROUGHPUT_SWEEP_PROFILE
 
 pack() {  # $1: complete|partial
   local name=e2e-$mode stage=$runs/.pack
   rm -rf "$stage"; mkdir -p "$stage/$name"
-  : > "$stage/$name/LEFT_OUT.txt"
+  # What an earlier pack left out (a restored state) stays listed.
+  if [ -f "$runs/LEFT_OUT.txt" ]; then cp "$runs/LEFT_OUT.txt" "$stage/$name/"; else : > "$stage/$name/LEFT_OUT.txt"; fi
   (cd "$runs" && find . -path ./.pack -prune -o -path ./out -prune -o -type f -print) | while read -r f; do
     f=${f#./}
-    if [ "$(stat -c %s "$runs/$f")" -gt 2097152 ]; then
+    if [ "$f" = LEFT_OUT.txt ] || [ "$f" = STATE.txt ]; then
+      continue
+    elif [[ $f == */compiled/*.bin ]]; then  # a cache no figure rests on; its sidecar stays
+      echo "$f $(stat -c %s "$runs/$f") bytes: a compiled artifact (audit this copy with --no-compiled)" >> "$stage/$name/LEFT_OUT.txt"
+    elif [ "$(stat -c %s "$runs/$f")" -gt 2097152 ]; then
       echo "$f $(stat -c %s "$runs/$f") bytes" >> "$stage/$name/LEFT_OUT.txt"
     else
       mkdir -p "$stage/$name/$(dirname "$f")"; cp -p "$runs/$f" "$stage/$name/$f"

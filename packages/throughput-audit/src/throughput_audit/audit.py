@@ -54,6 +54,7 @@ def run_audit(
     *,
     runner: slurm.Runner | None = None,
     slurm_checks: bool = True,
+    compiled_checks: bool = True,
     settle_seconds: float = 15.0,
     allow_test_worker: bool = False,
     sacct_window: timedelta = query_windows.DEFAULT_SPAN,
@@ -80,7 +81,7 @@ def run_audit(
     recipes = {m: frozen_recipe(loaded, m, checks) for m in manifest.models}
     for record in loaded.attempts:
         check_attempt_files(loaded, record, checks)
-        check_result(loaded, record, checks, recipes, is_opt)
+        check_result(loaded, record, checks, recipes, is_opt, artifacts=compiled_checks)
         check_recorded_accounting(record, checks)
         check_setup_inside_run(checks, record, modelled=is_test_worker(manifest.worker))
 
@@ -138,7 +139,9 @@ def write_outputs(root: Path, outcome: AuditRun) -> None:
 # ---------------------------------------------------------------------------- results
 
 
-def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes, is_opt: bool) -> None:
+def check_result(
+    loaded: Loaded, record: AttemptRecord, checks: Checks, recipes, is_opt: bool, *, artifacts: bool = True
+) -> None:
     a, m = record.attempt, loaded.manifest
     res = a.result
     if res is None or record.void:
@@ -169,9 +172,9 @@ def check_result(loaded: Loaded, record: AttemptRecord, checks: Checks, recipes,
     check_precision(checks, file, res, m.protocol)
     check_optimizer(checks, file, res, m.protocol)
     check_setup(checks, file, res)
-    check_cache(checks, loaded.root, m, file, res)
+    check_cache(checks, loaded.root, m, file, res, artifacts=artifacts)
     if a.baseline is not None:
-        check_cache(checks, loaded.root, m, record.file(BASELINE), a.baseline)
+        check_cache(checks, loaded.root, m, record.file(BASELINE), a.baseline, artifacts=artifacts)
     want_mode = "optimizer-timing" if is_opt else "throughput"
     checks.expect(
         "result.mode",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from throughput_audit.setup_cache import NO_COMPILED
 from throughput_schema import SchemaError
 from throughput_schema.argparsing import OneLineParser, command_line, storage_error
 from throughput_schema.provenance import ALLOW_TEST_WORKER
@@ -22,6 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", required=True, type=Path, help="the campaign folder (runs/NAME)")
     parser.add_argument("--no-slurm", action="store_true", help="skip the Slurm accounting checks")
+    parser.add_argument(
+        NO_COMPILED,
+        action="store_true",
+        help="skip the check of the compiled artifacts warm setups loaded (setup.cache), for a copy of a "
+        "campaign that left them out",
+    )
     parser.add_argument(
         "--sacct-window",
         default="1-00:00:00",
@@ -50,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         READERS.check()
         outcome = run_audit(
-            args.output, slurm_checks=not args.no_slurm, allow_test_worker=args.allow_test_worker, sacct_window=span
+            args.output,
+            slurm_checks=not args.no_slurm,
+            compiled_checks=not args.no_compiled,
+            allow_test_worker=args.allow_test_worker,
+            sacct_window=span,
         )
     except NotACampaign as exc:
         print(f"throughput-audit: {exc}", file=sys.stderr)
