@@ -8,6 +8,7 @@ from pathlib import Path
 from throughput_audit.setup_cache import NO_COMPILED
 from throughput_schema import SchemaError
 from throughput_schema.argparsing import OneLineParser, command_line, storage_error
+from throughput_schema.audit import AuditReport, Check
 from throughput_schema.provenance import ALLOW_TEST_WORKER
 from throughput_schema.scheduler_names import UnknownScheduler
 
@@ -45,9 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from throughput_audit.accounting_readers import READERS
     from throughput_audit.audit import NotACampaign, run_audit, write_outputs
-    from throughput_audit.energy import summary_line
     from throughput_audit.query_windows import parse_span
-    from throughput_schema.layout import ACCOUNTING, AUDIT
+    from throughput_schema.layout import AUDIT
 
     try:
         span = parse_span(args.sacct_window)
@@ -76,7 +76,15 @@ def main(argv: list[str] | None = None) -> int:
             raise  # command_line says it in its one line, with what to do
         print(f"throughput-audit: cannot write {AUDIT}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    report = outcome.report
+    failures = print_report(outcome.report, args.output)
+    return 1 if failures else 0
+
+
+def print_report(report: AuditReport, output: Path) -> list[Check]:
+    """The audit's lines on the terminal; returns its failed checks."""
+    from throughput_audit.energy import summary_line
+    from throughput_schema.layout import ACCOUNTING, AUDIT
+
     s = report.summary
     states: dict[str, int] = {}
     for c in report.curves:
@@ -98,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     for check in failures[:SHOWN_FAILURES]:
         print(f"FAIL {check.name}: {check.message}")
     if len(failures) > SHOWN_FAILURES:
-        print(f"... and {len(failures) - SHOWN_FAILURES} more in {args.output / AUDIT}")
-    print(f"wrote {args.output / AUDIT} and {args.output / ACCOUNTING}")
+        print(f"... and {len(failures) - SHOWN_FAILURES} more in {output / AUDIT}")
+    print(f"wrote {output / AUDIT} and {output / ACCOUNTING}")
     if report.test_worker:
         print(report.notes[0])
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":
