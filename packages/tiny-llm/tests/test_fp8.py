@@ -84,7 +84,10 @@ def test_emulated_fp8_trains_as_bf16_does(precision):
     losses = {}
     for p in ("bf16", precision):
         built = build(recipe(p, *SHAPES[precision]), CPU, fp8_emulate=True)
-        for _ in range(3):  # before the repeated batch is learnt by heart, where losses still compare
+        # The loss after one update: the rowwise shape learns the repeated batch in a few updates
+        # (6.53 to 0.94 in six), and by the third the two curves part by more than precision
+        # explains (3.79 against 3.87 on an AMD EPYC's AVX2, within 1% on other CPUs).
+        for _ in range(2):
             built.run()
         losses[p] = built.update.loss.item()
         assert built.optimizer.state_is_finite().item()
