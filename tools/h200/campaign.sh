@@ -26,11 +26,12 @@ else
   args=(--output "$dir" --profile local-gpu --models "$model" --contexts "$context" "${window[@]}" "$@")
   echo "tools/h200.sh campaign $name $model $context $*" > /tmp/campaigns/$name.command
 fi
-timeout -s INT -k 30 "$budget" python3 scripts/throughput_sweep.py run "${args[@]}" --no-progress
+pack() { tar -czf "$out/$1.tgz" --exclude="$ARTIFACTS" -C /tmp/campaigns "$name" && ls -l "$out/$1.tgz"; }
+timeout -s INT -k 30 "$budget" python3 scripts/throughput_sweep.py run "${args[@]}" --no-progress  # not sweep(): timeout runs a program
 case $? in
   0) ;;
   124|130|137)
-    tar -czf "$out/$name.partial.tgz" --exclude="compiled/*.bin" -C /tmp/campaigns "$name"
+    pack "$name.partial"
     echo "stopped at the budget ($budget s), the campaign so far in $out/$name.partial.tgz: run the same command again within 30 s"
     exit 75 ;;
   *) echo "throughput-sweep run failed"; sweep status --output "$dir"; exit 1 ;;
@@ -40,5 +41,5 @@ sweep collect --output "$dir" > /dev/null || exit 1
 python3 scripts/throughput_audit.py --output "$dir" > "$dir/audit.txt" 2>&1; rc=$?; cat "$dir/audit.txt"
 cp /tmp/campaigns/$name.command "$dir/command.txt" 2>/dev/null
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$dir/gpu.txt" 2>/dev/null
-tar -czf "$out/$name.tgz" --exclude="compiled/*.bin" -C /tmp/campaigns "$name" && ls -l "$out/$name.tgz"
+pack "$name"
 exit $rc

@@ -178,7 +178,7 @@ pack() {  # $1: complete|partial
     f=${f#./}
     if [ "$f" = LEFT_OUT.txt ] || [ "$f" = STATE.txt ]; then
       continue
-    elif [[ $f == */compiled/*.bin ]]; then  # a cache no figure rests on; its sidecar stays
+    elif [[ $f == */$ARTIFACTS ]]; then
       echo "$f $(stat -c %s "$runs/$f") bytes: a compiled artifact (audit this copy with --no-compiled)" >> "$stage/$name/LEFT_OUT.txt"
     elif [ "$(stat -c %s "$runs/$f")" -gt 2097152 ]; then
       echo "$f $(stat -c %s "$runs/$f") bytes" >> "$stage/$name/LEFT_OUT.txt"

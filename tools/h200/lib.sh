@@ -4,6 +4,9 @@
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 2
 B=packages/tiny-llm/benchmarks T=packages/tiny-llm/tests
+# A campaign's compiled artifacts (throughput_schema.layout.COMPILED, compile_cache.ARTIFACT_SUFFIX):
+# a cache no figure rests on, which packs leave out (their sidecars stay).
+ARTIFACTS="compiled/*.bin"
 
 # gpu_txt OUT [FIELDS]: the GPU's name, memory and driver (and nvidia-smi's FIELDS) into OUT/gpu.txt.
 gpu_txt() { nvidia-smi --query-gpu="name,memory.total,driver_version${2:+,$2}" --format=csv,noheader | tee "$1/gpu.txt"; }
