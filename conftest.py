@@ -18,6 +18,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
+pytest_plugins = ["isolated_members"]  # --isolated-members (tests/isolated_members.py)
 
 # The test machine has Slurm installed, where a campaign without a profile is refused
 # rather than run locally; tests that mean the local scheduler say so once, here. The
@@ -176,6 +177,19 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
     if config.pluginmanager.hasplugin("xdist"):
         _add_xdist_groups(items)
+    _start_long_files_first(items)
+
+
+def _start_long_files_first(items) -> None:
+    """Whole files in order, the longest kinds first, so that no long test starts last and runs
+    alone at the end: each member's isolated run, then files with whole campaigns and scripts, then
+    the rest. (Sorted by file, stably: a module's tests stay together for its shared fixtures.)"""
+    rank: dict[str, int] = {}
+    for item in items:
+        file = item.nodeid.split("::")[0]
+        kind = 0 if file == "tests/test_members_isolated.py" else 1 if item.get_closest_marker("slow") else 2
+        rank[file] = min(kind, rank.get(file, kind))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 @contextlib.contextmanager
