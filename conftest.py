@@ -78,6 +78,8 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = 0 if "cuda" in (config.option.markexpr or "") else WORKERS
     if config.option.numprocesses and config.option.dist == "no":
         config.option.dist = "loadgroup"
+        # In the order conftest.py sorts them (_start_long_work_first), not xdist's (most tests first).
+        config.option.loadscopereorder = False
 
 
 def _groups_file() -> Path:
@@ -87,7 +89,8 @@ def _groups_file() -> Path:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    node.workerinput["throughput_groups"] = str(_groups_file())
+    if node.config.getoption("dist") == "loadgroup":
+        node.workerinput["throughput_groups"] = str(_groups_file())
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -177,17 +180,29 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
     if config.pluginmanager.hasplugin("xdist"):
         _add_xdist_groups(items)
-    _start_long_files_first(items)
+    _start_long_work_first(items)
 
 
-def _start_long_files_first(items) -> None:
-    """Whole files in order, the longest kinds first, so that no long test starts last and runs
-    alone at the end: each member's isolated run, then files with whole campaigns and scripts, then
-    the rest. (Sorted by file, stably: a module's tests stay together for its shared fixtures.)"""
-    rank: dict[str, int] = {}
+# The longest single tests, measured on the 2-core machine (the quick start 11 min, tiny-llm's
+# isolated run 14 min, an end-to-end script 4 min, beside the rest): started right after the
+# Slurm groups, so that none of them starts late and runs on alone at the end.
+LONGEST_FILES = ("tests/test_quickstart.py", "tests/test_members_isolated.py", "tests/test_e2e_script.py")
+
+
+def _start_long_work_first(items) -> None:
+    """Whole files in order, the longest work first: the Slurm tests (their groups are the
+    longest chains, mostly waiting on Slurm), then LONGEST_FILES, then the files with whole
+    campaigns and scripts, then the rest. Sorted by file and stably, so a module's tests stay
+    together for its shared fixtures."""
+    rank: dict[str, tuple[int, int]] = {}
     for item in items:
         file = item.nodeid.split("::")[0]
-        kind = 0 if file == "tests/test_members_isolated.py" else 1 if item.get_closest_marker("slow") else 2
+        if _is_slurm(item):
+            kind = (0, 0)
+        elif file in LONGEST_FILES:
+            kind = (1, LONGEST_FILES.index(file))
+        else:
+            kind = (2 if item.get_closest_marker("slow") else 3, 0)
         rank[file] = min(kind, rank.get(file, kind))
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
