@@ -60,13 +60,13 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not item.nodeid.startswith(MEMBERS_TEST)]
 
 
+_summaries: list[str] = []
+
+
 def pytest_runtest_logreport(report):
     for key, value in report.user_properties:
         if key == SUMMARY_KEY and report.when == "call":
             _summaries.append(value)
-
-
-_summaries: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter):
