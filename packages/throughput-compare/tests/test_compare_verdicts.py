@@ -85,6 +85,24 @@ def test_a_precision_difference_is_accepted_by_name_and_said_at_the_top(lab, tmp
     assert (tmp_path / "out" / "comparison.md").read_text().startswith(top)
 
 
+def test_points_where_no_linear_ran_in_fp8_are_said_at_the_top(lab, tmp_path, capsys):
+    """Rowwise's filter converts none of 20m's linears: B's points trained in BF16."""
+    a = lab.build("a")
+    b = lab.build("b", edit=lambda built: lab.change_precision(built, "fp8-rowwise"))
+    assert run(a, b, tmp_path / "out") == 0
+    c = comparison(tmp_path / "out")
+    assert c["no_fp8_linears"] and all(p.startswith("B: 20m-c") for p in c["no_fp8_linears"])
+    assert len(c["no_fp8_linears"]) == len(c["points"]) + len(c["only_in_b"])
+    said = f"No linear ran in FP8 at {len(c['no_fp8_linears'])} point(s) ("
+    assert said in capsys.readouterr().out.splitlines()[0]
+    assert said in (tmp_path / "out" / "comparison.md").read_text().splitlines()[0]
+    # At tensorwise the filter converts 8 of 20m's linears: nothing to say.
+    tensorwise = lab.build("t", edit=lambda built: lab.change_precision(built, "fp8-tensorwise"))
+    assert run(a, tensorwise, tmp_path / "out-t") == 0
+    assert comparison(tmp_path / "out-t")["no_fp8_linears"] == []
+    assert "No linear ran in FP8" not in capsys.readouterr().out
+
+
 def test_recipe_difference_is_refused_unless_allowed(lab, tmp_path, capsys):
     a = lab.build("a")
     b = lab.build("b", edit=lambda built: lab.change_recipe(built, rope_theta=500_000.0))

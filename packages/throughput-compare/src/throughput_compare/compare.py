@@ -10,6 +10,7 @@ import msgspec
 from throughput_compare.allowed import accept, accepted_lines, remedy
 from throughput_compare.differences import differences
 from throughput_compare.inputs import Campaign, Measured, Refused
+from throughput_compare.precision import without_fp8_linears
 from throughput_schema import noise as spread
 from throughput_schema.comparison import Comparison, CurveComparison, InputFile, Noise, PointComparison, Recommendation
 from throughput_schema.provenance import WorkerRefused, worker_banner
@@ -186,4 +187,5 @@ def compare(
         spot_check=b.spot_check,
         test_worker=banner,
         accepted=accepted_lines(found, named),
+        no_fp8_linears=without_fp8_linears(a, b),
     )

@@ -119,6 +119,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     test_worker: str = ""
     # What `--allow-difference NAME` accepted, one line each, said at the top (`throughput_compare.allowed`).
     accepted: list[str] = []
+    # The points of an FP8 campaign ("A: curve bN", "B: ...") where the layer filter converted no
+    # linear: they trained in BF16, so their ratios compare BF16 with BF16 (`throughput_compare.precision`).
+    no_fp8_linears: list[str] = []
 
 
 def differing(c: Comparison) -> list[PointComparison]:
