@@ -25,7 +25,7 @@ from campaign_helpers import run_program
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit, write_outputs
 from throughput_schema import ClusterProfile, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
-from throughput_schema.sacct import job_accounting
+from throughput_slurm.sacct import job_accounting
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm2411]
 

@@ -7,7 +7,7 @@ import pytest
 
 from throughput_audit import job_states
 from throughput_schema import outcome_kind
-from throughput_schema.sacct import ENDED_AS, AccountingRow, job_accounting
+from throughput_slurm.sacct import ENDED_AS, AccountingRow, job_accounting
 from throughput_sweep.schedulers.slurm.states import STATES, TERMINAL_STATES
 from throughput_sweep.schedulers.slurm.text import job_status
 from throughput_sweep.submission import outcome_of

@@ -25,7 +25,7 @@ from test_audit_slurm import local_profile, real_job_fails, sbatch, submit_campa
 from throughput_audit import slurm
 from throughput_audit.audit import run_audit
 from throughput_schema import Manifest, Receipt, SubmissionIntent, read, write_atomic
-from throughput_schema.sacct import Window
+from throughput_slurm.sacct import Window
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive]
 

@@ -189,3 +189,20 @@ def test_the_committed_examples_are_at_the_current_version():
     for manifest in examples:
         code, out, _ = schema("upgrade", manifest.parent)
         assert code == 0 and "nothing to do" in out, out
+
+
+def test_without_the_slurm_reader_a_version_1_row_refuses_in_one_line(old, monkeypatch, capsys):
+    """The schema reads no sacct text: where throughput-slurm is not installed (no entry point),
+    a version-1 row it must read refuses the upgrade, naming the package, before any write."""
+    from throughput_schema import cli, upgrade_accounting
+
+    monkeypatch.setattr(upgrade_accounting, "entry_points", lambda **_: ())
+    receipt = next(old.glob("curves/*/b*/attempt-*/receipt.json"))
+    obj = json.loads(receipt.read_text())
+    obj["accounting_final"] = False  # a receipt whose row the local registry does not replace
+    receipt.write_text(json.dumps(obj))
+    before = _records(old)
+    assert cli.main(["upgrade", str(old)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "throughput-slurm" in line and "nothing was rewritten" in line, line
+    assert _records(old) == before

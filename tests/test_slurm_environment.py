@@ -18,7 +18,7 @@ import yaml
 
 from campaign_helpers import ROOT, profile, receipts, sweep, write_plan
 from throughput_schema import ClusterProfile
-from throughput_schema.sacct import raw_row
+from throughput_slurm.sacct import raw_row
 from throughput_sweep.schedulers.base import QueryFailed
 from throughput_sweep.schedulers.slurm.backend import SlurmScheduler
 

@@ -26,7 +26,7 @@ from throughput_schema import (
     read,
     write_atomic,
 )
-from throughput_schema.sacct import job_accounting, raw_row
+from throughput_slurm.sacct import job_accounting, raw_row
 from throughput_sweep.attempt import job_script as attempt_script
 from throughput_sweep.schedulers.base import JobStatus, SubmitFailed
 from throughput_sweep.schedulers.slurm.backend import SlurmScheduler

@@ -13,7 +13,7 @@ import pytest
 
 from campaign_helpers import FAST, profile, receipts, slurm_tool, sweep, write_plan
 from optimizer_campaigns import audit
-from throughput_schema.sacct import raw_row
+from throughput_slurm.sacct import raw_row
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_exclusive, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ import msgspec
 
 from throughput_audit.local_registry import accounting_row
 from throughput_schema.local_jobs import LocalEnd, LocalJob
-from throughput_schema.sacct import raw_row
+from throughput_slurm.sacct import raw_row
 
 
 def as_version_one(campaign: Path, *, watched_in: str | None = None) -> None:

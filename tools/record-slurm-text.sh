@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records what the local Slurm prints where the tool reads Slurm's text: sacct's rows with
-# the exact flags and field list the sweep and the audit use (throughput_schema.sacct), squeue's
+# the exact flags and field list the sweep and the audit use (throughput_slurm.sacct), squeue's
 # line, scontrol's line of a job cancelled while it pended, and sbatch's refusals. The parser
 # tests read the files (packages/throughput-sweep/tests/data/, their README says what each is).
 #
@@ -24,9 +24,9 @@ out="$(cd "$1" && pwd)"
 python="$root/.venv/bin/python"
 [[ -x "$python" ]] || { echo "record-slurm-text: $python is missing: run uv sync first" >&2; exit 1; }
 command -v sbatch >/dev/null || { echo "record-slurm-text: no sbatch on PATH: eval the env of tools/local-slurm.sh first" >&2; exit 1; }
-format="$("$python" -c 'from throughput_schema.sacct import FORMAT; print(FORMAT)')"
+format="$("$python" -c 'from throughput_slurm.sacct import FORMAT; print(FORMAT)')"
 squeue_format="$("$python" -c 'from throughput_sweep.schedulers.slurm.text import SQUEUE_FORMAT; print(SQUEUE_FORMAT)')"
-# The environment of every query but sbatch (throughput_schema.slurm_env.query_environment).
+# The environment of every query but sbatch (throughput_slurm.environment.query_environment).
 export TZ=UTC SLURM_TIME_FORMAT=standard
 
 work="$(mktemp -d /tmp/record-slurm-text.XXXXXX)"
@@ -131,7 +131,7 @@ refusal sbatch-too-much-memory.txt sbatch --parsable --mem=4T --wrap 'sleep 1'
 refusal sbatch-test-only-partition.txt sbatch --test-only --partition=nosuch --wrap 'sleep 1'
 refusal sbatch-test-only-account.txt sbatch --test-only --account=nosuch --wrap 'sleep 1'
 
-# The lookup by token: sacct without -j, in a window ending at `now` (throughput_schema.sacct.Window).
+# The lookup by token: sacct without -j, in a window ending at `now` (throughput_slurm.sacct.Window).
 wait_for 150 ended "$timeout"
 wait_for 60 final "$timeout"
 record sacct-by-name.txt sacct --parsable2 --noheader -X "--starttime=$started" --endtime=now \

@@ -54,7 +54,7 @@ from throughput_schema.layout import (
 from throughput_schema.local_jobs import LOCAL_JOBS_DIR, LocalEnd, LocalJob, end_path, job_log, job_path
 from throughput_schema.local_jobs import job_accounting as local_job_accounting
 from throughput_schema.recipe import at_point
-from throughput_schema.sacct import AccountingRow, job_accounting
+from throughput_slurm.sacct import AccountingRow, job_accounting
 
 TRES = "billing=8,cpu=8,gres/gpu=1,mem=64G,node=1"
 T0 = datetime(2026, 10, 8, 12, 0, 0, tzinfo=UTC)

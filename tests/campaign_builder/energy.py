@@ -16,7 +16,7 @@ from campaign_builder.complete import BuiltCampaign
 from throughput_schema import Receipt, WorkerResult, outcome_kind, read, write_atomic
 from throughput_schema.energy import EnergySource, derive_window, summarize
 from throughput_schema.layout import BASELINE, RECEIPT, RESULT
-from throughput_schema.sacct import job_accounting
+from throughput_slurm.sacct import job_accounting
 
 POWER_LIMIT = 700.0
 # The counter's reading when the worker started, and what the GPU drew between windows.

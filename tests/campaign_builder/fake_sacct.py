@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from subprocess import CompletedProcess
 
-from throughput_schema.sacct import FIELDS, AccountingRow
+from throughput_slurm.sacct import FIELDS, AccountingRow
 
 
 def _printed(attr: str, value: str) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import BurstSample, Receipt, SubmissionIntent, WorkerResult, read, write_atomic
-from throughput_schema.job_accounting import JobAccounting
+from throughput_schema.job_accounting import JobAccounting, exit_status
 from throughput_schema.layout import BASELINE, BURSTS, INTENT, JOB_SCRIPT, RECEIPT, RESULT, encode_bursts
-from throughput_schema.sacct import exit_status, neutral_state
+from throughput_slurm.sacct import neutral_state
 
 
 def write_attempt_files(

@@ -17,8 +17,9 @@ from campaign_builder.energy import add_energy
 from throughput_audit.campaign import load
 from throughput_audit.energy import check_job_energy, summary_line
 from throughput_audit.findings import Checks
-from throughput_schema import WorkerResult, read, sacct, write_atomic
+from throughput_schema import WorkerResult, read, write_atomic
 from throughput_schema.layout import RESULT
+from throughput_slurm import sacct
 
 ENERGY_CHECKS = (
     "energy.counter",

@@ -16,7 +16,7 @@ from throughput_audit import job_states, query_windows, slurm
 from throughput_audit.allocation import mem_mib
 from throughput_audit.audit import write_outputs
 from throughput_schema.job_accounting import JobAccounting
-from throughput_schema.sacct import FIELDS, FORMAT, parse_rows
+from throughput_slurm.sacct import FIELDS, FORMAT, parse_rows
 
 
 def test_peak_concurrency_over_the_limit_is_caught(tmp_path):

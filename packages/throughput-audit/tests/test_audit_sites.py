@@ -14,9 +14,10 @@ from campaign_builder.auditing import audit, edit, failures, point
 from campaign_builder.files import receipt_ended
 from throughput_audit import job_states, slurm
 from throughput_audit.allocation import allocation_problems
-from throughput_schema import ClusterProfile, sacct
+from throughput_schema import ClusterProfile
 from throughput_schema.outcomes import SCHEDULER_PHASE
-from throughput_schema.sacct import AccountingRow
+from throughput_slurm import sacct
+from throughput_slurm.sacct import AccountingRow
 
 PROFILE = ClusterProfile(
     name="site", scheduler="slurm", account="throughput", partition="gpu", cpus_per_task=8, mem="64G"

@@ -13,7 +13,7 @@ from campaign_builder.fake_sacct import FakeSacct
 from throughput_audit import cli, slurm
 from throughput_audit.audit import run_audit
 from throughput_audit.query_windows import DEFAULT_SPAN, SKEW_MARGIN, around, parse_span
-from throughput_schema.sacct import Window, windows
+from throughput_slurm.sacct import Window, windows
 
 T = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -27,8 +27,8 @@ from throughput_schema import (
 from throughput_schema.layout import FROZEN, INTENT, JOB_SCRIPT, MANIFEST, RECEIPT, RECIPES, RESULT, parse_curve_name
 from throughput_schema.muon import ownership
 from throughput_schema.precision import FP8_RECIPES, fp8_plan, recipe_linears
-from throughput_schema.sacct import job_accounting
 from throughput_schema.shape import weight_shapes
+from throughput_slurm.sacct import job_accounting
 
 
 def audited(built: BuiltCampaign, *, allow_test_worker: bool = False) -> Path:

@@ -24,6 +24,7 @@ from throughput_schema import (
     write_atomic,
 )
 from throughput_schema.cli import json_schemas, main
+from throughput_schema.job_accounting import JobAccounting
 from throughput_schema.layout import parse_curve_name
 from throughput_schema.outcomes import outcome_kind
 from throughput_schema.recipe import recipe_from_dict
@@ -36,7 +37,6 @@ from throughput_schema.records import (
     WorkerIdentity,
     unknown_field,
 )
-from throughput_schema.sacct import AccountingRow, job_accounting
 
 
 def tiny_recipe():
@@ -88,7 +88,7 @@ def test_every_record_kind_round_trips():
             job_id="17",
             submitted_at="2026-01-01T00:00:01Z",
             scheduler="slurm",
-            accounting=job_accounting(AccountingRow(job_id="17", state="COMPLETED")),
+            accounting=JobAccounting(job_id="17", state="completed"),
         ),
         Manifest(
             kind="throughput",

@@ -4,8 +4,8 @@ commands' option variables, with SLURM_TIME_FORMAT=standard."""
 import time
 from datetime import datetime, timedelta, timezone
 
-from throughput_schema.slurm_env import query_environment, slurm_environment, slurm_instant, slurm_time
 from throughput_schema.time_zones import fixed_zone, utc_offset_text
+from throughput_slurm.environment import query_environment, slurm_environment, slurm_instant, slurm_time
 
 
 def test_job_changing_and_allocation_variables_are_removed_and_reported():

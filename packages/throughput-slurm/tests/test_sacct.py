@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from throughput_schema.sacct import (
+from throughput_slurm.sacct import (
     FIELDS,
     FORMAT,
     AccountingRow,

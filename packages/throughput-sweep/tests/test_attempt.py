@@ -300,7 +300,7 @@ def test_optimizer_requests_name_the_baseline(tmp_path):
 
 
 def test_a_result_for_a_job_that_wrote_none_names_the_requests_recipe(tmp_path):
-    from throughput_schema.sacct import AccountingRow
+    from throughput_slurm.sacct import AccountingRow
     from throughput_sweep.schedulers.slurm.text import job_status
     from throughput_sweep.submission import write_missing_result
 

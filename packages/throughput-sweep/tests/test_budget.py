@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 
 from throughput_schema import ClusterProfile
-from throughput_schema.sacct import AccountingRow
+from throughput_slurm.sacct import AccountingRow
 from throughput_sweep.ended_early import elapsed_and_limit, exit_code_pending, message
 from throughput_sweep.progress import pending_text
 from throughput_sweep.schedulers.base import Findings, JobStatus

@@ -12,7 +12,7 @@ from throughput_schema import Protocol, Receipt, Recipe, Throughput, WorkerResul
 from throughput_schema.layout import RECEIPT, RESULT, SETTLEMENT
 from throughput_schema.outcomes import Ok
 from throughput_schema.records import WorkerIdentity
-from throughput_schema.sacct import AccountingRow
+from throughput_slurm.sacct import AccountingRow
 from throughput_sweep.budget import stopped_on
 from throughput_sweep.freezing import create
 from throughput_sweep.planning import plan_throughput

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from throughput_schema.sacct import FORMAT, Window, rows_by_job, slurm_minutes
-from throughput_schema.slurm_env import slurm_time
+from throughput_slurm.environment import slurm_time
+from throughput_slurm.sacct import FORMAT, Window, rows_by_job, slurm_minutes
 from throughput_sweep.schedulers.slurm.reasons import never_starts
 from throughput_sweep.schedulers.slurm.text import (
     SQUEUE_FORMAT,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from throughput_schema import ClusterProfile
-from throughput_schema.sacct import AccountingRow, job_accounting, raw_row
 from throughput_schema.scheduler_names import SCHEDULER_NAMES
+from throughput_slurm.sacct import AccountingRow, job_accounting, raw_row
 from throughput_sweep.schedulers import backend
 from throughput_sweep.schedulers.base import ENDED, OUTCOME_OF_STATE
 from throughput_sweep.schedulers.slurm.reasons import BUDGET_FIX

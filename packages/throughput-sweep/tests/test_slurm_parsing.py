@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from throughput_schema import ClusterProfile
-from throughput_schema.sacct import AccountingRow
+from throughput_slurm.sacct import AccountingRow
 from throughput_sweep.schedulers.slurm.backend import sbatch_argv
 from throughput_sweep.schedulers.slurm.text import (
     accounting_is_final,

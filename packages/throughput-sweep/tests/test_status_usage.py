@@ -17,7 +17,7 @@ from throughput_schema.layout import Attempt
 from throughput_schema.outcomes import SCHEDULER_PHASE, Crashed
 from throughput_schema.recipe import load_recipe
 from throughput_schema.records import WorkerIdentity
-from throughput_schema.sacct import AccountingRow, job_accounting
+from throughput_slurm.sacct import AccountingRow, job_accounting
 from throughput_sweep.attempt_status import AttemptInfo
 from throughput_sweep.locking import CampaignLock, probe, watcher_line
 from throughput_sweep.usage import gpu_hours

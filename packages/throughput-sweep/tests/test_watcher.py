@@ -12,7 +12,7 @@ from throughput_schema import Recipe, Throughput, WorkerResult, read, write_atom
 from throughput_schema.layout import RESULT
 from throughput_schema.outcomes import Ok
 from throughput_schema.records import WorkerIdentity
-from throughput_schema.sacct import AccountingRow
+from throughput_slurm.sacct import AccountingRow
 from throughput_sweep.attempt import submit_attempt
 from throughput_sweep.campaign import Campaign, open_campaign
 from throughput_sweep.curves import pick

@@ -15,7 +15,7 @@ from throughput_audit.findings import Checks
 from throughput_audit.job_states import job_order
 from throughput_audit.jobs import Source, check_job, check_peak, check_worker_times_ran
 from throughput_schema.layout import INTENT, RECEIPT
-from throughput_schema.sacct import AccountingRow, job_accounting
+from throughput_slurm.sacct import AccountingRow, job_accounting
 
 SACCT = Source("slurm", "sacct", skip="audit with --no-slurm to skip the Slurm checks")
 

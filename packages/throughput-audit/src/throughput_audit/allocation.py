@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from throughput_schema import ClusterProfile
-from throughput_schema.sacct import AccountingRow, parse_tres, slurm_duration, slurm_minutes, tres_gpus
+from throughput_slurm.sacct import AccountingRow, parse_tres, slurm_duration, slurm_minutes, tres_gpus
 
 _MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
 _MEM = re.compile(r"\s*([0-9.]+)\s*([KMGTP]?)([nc]?)\s*", re.IGNORECASE)

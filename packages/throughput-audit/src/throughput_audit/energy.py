@@ -20,7 +20,7 @@ from throughput_audit.stats import first_difference, median
 from throughput_schema import Energy, WindowEnergy, WorkerResult
 from throughput_schema.audit import Check
 from throughput_schema.layout import BASELINE, RECEIPT, RESULT
-from throughput_schema.sacct import AccountingRow
+from throughput_slurm.sacct import AccountingRow
 
 POWER_MARGIN = 0.05
 ENERGY_REL = 1e-9

@@ -25,7 +25,7 @@ from throughput_schema.local_jobs import (
     job_accounting,
     read_registry,
 )
-from throughput_schema.sacct import AccountingRow, slurm_duration
+from throughput_slurm.sacct import AccountingRow, slurm_duration
 
 REGISTRY = Source("local", "the local job registry", jobs="local jobs")
 

@@ -7,7 +7,7 @@ until it is refused. So the jobs named by the campaign's tokens are looked for o
 the times their intents were written (the controller writes the intent, then runs sbatch
 at once, and a retry writes a new intent with a new token), each with a margin for clock
 skew, in as few windows as cover those times, none wider than the span
-(`throughput_schema.sacct.windows`).
+(`throughput_slurm.sacct.windows`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from throughput_schema.sacct import DEFAULT_SPAN, MIN_SPAN, slurm_duration, slurm_minutes
+from throughput_slurm.sacct import DEFAULT_SPAN, MIN_SPAN, slurm_duration, slurm_minutes
 
 # The login node writing intents and slurmctld stamping jobs may disagree by minutes, and
 # sbatch itself may take a while to answer.

@@ -3,7 +3,7 @@
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
 one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
 within each of the time windows around the intents (`query_windows`).
-Rows are read by the schema's sacct layer (`throughput_schema.sacct`) and kept as Slurm
+Rows are read by the schema's sacct layer (`throughput_slurm.sacct`) and kept as Slurm
 printed them (`AccountingRow`), their times in UTC with the offset, and written to
 accounting.txt.
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from throughput_audit.job_states import job_order
-from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, AccountingRow, Window, parse_rows, windows
-from throughput_schema.sacct import format_rows as format_rows  # accounting.txt is sacct's text
-from throughput_schema.slurm_env import query_environment
+from throughput_slurm.environment import query_environment
+from throughput_slurm.sacct import DEFAULT_SPAN, FORMAT, AccountingRow, Window, parse_rows, windows
+from throughput_slurm.sacct import format_rows as format_rows  # accounting.txt is sacct's text
 
 BATCH = 100
 

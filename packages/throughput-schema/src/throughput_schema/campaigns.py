@@ -132,7 +132,7 @@ class Manifest(_Record, frozen=True):
     # Each replacement of `profile` before anything ran, oldest first (`profile` is the last new one).
     profile_replacements: list[ProfileReplacement] = []
     # The variables of the creating shell the scheduler's backend keeps from its commands and
-    # from the jobs (Slurm's: `slurm_env.slurm_environment`), with their values.
+    # from the jobs (Slurm's: `throughput_slurm.environment.slurm_environment`), with their values.
     scheduler_environment_removed: dict[str, str] = {}
     # Models given as a Hugging Face config.json (`hf_config`), by model name; presets have none.
     model_sources: dict[str, ModelSource] = {}

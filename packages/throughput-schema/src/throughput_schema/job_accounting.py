@@ -9,6 +9,7 @@ code reads only the neutral fields.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import msgspec
@@ -92,3 +93,15 @@ def memory_bytes(text: str) -> int | None:
     if unit not in _UNITS or value < 0:
         return None
     return int(value * (_UNITS[unit] if unit else _UNITS["M"]))
+
+
+_EXIT = re.compile(r"(\d+)(?::(\d+))?")
+
+
+def exit_status(text: str) -> tuple[int | None, int | None]:
+    """The exit code and signal of an `rc:signal` text (None where not known): how Slurm
+    prints ExitCode, and how the local registry records a job's end in the same words."""
+    code = _EXIT.fullmatch(text.strip())
+    if code is None:
+        return None, None
+    return int(code.group(1)), int(code.group(2)) if code.group(2) else None

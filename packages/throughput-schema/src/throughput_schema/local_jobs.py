@@ -32,8 +32,7 @@ from typing import TypeVar
 import msgspec
 
 from throughput_schema.codec import decode, read
-from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, memory_bytes
-from throughput_schema.sacct import exit_status
+from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, exit_status, memory_bytes
 
 __all__ = [
     "ENDED_AS",

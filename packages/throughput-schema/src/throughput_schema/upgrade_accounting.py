@@ -1,11 +1,14 @@
 """Version 1's accounting rows in version 2's words, for `upgrade`: each receipt's, and the
 copies collect published of them (results.json's receipts and points, results.csv's columns).
 
-A Slurm receipt's row is read as the Slurm backend reads sacct's row today
-(`sacct.job_accounting`); a local job's final accounting is rebuilt from the campaign's
-registry, itself rewritten in today's format first (`upgrade_registry`), as the local
-scheduler builds it (`local_jobs.job_accounting`). A Slurm row's time written without an
-offset is read in this shell's zone, and counted, so that the upgrade can say so.
+A version-1 row is sacct's text, which the schema does not read: its reader is found by the
+entry point group `VERSION_ONE_READERS`, which the throughput-slurm package provides
+(`throughput_slurm.version_one`, reading the row as the Slurm backend reads sacct's today);
+without it, a campaign whose files hold such rows is refused in one line. A local job's
+final accounting is rebuilt from the campaign's registry, itself rewritten in today's
+format first (`upgrade_registry`), as the local scheduler builds it
+(`local_jobs.job_accounting`). A Slurm row's time written without an offset is read in this
+shell's zone, and counted, so that the upgrade can say so.
 """
 
 from __future__ import annotations
@@ -14,16 +17,19 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import entry_points
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import msgspec
 
 from throughput_schema import layout
 from throughput_schema.local_jobs import job_accounting as local_accounting
-from throughput_schema.sacct import AccountingRow, job_accounting, neutral_state, slurm_minutes
 
-__all__ = ["Context", "UpgradeRefused", "receipt", "results_csv", "results_json"]
+__all__ = ["VERSION_ONE_READERS", "Context", "UpgradeRefused", "receipt", "results_csv", "results_json"]
+
+VERSION_ONE_READERS = "throughput_schema.version_one_accounting"
 
 
 class UpgradeRefused(Exception):
@@ -42,6 +48,17 @@ class Context:
     registry: dict[str, Any] = field(default_factory=dict)
     accounting: dict[str, dict] = field(default_factory=dict)  # attempt folder -> its upgraded accounting
 
+    def reader(self, where: Path) -> ModuleType:
+        """The version-1 row reader (`throughput_slurm.version_one`)."""
+        found = entry_points(group=VERSION_ONE_READERS, name="sacct")
+        if not found:
+            raise UpgradeRefused(
+                f"{where}: its accounting is a version-1 sacct row, which only the throughput-slurm "
+                "package reads; install it beside throughput-schema (uv sync in the workspace) and "
+                "run the upgrade again; nothing was rewritten"
+            )
+        return next(iter(found)).load()
+
 
 def receipt(obj: dict, ctx: Context, attempt: Path) -> dict:
     acc = obj.get("accounting")
@@ -56,17 +73,15 @@ def receipt(obj: dict, ctx: Context, attempt: Path) -> dict:
 def _accounting(acc: dict, ctx: Context, where: Path, *, final: bool) -> dict:
     """A version-1 accounting row (sacct's columns; the local registry's in the same form)
     as the backend reads its job today."""
+    entry = ctx.registry.get(str(acc.get("job_id"))) if ctx.scheduler == "local" and final else None
+    if entry is not None:
+        return msgspec.to_builtins(local_accounting(entry.job, entry.end))
     try:
-        row = msgspec.convert(acc, AccountingRow)
-    except msgspec.ValidationError as exc:
+        return ctx.reader(where).accounting(acc, lambda text: _with_offset(text, ctx))
+    except ValueError as exc:
         raise UpgradeRefused(
             f"{where}: its accounting is not an accounting row ({exc}); nothing was rewritten"
         ) from None
-    entry = ctx.registry.get(row.job_id) if ctx.scheduler == "local" and final else None
-    if entry is None:
-        row = msgspec.structs.replace(row, start=_with_offset(row.start, ctx), end=_with_offset(row.end, ctx))
-        return msgspec.to_builtins(job_accounting(row))
-    return msgspec.to_builtins(local_accounting(entry.job, entry.end))
 
 
 def _with_offset(text: str, ctx: Context) -> str:
@@ -93,11 +108,8 @@ def _point_columns(point: dict, ctx: Context) -> dict:
     state, elapsed = point.pop("slurm_state", ""), point.pop("slurm_elapsed", "")
     if acc is not None:
         return {"job_state": acc.get("state", ""), "job_elapsed_seconds": acc.get("elapsed_seconds")}
-    try:
-        minutes = slurm_minutes(elapsed)
-    except ValueError:
-        minutes = None
-    return {"job_state": neutral_state(state) if state else "", "job_elapsed_seconds": minutes and minutes * 60}
+    reader = ctx.reader(ctx.root / layout.RESULTS_CSV)
+    return {"job_state": reader.state(state) if state else "", "job_elapsed_seconds": reader.elapsed_seconds(elapsed)}
 
 
 def _renamed(point: dict, columns: dict) -> dict:

@@ -34,8 +34,8 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, memory_bytes
-from throughput_schema.slurm_env import slurm_instant, slurm_time
+from throughput_schema.job_accounting import JobAccounting, JobAllocation, JobState, exit_status, memory_bytes
+from throughput_slurm.environment import slurm_instant, slurm_time
 
 __all__ = [
     "AccountingRow",
@@ -46,7 +46,6 @@ __all__ = [
     "NO_LIMIT",
     "Window",
     "ENDED_AS",
-    "exit_status",
     "format_rows",
     "job_accounting",
     "raw_row",
@@ -161,21 +160,12 @@ _LIVE: dict[str, JobState] = {
     "SUSPENDED": "running",
     "COMPLETING": "running",
 }
-_EXIT = re.compile(r"(\d+)(?::(\d+))?")
 
 
 def neutral_state(state: str) -> JobState:
     """sacct's State ('CANCELLED by 1000') in the project's words; "unknown" for any other."""
     word = state.split()[0] if state.split() else ""
     return ENDED_AS.get(word) or _LIVE.get(word, "unknown")
-
-
-def exit_status(text: str) -> tuple[int | None, int | None]:
-    """The exit code and signal of an `rc:signal` text (None where not known)."""
-    code = _EXIT.fullmatch(text.strip())
-    if code is None:
-        return None, None
-    return int(code.group(1)), int(code.group(2)) if code.group(2) else None
 
 
 def _seconds(text: str) -> float | None:

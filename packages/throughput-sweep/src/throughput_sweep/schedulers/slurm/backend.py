@@ -1,8 +1,8 @@
 """Slurm through its command-line tools (sbatch, squeue, sacct, scancel) as anyio subprocesses.
 
 Every command is an argv list (`submit.sbatch_argv`); no shell is ever involved. The output
-is read by `text`, the schema's sacct layer (`throughput_schema.sacct`) and `reasons`.
-Every command runs in `throughput_schema.slurm_env.slurm_environment`: the shell's
+is read by `text`, the schema's sacct layer (`throughput_slurm.sacct`) and `reasons`.
+Every command runs in `throughput_slurm.environment.slurm_environment`: the shell's
 environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept), SLURM_TIME_FORMAT=standard,
 and, but for sbatch (whose environment is the job's), TZ=UTC (`query_environment`), with
 sacct's times written in UTC (`slurm_time`). A sacct that exits 0 but prints an error
@@ -48,8 +48,8 @@ import anyio
 
 from throughput_schema import ClusterProfile
 from throughput_schema.configs import SchedulerName
-from throughput_schema.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
-from throughput_schema.slurm_env import query_environment, slurm_environment
+from throughput_slurm.environment import query_environment, slurm_environment
+from throughput_slurm.sacct import DEFAULT_SPAN, FORMAT, MIN_SPAN, rows_by_job, windows
 from throughput_sweep.campaign import Campaign
 from throughput_sweep.curves import Curve
 from throughput_sweep.schedulers.base import Findings, JobStatus, Pending, QueryFailed, Scheduler, SubmitFailed

@@ -13,8 +13,8 @@ import subprocess
 from dataclasses import dataclass
 
 from throughput_schema import ClusterProfile
-from throughput_schema.sacct import slurm_minutes
-from throughput_schema.slurm_env import query_environment
+from throughput_slurm.environment import query_environment
+from throughput_slurm.sacct import slurm_minutes
 from throughput_sweep.schedulers.base import Findings
 from throughput_sweep.schedulers.slurm.reasons import refusal_text
 

@@ -1,7 +1,7 @@
 """Before a Slurm campaign is created: can its first job ever run here, and what will slow it?
 
 `throughput_sweep.preflight.gate` asks it of a new Slurm campaign (`SlurmScheduler.preflight`); it asks the cluster,
-in the environment every Slurm command of ours gets (`throughput_schema.slurm_env`):
+in the environment every Slurm command of ours gets (`throughput_slurm.environment`):
 
   * `scontrol --all show partition -o`: the profile's partition (or the default one)
     exists, is not INACTIVE or DRAIN, and its MaxTime admits `time_limit_minutes`;

@@ -1,7 +1,7 @@
 """Slurm's terminal job states: which outcome each implies, and what it means to a user.
 
 The sweep derives a result from the state of a job that wrote none (its Slurm backend names
-each state in the scheduler interface's words, `throughput_schema.sacct.ENDED_AS`, whose
+each state in the scheduler interface's words, `throughput_slurm.sacct.ENDED_AS`, whose
 outcomes its tests hold to this table); the audit judges a result's outcome against those
 same words (`throughput_audit.job_states`), and says here what a state meant. So a state
 the sweep accepts (PREEMPTED, DEADLINE, REVOKED...) is never one the audit rejects.

@@ -1,7 +1,7 @@
 """What squeue, sbatch and scontrol print and how the sweep reads it; sacct's state columns.
 
 Output is requested with `--parsable2`/fixed `--format` strings (`SQUEUE_FORMAT`, and
-sacct's `throughput_schema.sacct.FORMAT`, read by that module for the sweep and the
+sacct's `throughput_slurm.sacct.FORMAT`, read by that module for the sweep and the
 audit alike), which are stable across Slurm releases (unlike `--json`), and parsed by the
 pure functions here (tested on captured text, no Slurm needed):
   * `parse_squeue`: one entry per job id.
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput_schema.sacct import ENDED_AS, AccountingRow, job_accounting
+from throughput_slurm.sacct import ENDED_AS, AccountingRow, job_accounting
 from throughput_sweep.schedulers.base import JobState, JobStatus, Pending
 from throughput_sweep.schedulers.slurm.reasons import (
     WAITS,
