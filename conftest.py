@@ -28,6 +28,12 @@ os.environ.setdefault("THROUGHPUT_SWEEP_PROFILE", "local")
 # (flags.POLL_MAX_ENV; a test's own --poll-max-seconds still decides): the local scheduler's
 # 5 s between polls adds seconds to each point of a campaign run one point after another.
 os.environ.setdefault("THROUGHPUT_SWEEP_POLL_MAX_SECONDS", "1")
+# torch's OpenMP threads sleep while they wait for work instead of spinning: the suite runs
+# many torch processes side by side on two cores, where spinning threads burn the cores the
+# others wait for (the quick start beside four busy loops: 303 s and 290 CPU-seconds spinning,
+# 152 s and 139 CPU-seconds sleeping). Set before any test imports torch, and inherited by
+# every process a test starts, Slurm's jobs included; no test compares figures across it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 LOCAL_SLURM_SCRIPT = REPO_ROOT / "tools" / "local-slurm.sh"
 LOCAL_SLURM_PROFILE = REPO_ROOT / "configs" / "clusters" / "local-slurm.yaml"
 # Which Slurm the `slurm` tests use: LOCAL_SLURM_VERSION, as tools/local-slurm.sh reads it

@@ -29,9 +29,10 @@ def _worker_ready() -> bool:
     return "benchmark-throughput-worker" in sub.choices and (ROOT / "configs/tiny.yaml").exists()
 
 
-# The limit only catches a hang. The quick start needs about 140 CPU-seconds (85 s on two idle
-# cores); beside the rest of the suite it gets a fraction of them: 15-16 min in .ci/run on
-# the idle 2-core machine, over 20 min in a CI run on a slower one.
+# The limit only catches a hang. The quick start needs about 140 CPU-seconds (85-115 s on two
+# idle cores); beside the rest of the suite it gets a fraction of them: 15-16 min in .ci/run
+# on the idle 2-core machine, over 20 min in a CI run on a slower one, before conftest.py's
+# OMP_WAIT_POLICY=PASSIVE stopped its threads from spinning on the shared cores.
 QUICKSTART_LIMIT_SECONDS = 45 * 60
 README_RUN = [
     "run",
