@@ -108,7 +108,7 @@ def _point_columns(point: dict, ctx: Context) -> dict:
     state, elapsed = point.pop("slurm_state", ""), point.pop("slurm_elapsed", "")
     if acc is not None:
         return {"job_state": acc.get("state", ""), "job_elapsed_seconds": acc.get("elapsed_seconds")}
-    reader = ctx.reader(ctx.root / layout.RESULTS_CSV)
+    reader = ctx.reader(ctx.root)
     return {"job_state": reader.state(state) if state else "", "job_elapsed_seconds": reader.elapsed_seconds(elapsed)}
 
 
