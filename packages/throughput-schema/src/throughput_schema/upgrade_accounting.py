@@ -47,17 +47,20 @@ class Context:
     naive_receipts: int = 0
     registry: dict[str, Any] = field(default_factory=dict)
     accounting: dict[str, dict] = field(default_factory=dict)  # attempt folder -> its upgraded accounting
+    found_reader: ModuleType | None = None
 
     def reader(self, where: Path) -> ModuleType:
-        """The version-1 row reader (`throughput_slurm.version_one`)."""
-        found = entry_points(group=VERSION_ONE_READERS, name="sacct")
-        if not found:
-            raise UpgradeRefused(
-                f"{where}: its accounting is a version-1 sacct row, which only the throughput-slurm "
-                "package reads; install it beside throughput-schema (uv sync in the workspace) and "
-                "run the upgrade again; nothing was rewritten"
-            )
-        return next(iter(found)).load()
+        """The version-1 row reader (`throughput_slurm.version_one`), looked up once a campaign."""
+        if self.found_reader is None:
+            found = entry_points(group=VERSION_ONE_READERS, name="sacct")
+            if not found:
+                raise UpgradeRefused(
+                    f"{where}: its accounting is a version-1 sacct row, which only the throughput-slurm "
+                    "package reads; install it beside throughput-schema (uv sync in the workspace) and "
+                    "run the upgrade again; nothing was rewritten"
+                )
+            self.found_reader = next(iter(found)).load()
+        return self.found_reader
 
 
 def receipt(obj: dict, ctx: Context, attempt: Path) -> dict:

@@ -34,15 +34,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "environment":
         return _environment()
+    source = args.file or "standard input"
     try:
         text = args.file.read_text() if args.file else sys.stdin.read()
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"throughput-slurm: cannot read {args.file}: {exc}; give a text file of sacct's output", file=sys.stderr)
+        print(f"throughput-slurm: cannot read {source}: {exc}; give a text file of sacct's output", file=sys.stderr)
         return 2
     rows = parse_rows(text)
     if not rows:
         print(
-            f"throughput-slurm: no sacct row in {args.file or 'standard input'}; run sacct with --parsable2 "
+            f"throughput-slurm: no sacct row in {source}; run sacct with --parsable2 "
             "--noheader -X --format=$(throughput-slurm format)",
             file=sys.stderr,
         )
