@@ -1,4 +1,4 @@
-"""The schema's sacct layer and the Slurm backend's readers on text recorded from both local
+"""The sacct layer (throughput_slurm.sacct) and the Slurm backend's readers on text recorded from both local
 Slurms, 22.05.8 and 24.11.5, by `tools/record-slurm-text.sh` (data/slurm-VERSION/, whose
 commands.txt says what printed each file; data/README.md)."""
 

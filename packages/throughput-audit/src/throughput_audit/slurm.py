@@ -3,7 +3,7 @@
 One `sacct -X -j id,id,... --parsable2` per batch of job ids (never one per job), and
 one `sacct -X --name=tok,tok,...` per batch of intent tokens for the jobs no receipt names,
 within each of the time windows around the intents (`query_windows`).
-Rows are read by the schema's sacct layer (`throughput_slurm.sacct`) and kept as Slurm
+Rows are read by the sacct layer (`throughput_slurm.sacct`) and kept as Slurm
 printed them (`AccountingRow`), their times in UTC with the offset, and written to
 accounting.txt.
 """

@@ -53,6 +53,7 @@ __all__ = [
     "parse_rows",
     "rows_by_job",
     "slurm_minutes",
+    "slurm_seconds",
     "windows",
 ]
 
@@ -168,11 +169,13 @@ def neutral_state(state: str) -> JobState:
     return ENDED_AS.get(word) or _LIVE.get(word, "unknown")
 
 
-def _seconds(text: str) -> float | None:
+def slurm_seconds(text: str) -> float | None:
+    """A Slurm duration in seconds; None where it says there is no limit or is unreadable
+    (not known, never a limit of none)."""
     try:
         minutes = slurm_minutes(text)
     except ValueError:
-        return None  # unreadable: not known, never a limit of none
+        return None
     return None if minutes is None else 60.0 * minutes
 
 
@@ -200,8 +203,8 @@ def job_accounting(row: AccountingRow) -> JobAccounting:
         state=neutral_state(row.state),
         start=_instant(row.start),
         end=_instant(row.end),
-        elapsed_seconds=_seconds(row.elapsed) if row.elapsed else None,
-        time_limit_seconds=_seconds(row.timelimit),
+        elapsed_seconds=slurm_seconds(row.elapsed) if row.elapsed else None,
+        time_limit_seconds=slurm_seconds(row.timelimit),
         exit_code=exit_code,
         signal=signal,
         allocation=JobAllocation(

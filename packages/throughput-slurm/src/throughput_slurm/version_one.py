@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from throughput_slurm.sacct import AccountingRow, job_accounting, neutral_state, slurm_minutes
+from throughput_slurm.sacct import AccountingRow, job_accounting, neutral_state, slurm_seconds
 
 __all__ = ["accounting", "elapsed_seconds", "state"]
 
@@ -37,8 +37,4 @@ def state(text: str) -> str:
 
 def elapsed_seconds(text: str) -> float | None:
     """sacct's Elapsed column in seconds; None where it says none or is unreadable."""
-    try:
-        minutes = slurm_minutes(text)
-    except ValueError:
-        return None
-    return None if minutes is None else minutes * 60
+    return slurm_seconds(text)

@@ -1,7 +1,7 @@
 """Slurm through its command-line tools (sbatch, squeue, sacct, scancel) as anyio subprocesses.
 
 Every command is an argv list (`submit.sbatch_argv`); no shell is ever involved. The output
-is read by `text`, the schema's sacct layer (`throughput_slurm.sacct`) and `reasons`.
+is read by `text`, the sacct layer (`throughput_slurm.sacct`) and `reasons`.
 Every command runs in `throughput_slurm.environment.slurm_environment`: the shell's
 environment without SBATCH_*/SLURM_* variables (SLURM_CONF kept), SLURM_TIME_FORMAT=standard,
 and, but for sbatch (whose environment is the job's), TZ=UTC (`query_environment`), with
